@@ -1,0 +1,117 @@
+//! The command-line layer: one file per verb, each an args struct whose doc
+//! comments are the help, and a `run` function that calls the library and
+//! prints. No domain logic lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
+/// post-training.
+#[derive(Debug, Parser)]
+#[command(name = "bat", version, about, long_about = None)]
+pub struct Cli {
+    /// Run as if bat was started in DIR (the ledger is found by walking up
+    /// from there). Overrides the BAT_DIR environment variable.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Print exactly one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The verb to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every verb of `bat`.
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+/// A failure the CLI reports: the message, an optional hint for the user and
+/// the process exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// What went wrong.
+    pub message: String,
+    /// What the user can do about it.
+    pub hint: Option<String>,
+    /// Process exit code (1 for check failures, 2 for usage/input errors).
+    pub code: u8,
+}
+
+impl CliError {
+    /// An error with exit code 1 and no hint.
+    pub fn new(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), hint: None, code: 1 }
+    }
+
+    /// Attach a hint shown after the message.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Set the exit code.
+    pub fn with_code(mut self, code: u8) -> Self {
+        self.code = code;
+        self
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError::new(e.to_string())
+    }
+}
+
+/// What a verb's `run` returns.
+pub type CliResult = Result<ExitCode, CliError>;
+
+/// Global options handed to every verb.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// `-C DIR`, else `BAT_DIR`, else none (current directory).
+    pub dir: Option<PathBuf>,
+    /// `--json` was given.
+    pub json: bool,
+}
+
+impl Globals {
+    /// The directory to start ledger discovery from.
+    pub fn start_dir(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
+/// Parse the command line, run the verb, print errors. The only place that
+/// reads the environment.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals { dir, json: cli.json };
+    match dispatch(cli.command, &globals) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            if let Some(h) = e.hint {
+                eprintln!("hint: {h}");
+            }
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn dispatch(command: Command, _g: &Globals) -> CliResult {
+    match command {}
+}
+
+/// Print a serializable value as one JSON document on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::new(format!("cannot encode JSON output: {e}")))?;
+    println!("{text}");
+    Ok(())
+}

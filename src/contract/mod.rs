@@ -1,0 +1,1 @@
+//! The BaT contract (../shared/spec/BAT_CONTRACT.md), reproduced exactly.

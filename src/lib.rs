@@ -1,0 +1,6 @@
+//! bat: the Benchmark-as-Teacher domain on top of `bat-ledger`, and the CLI.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod contract;

@@ -1,0 +1,6 @@
+#![forbid(unsafe_code)]
+//! The `bat` binary: parse, dispatch, print.
+
+fn main() -> std::process::ExitCode {
+    bat::cli::main()
+}
