@@ -1,1 +1,6 @@
-//! The BaT contract (../shared/spec/BAT_CONTRACT.md), reproduced exactly.
+//! The BaT contract (`../shared/spec/BAT_CONTRACT.md`), reproduced exactly:
+//! encodings, source grid, round views, evaluation summary, promotion gate,
+//! firewall scan and model binding. Pure library code: no terminal I/O and no
+//! environment reads.
+
+pub mod json;
