@@ -4,3 +4,4 @@
 //! environment reads.
 
 pub mod json;
+pub mod pack;
