@@ -3,5 +3,6 @@
 //! firewall scan and model binding. Pure library code: no terminal I/O and no
 //! environment reads.
 
+pub mod conformance;
 pub mod json;
 pub mod pack;
