@@ -7,6 +7,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod pack;
+pub mod round;
+pub mod source;
+
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
 #[derive(Debug, Parser)]
@@ -28,7 +32,14 @@ pub struct Cli {
 
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Show or validate benchmark packs.
+    Pack(pack::PackArgs),
+    /// Build the safe source grid.
+    Source(source::SourceArgs),
+    /// Build or verify a three-pool round view.
+    Round(round::RoundArgs),
+}
 
 /// A failure the CLI reports: the message, an optional hint for the user and
 /// the process exit code.
@@ -45,7 +56,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -90,8 +105,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {
@@ -104,8 +124,12 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, _g: &Globals) -> CliResult {
-    match command {}
+fn dispatch(command: Command, g: &Globals) -> CliResult {
+    match command {
+        Command::Pack(a) => pack::run(a, g),
+        Command::Source(a) => source::run(a, g),
+        Command::Round(a) => round::run(a, g),
+    }
 }
 
 /// Print a serializable value as one JSON document on stdout.

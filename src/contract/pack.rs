@@ -54,21 +54,28 @@ impl Pack {
 
     /// Parse a pack from JSON text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Pack, PackError> {
-        let value = json::parse(text)
-            .map_err(|source| PackError::Json { origin: origin.to_string(), source })?;
+        let value = json::parse(text).map_err(|source| PackError::Json {
+            origin: origin.to_string(),
+            source,
+        })?;
         if value.as_object().is_none() {
             return Err(PackError::Invalid {
                 origin: origin.to_string(),
                 reason: "the top level must be an object".into(),
             });
         }
-        Ok(Pack { value, origin: origin.to_string() })
+        Ok(Pack {
+            value,
+            origin: origin.to_string(),
+        })
     }
 
     /// Load a pack file.
     pub fn load(path: &Path) -> Result<Pack, PackError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PackError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PackError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Pack::parse(&text, &path.display().to_string())
     }
 
@@ -95,11 +102,35 @@ impl Pack {
         self.value.get(key)
     }
 
+    /// Every problem in the pack (empty when it is valid): unknown or
+    /// missing stages, weights that do not sum to 1, placeholders the
+    /// renderer does not know, tracks without a task definition, missing
+    /// keys, wrong types.
+    pub fn check(&self) -> Vec<super::task::PackIssue> {
+        super::task::check_pack(self)
+    }
+
+    /// The typed round-side view of the pack, or every problem found.
+    pub fn contract(&self) -> Result<super::task::ContractPack, PackError> {
+        super::task::ContractPack::from_pack(self).map_err(|issues| PackError::Invalid {
+            origin: self.origin.clone(),
+            reason: issues
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+    }
+
     /// A top-level list of strings (e.g. `stages`, `tracks`); empty if absent.
     pub fn str_list(&self, key: &str) -> Vec<String> {
         self.get(key)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
