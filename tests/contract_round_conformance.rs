@@ -12,7 +12,11 @@ use bat::contract::round_conformance::{has_reference_versions, run_source_and_ro
 
 fn shared() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");
-    let dir = if dir.is_dir() { dir } else { PathBuf::from("/work/shared/conformance") };
+    let dir = if dir.is_dir() {
+        dir
+    } else {
+        PathBuf::from("/work/shared/conformance")
+    };
     if dir.join("rounds").is_dir() {
         Some(dir)
     } else {
@@ -26,7 +30,13 @@ fn run(pack: &Pack) -> usize {
     let exact = has_reference_versions(pack);
     let results = run_source_and_rounds(&dir, &Options { pack, exact });
     for r in &results {
-        eprintln!("{} {}/{}: {}", if r.passed { "PASS" } else { "FAIL" }, r.family, r.case, r.detail);
+        eprintln!(
+            "{} {}/{}: {}",
+            if r.passed { "PASS" } else { "FAIL" },
+            r.family,
+            r.case,
+            r.detail
+        );
     }
     let failed: Vec<_> = results.iter().filter(|r| !r.passed).collect();
     assert!(failed.is_empty(), "{} failing vectors", failed.len());

@@ -19,7 +19,10 @@ use super::task::{self, ContractPack};
 /// The reference's version identifiers (identifiers, not prose).
 pub const REFERENCE_VERSIONS: [(&str, &str); 4] = [
     ("task_definition_version", "bat_core_track_native_v3"),
-    ("prompt_version", "bat_core_agentic_prompt_v7_execute_code_arguments"),
+    (
+        "prompt_version",
+        "bat_core_agentic_prompt_v7_execute_code_arguments",
+    ),
     ("reward_version", "bat_core_reward_v1"),
     ("agentic_budget.version", "bat_core_multiturn_budget_v3"),
 ];
@@ -41,7 +44,12 @@ fn case(family: &str, name: &str, result: Result<String, String>) -> CaseResult 
         Ok(d) => (true, d),
         Err(d) => (false, d),
     };
-    CaseResult { family: family.into(), case: name.into(), passed, detail }
+    CaseResult {
+        family: family.into(),
+        case: name.into(),
+        passed,
+        detail,
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -84,7 +92,11 @@ fn cj(v: &Value) -> String {
 }
 
 fn first_diff(a: &[u8], b: &[u8]) -> String {
-    let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let i = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     let lo = i.saturating_sub(40);
     format!(
         "differs at byte {i}: got …{}… want …{}…",
@@ -108,7 +120,9 @@ fn compare_masked(what: &str, got: &Value, want: &Value, paths: &[&str]) -> Resu
 
 fn jsonl_values(bytes: &[u8]) -> Result<Vec<Value>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
-    text.lines().map(|l| json::parse(l).map_err(|e| e.to_string())).collect()
+    text.lines()
+        .map(|l| json::parse(l).map_err(|e| e.to_string()))
+        .collect()
 }
 
 /// Fields of a round row that the pack's prose and versions decide.
@@ -126,7 +140,11 @@ pub fn run_source_and_rounds(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> 
     };
     let source_dir = dir.join("source");
     if source_dir.is_dir() {
-        out.push(case("source", "grid", source_grid(&k, &source_dir, opts.exact)));
+        out.push(case(
+            "source",
+            "grid",
+            source_grid(&k, &source_dir, opts.exact),
+        ));
     }
     let rounds_dir = dir.join("rounds");
     if !rounds_dir.is_dir() {
@@ -135,18 +153,41 @@ pub fn run_source_and_rounds(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> 
     let prompter = Prompter::new(&k);
     let source_bytes = read(&source_dir.join("source.jsonl"));
     let mut folders: Vec<_> = std::fs::read_dir(&rounds_dir)
-        .map(|it| it.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.join("manifest.json").is_file()).collect())
+        .map(|it| {
+            it.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("manifest.json").is_file())
+                .collect()
+        })
         .unwrap_or_default();
     folders.sort();
     for folder in folders {
-        let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = folder
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let src = source_bytes.as_deref().map_err(Clone::clone);
         let built = src.and_then(|s| build_vector(&k, &prompter, s, &folder));
-        out.push(case("rounds", &name, built.as_ref().map_err(Clone::clone).and_then(|b| compare_round(b, &folder, opts.exact))));
+        out.push(case(
+            "rounds",
+            &name,
+            built
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|b| compare_round(b, &folder, opts.exact)),
+        ));
         if folder.join("trace.json").is_file() {
-            out.push(case("rounds", &format!("{name}/trace"), check_trace(&folder.join("trace.json"))));
+            out.push(case(
+                "rounds",
+                &format!("{name}/trace"),
+                check_trace(&folder.join("trace.json")),
+            ));
         }
-        out.push(case("rounds", &format!("{name}/verify"), verify_vector(&k, &prompter, &folder, built.ok(), opts.exact)));
+        out.push(case(
+            "rounds",
+            &format!("{name}/verify"),
+            verify_vector(&k, &prompter, &folder, built.ok(), opts.exact),
+        ));
     }
     let rng_path = rounds_dir.join("rng-vectors.json");
     if rng_path.is_file() {
@@ -154,7 +195,11 @@ pub fn run_source_and_rounds(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> 
     }
     let pm = rounds_dir.join("prompt-matrix.jsonl");
     if pm.is_file() {
-        out.push(case("rounds", "prompt-matrix", check_prompt_matrix(&k, &prompter, &pm, opts.exact)));
+        out.push(case(
+            "rounds",
+            "prompt-matrix",
+            check_prompt_matrix(&k, &prompter, &pm, opts.exact),
+        ));
     }
     out
 }
@@ -174,17 +219,38 @@ fn source_grid(k: &ContractPack, dir: &Path, exact: bool) -> Result<String, Stri
         return Err(format!("{} rows, want {}", got.len(), want.len()));
     }
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        compare_masked(&format!("row {i}"), g, w, &["abstract_condition", "row_sha256"])?;
+        compare_masked(
+            &format!("row {i}"),
+            g,
+            w,
+            &["abstract_condition", "row_sha256"],
+        )?;
     }
     let wm = json::parse_bytes(&want_manifest).map_err(|e| e.to_string())?;
     compare_masked("manifest.json", &built.manifest, &wm, &["source_sha256"])?;
-    Ok(format!("{} rows match with prose and row digests masked", got.len()))
+    Ok(format!(
+        "{} rows match with prose and row digests masked",
+        got.len()
+    ))
 }
 
-fn build_vector(k: &ContractPack, prompter: &Prompter<'_>, source: &[u8], folder: &Path) -> Result<round::BuiltRound, String> {
+fn build_vector(
+    k: &ContractPack,
+    prompter: &Prompter<'_>,
+    source: &[u8],
+    folder: &Path,
+) -> Result<round::BuiltRound, String> {
     let manifest = read_json(&folder.join("manifest.json"))?;
-    let trace = if folder.join("trace.json").is_file() { Some(read_json(&folder.join("trace.json"))?) } else { None };
-    let prescription = if folder.join("prescription.json").is_file() { Some(read(&folder.join("prescription.json"))?) } else { None };
+    let trace = if folder.join("trace.json").is_file() {
+        Some(read_json(&folder.join("trace.json"))?)
+    } else {
+        None
+    };
+    let prescription = if folder.join("prescription.json").is_file() {
+        Some(read(&folder.join("prescription.json"))?)
+    } else {
+        None
+    };
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     let round_id = s(&manifest, "round_id").ok_or("manifest has no round_id")?;
     let target = s(&manifest, "target_stage").ok_or("manifest has no target_stage")?;
@@ -194,14 +260,21 @@ fn build_vector(k: &ContractPack, prompter: &Prompter<'_>, source: &[u8], folder
     };
     let seed = trace.as_ref().and_then(|t| s(t, "seed"));
     let sha = json::sha256_hex(source);
-    let source_name = manifest.get("source").and_then(|x| s(x, "file")).unwrap_or_else(|| "source.jsonl".into());
+    let source_name = manifest
+        .get("source")
+        .and_then(|x| s(x, "file"))
+        .unwrap_or_else(|| "source.jsonl".into());
     let inputs = BuildInputs {
         source_bytes: source,
         source_file_name: &source_name,
         source_sha256: &sha,
         round_id: &round_id,
         // The prescription vector passes no --target-stage.
-        target_stage: if prescription.is_some() { None } else { Some(&target) },
+        target_stage: if prescription.is_some() {
+            None
+        } else {
+            Some(&target)
+        },
         prescription: prescription.as_deref(),
         batches,
         seed: seed.as_deref(),
@@ -240,7 +313,11 @@ fn compare_round(b: &round::BuiltRound, folder: &Path, exact: bool) -> Result<St
     let sha_file = folder.join("train.sha256");
     if exact && sha_file.is_file() {
         let text = String::from_utf8_lossy(&read(&sha_file)?).into_owned();
-        let want = text.split_whitespace().next().unwrap_or_default().to_string();
+        let want = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
         let got = json::sha256_hex(&b.train);
         if got != want {
             let hint = locate_batch(&b.train, folder).unwrap_or_default();
@@ -254,14 +331,24 @@ fn compare_round(b: &round::BuiltRound, folder: &Path, exact: bool) -> Result<St
         let got = got_rows()?;
         let pairs = [(got.first(), want.first()), (got.last(), want.last())];
         for (i, (g, w)) in pairs.into_iter().enumerate() {
-            let (Some(g), Some(w)) = (g, w) else { return Err("first-and-last rows missing".into()) };
+            let (Some(g), Some(w)) = (g, w) else {
+                return Err("first-and-last rows missing".into());
+            };
             let paths: &[&str] = if exact { &[] } else { &ROW_MASK };
             compare_masked(if i == 0 { "first row" } else { "last row" }, g, w, paths)?;
         }
         checked.push("first and last rows");
     }
-    let mode = if exact { "byte-identical" } else { "match with prompt/version masked" };
-    Ok(format!("{} ({} rows): {mode}", checked.join(", "), b.train.iter().filter(|c| **c == b'\n').count()))
+    let mode = if exact {
+        "byte-identical"
+    } else {
+        "match with prompt/version masked"
+    };
+    Ok(format!(
+        "{} ({} rows): {mode}",
+        checked.join(", "),
+        b.train.iter().filter(|c| **c == b'\n').count()
+    ))
 }
 
 /// On a whole-file sha mismatch, name the first batch whose 8 lines differ.
@@ -270,7 +357,12 @@ fn locate_batch(train: &[u8], folder: &Path) -> Option<String> {
     let want = list.get("batches")?.as_array()?;
     let lines: Vec<&[u8]> = train.split_inclusive(|c| *c == b'\n').collect();
     for (b, w) in want.iter().enumerate() {
-        let chunk: Vec<u8> = lines.iter().skip(b * 8).take(8).flat_map(|l| l.iter().copied()).collect();
+        let chunk: Vec<u8> = lines
+            .iter()
+            .skip(b * 8)
+            .take(8)
+            .flat_map(|l| l.iter().copied())
+            .collect();
         if Some(json::sha256_hex(&chunk).as_str()) != w.as_str() {
             return Some(format!(" (first differing batch: {b})"));
         }
@@ -282,15 +374,28 @@ fn check_trace(path: &Path) -> Result<String, String> {
     let t = read_json(path)?;
     let mut views: Vec<&Value> = Vec::new();
     for key in ["target", "e2e", "batch_shuffles"] {
-        views.extend(t.get(key).and_then(Value::as_array).map(|a| a.iter().collect::<Vec<_>>()).unwrap_or_default());
+        views.extend(
+            t.get(key)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
     }
     if let Some(Value::Object(mix)) = t.get("mix") {
         for (_, m) in mix.iter() {
-            views.extend(m.get("views").and_then(Value::as_array).map(|a| a.iter().collect::<Vec<_>>()).unwrap_or_default());
+            views.extend(
+                m.get("views")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().collect::<Vec<_>>())
+                    .unwrap_or_default(),
+            );
         }
     }
     for v in &views {
-        let seed = v.get("seed_string").and_then(Value::as_str).ok_or("view without seed_string")?;
+        let seed = v
+            .get("seed_string")
+            .and_then(Value::as_str)
+            .ok_or("view without seed_string")?;
         let want: Vec<i64> = v
             .get("permutation")
             .and_then(Value::as_array)
@@ -298,7 +403,10 @@ fn check_trace(path: &Path) -> Result<String, String> {
             .iter()
             .map(|x| if let Value::Int(i) = x { *i } else { -1 })
             .collect();
-        let got: Vec<i64> = rng::shuffled_indices(seed, want.len()).into_iter().map(|i| i as i64).collect();
+        let got: Vec<i64> = rng::shuffled_indices(seed, want.len())
+            .into_iter()
+            .map(|i| i as i64)
+            .collect();
         if got != want {
             return Err(format!("shuffle of {seed:?}: got {got:?}, want {want:?}"));
         }
@@ -308,15 +416,25 @@ fn check_trace(path: &Path) -> Result<String, String> {
 
 fn ints(v: Option<&Value>) -> Vec<i64> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().map(|x| if let Value::Int(i) = x { *i } else { -1 }).collect())
+        .map(|a| {
+            a.iter()
+                .map(|x| if let Value::Int(i) = x { *i } else { -1 })
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn check_rng(path: &Path) -> Result<String, String> {
     let doc = read_json(path)?;
-    let vectors = doc.get("vectors").and_then(Value::as_array).ok_or("no vectors")?;
+    let vectors = doc
+        .get("vectors")
+        .and_then(Value::as_array)
+        .ok_or("no vectors")?;
     for v in vectors {
-        let seed = v.get("seed_string").and_then(Value::as_str).ok_or("vector without seed_string")?;
+        let seed = v
+            .get("seed_string")
+            .and_then(Value::as_str)
+            .ok_or("vector without seed_string")?;
         let key: Vec<i64> = rng::init_key(seed).into_iter().map(i64::from).collect();
         if key != ints(v.get("init_key_u32_le_order")) {
             return Err(format!("init key of {seed:?} differs"));
@@ -327,33 +445,60 @@ fn check_rng(path: &Path) -> Result<String, String> {
             return Err(format!("first outputs of {seed:?} differ"));
         }
         for (n, field) in [(21usize, "shuffle_range_21"), (8, "shuffle_range_8")] {
-            let got: Vec<i64> = rng::shuffled_indices(seed, n).into_iter().map(|i| i as i64).collect();
+            let got: Vec<i64> = rng::shuffled_indices(seed, n)
+                .into_iter()
+                .map(|i| i as i64)
+                .collect();
             if got != ints(v.get(field)) {
                 return Err(format!("{field} of {seed:?} differs"));
             }
         }
     }
-    Ok(format!("{} seeds: keys, outputs and shuffles reproduced", vectors.len()))
+    Ok(format!(
+        "{} seeds: keys, outputs and shuffles reproduced",
+        vectors.len()
+    ))
 }
 
 /// Contract fields the pack's prose and versions decide.
-const CONTRACT_MASK: [&str; 6] =
-    ["task_definition_version", "prompt_version", "agentic_budget.version", "contract_sha256", "task_name", "objective"];
+const CONTRACT_MASK: [&str; 6] = [
+    "task_definition_version",
+    "prompt_version",
+    "agentic_budget.version",
+    "contract_sha256",
+    "task_name",
+    "objective",
+];
 
-fn check_prompt_matrix(k: &ContractPack, prompter: &Prompter<'_>, path: &Path, exact: bool) -> Result<String, String> {
+fn check_prompt_matrix(
+    k: &ContractPack,
+    prompter: &Prompter<'_>,
+    path: &Path,
+    exact: bool,
+) -> Result<String, String> {
     let lines = jsonl_values(&read(path)?)?;
     for (i, line) in lines.iter().enumerate() {
-        let mut input = line.get("input_extra_info").cloned().ok_or(format!("line {i}: no input_extra_info"))?;
+        let mut input = line
+            .get("input_extra_info")
+            .cloned()
+            .ok_or(format!("line {i}: no input_extra_info"))?;
         if !exact {
             // The vector names the reference's version; a pack with its own
             // version only accepts its own.
             if let Value::Object(m) = &mut input {
-                m.insert("task_definition_version", Value::Str(k.task_definition_version.clone()));
+                m.insert(
+                    "task_definition_version",
+                    Value::Str(k.task_definition_version.clone()),
+                );
             }
         }
         let contract = task::task_contract(k, &input).map_err(|e| format!("line {i}: {e}"))?;
-        let prompt = prompter.render(&input).map_err(|e| format!("line {i}: {e}"))?;
-        let want_c = line.get("task_contract").ok_or(format!("line {i}: no task_contract"))?;
+        let prompt = prompter
+            .render(&input)
+            .map_err(|e| format!("line {i}: {e}"))?;
+        let want_c = line
+            .get("task_contract")
+            .ok_or(format!("line {i}: no task_contract"))?;
         let want_p = line.get("prompt").ok_or(format!("line {i}: no prompt"))?;
         if exact {
             let got = json::to_cj(&Value::Object(
@@ -366,16 +511,27 @@ fn check_prompt_matrix(k: &ContractPack, prompter: &Prompter<'_>, path: &Path, e
             let want = cj(line);
             compare_bytes(&format!("line {i}"), got.as_bytes(), want.as_bytes())?;
         } else {
-            compare_masked(&format!("line {i} task_contract"), &Value::Object(contract), want_c, &CONTRACT_MASK)?;
+            compare_masked(
+                &format!("line {i} task_contract"),
+                &Value::Object(contract),
+                want_c,
+                &CONTRACT_MASK,
+            )?;
             let shape = |p: &Value| {
-                p.as_array().map(|a| a.iter().map(|m| m.get("role").cloned()).collect::<Vec<_>>()).unwrap_or_default()
+                p.as_array()
+                    .map(|a| a.iter().map(|m| m.get("role").cloned()).collect::<Vec<_>>())
+                    .unwrap_or_default()
             };
             if shape(&prompt) != shape(want_p) {
                 return Err(format!("line {i}: prompt roles differ"));
             }
         }
     }
-    let mode = if exact { "byte-identical" } else { "contracts match with prose/versions masked" };
+    let mode = if exact {
+        "byte-identical"
+    } else {
+        "contracts match with prose/versions masked"
+    };
     Ok(format!("{} track×stage cells: {mode}", lines.len()))
 }
 
@@ -388,8 +544,13 @@ fn verify_vector(
 ) -> Result<String, String> {
     let train = folder.join("train.jsonl");
     if exact && train.is_file() {
-        let r = round::verify_dataset(k, prompter, &read(&train)?, &read(&folder.join("manifest.json"))?)
-            .map_err(|e| format!("the vector's own round fails verification: {e}"))?;
+        let r = round::verify_dataset(
+            k,
+            prompter,
+            &read(&train)?,
+            &read(&folder.join("manifest.json"))?,
+        )
+        .map_err(|e| format!("the vector's own round fails verification: {e}"))?;
         return Ok(format!("vector round verifies: {}", cj(&r)));
     }
     let b = built.ok_or("no built round to verify")?;
