@@ -158,6 +158,9 @@ fn cycle(len: usize, count: usize, seedbase: &str) -> Result<Vec<(usize, i64)>, 
     Ok(out)
 }
 
+/// A mix stage's focus subset and its cycled picks (subset index, view).
+type MixPool<'r> = (Vec<&'r Map>, Vec<(usize, i64)>);
+
 /// One planned projection.
 #[derive(Debug, Clone, Copy)]
 struct Slot<'r> {
@@ -313,7 +316,7 @@ pub fn build_round(
     for i in 0..batches * MIX_PER_BATCH {
         *mix_counts.entry(others[i % others.len()]).or_default() += 1;
     }
-    let mut mix: BTreeMap<&str, (Vec<&Map>, Vec<(usize, i64)>)> = BTreeMap::new();
+    let mut mix: BTreeMap<&str, MixPool<'_>> = BTreeMap::new();
     for (stage, count) in &mix_counts {
         let src = subset(stage);
         let picks = cycle(src.len(), *count, &format!("{seed}:mix:{stage}"))?;
