@@ -7,6 +7,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod pack;
+pub mod round;
+pub mod source;
+
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
 #[derive(Debug, Parser)]
@@ -28,7 +32,14 @@ pub struct Cli {
 
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Show or validate benchmark packs.
+    Pack(pack::PackArgs),
+    /// Build the safe source grid.
+    Source(source::SourceArgs),
+    /// Build or verify a three-pool round view.
+    Round(round::RoundArgs),
+}
 
 /// A failure the CLI reports: the message, an optional hint for the user and
 /// the process exit code.
@@ -113,8 +124,12 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, _g: &Globals) -> CliResult {
-    match command {}
+fn dispatch(command: Command, g: &Globals) -> CliResult {
+    match command {
+        Command::Pack(a) => pack::run(a, g),
+        Command::Source(a) => source::run(a, g),
+        Command::Round(a) => round::run(a, g),
+    }
 }
 
 /// Print a serializable value as one JSON document on stdout.

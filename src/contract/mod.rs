@@ -6,3 +6,10 @@
 pub mod conformance;
 pub mod json;
 pub mod pack;
+pub mod prompt;
+pub mod reward;
+pub mod rng;
+pub mod round;
+pub mod round_conformance;
+pub mod source;
+pub mod task;
