@@ -39,7 +39,7 @@ pub struct Options<'a> {
 /// Run every family found under `dir`. A family whose folder is absent is
 /// skipped (no result rows).
 pub fn run(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
-    let out = Vec::new();
-    let _ = (dir, opts);
+    let mut out = Vec::new();
+    out.extend(super::eval_conformance::run_eval_families(dir, opts));
     out
 }
