@@ -7,6 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod bind;
+pub mod conformance;
+pub mod eval;
+pub mod firewall;
+pub mod gate;
+
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
 #[derive(Debug, Parser)]
@@ -28,7 +34,18 @@ pub struct Cli {
 
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Evaluation summaries (`bat eval summarize`).
+    Eval(eval::EvalArgs),
+    /// Paired promotion gate and next-round prescription.
+    Gate(gate::GateArgs),
+    /// Leakage firewall (`bat firewall scan FILE`).
+    Firewall(firewall::FirewallArgs),
+    /// Bind an exported model folder to a gate evaluation arm.
+    Bind(bind::BindArgs),
+    /// Run a conformance vector directory and print a pass/fail table.
+    Conformance(conformance::ConformanceArgs),
+}
 
 /// A failure the CLI reports: the message, an optional hint for the user and
 /// the process exit code.
@@ -45,7 +62,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -90,8 +111,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {
@@ -104,8 +130,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, _g: &Globals) -> CliResult {
-    match command {}
+fn dispatch(command: Command, g: &Globals) -> CliResult {
+    match command {
+        Command::Eval(a) => eval::run(a, g),
+        Command::Gate(a) => gate::run(a, g),
+        Command::Firewall(a) => firewall::run(a, g),
+        Command::Bind(a) => bind::run(a, g),
+        Command::Conformance(a) => conformance::run(a, g),
+    }
 }
 
 /// Print a serializable value as one JSON document on stdout.

@@ -116,7 +116,10 @@ fn io_err(p: &Path, source: std::io::Error) -> BindingError {
     if source.kind() == std::io::ErrorKind::NotFound {
         BindingError::NotFound { path: disp(p) }
     } else {
-        BindingError::Io { path: disp(p), source }
+        BindingError::Io {
+            path: disp(p),
+            source,
+        }
     }
 }
 
@@ -126,7 +129,9 @@ fn resolve(p: &Path) -> Result<PathBuf, BindingError> {
 }
 
 fn is_symlink(p: &Path) -> bool {
-    fs::symlink_metadata(p).map(|m| m.file_type().is_symlink()).unwrap_or(false)
+    fs::symlink_metadata(p)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(false)
 }
 
 fn is_file(p: &Path) -> bool {
@@ -135,16 +140,25 @@ fn is_file(p: &Path) -> bool {
 
 /// Path components relative to `base`, as UTF-8 strings.
 fn rel_components(base: &Path, p: &Path) -> Result<Vec<String>, BindingError> {
-    let rel = p.strip_prefix(base).map_err(|_| BindingError::WeightEscapes { path: disp(p) })?;
+    let rel = p
+        .strip_prefix(base)
+        .map_err(|_| BindingError::WeightEscapes { path: disp(p) })?;
     rel.components()
         .map(|c| {
-            c.as_os_str().to_str().map(str::to_string).ok_or_else(|| BindingError::NonUtf8Name { path: disp(p) })
+            c.as_os_str()
+                .to_str()
+                .map(str::to_string)
+                .ok_or_else(|| BindingError::NonUtf8Name { path: disp(p) })
         })
         .collect()
 }
 
 /// Every entry under `dir` (not following symlinks), with its components.
-fn walk(dir: &Path, prefix: &[String], out: &mut Vec<(Vec<String>, PathBuf)>) -> Result<(), BindingError> {
+fn walk(
+    dir: &Path,
+    prefix: &[String],
+    out: &mut Vec<(Vec<String>, PathBuf)>,
+) -> Result<(), BindingError> {
     let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| io_err(dir, e))?;
@@ -152,7 +166,9 @@ fn walk(dir: &Path, prefix: &[String], out: &mut Vec<(Vec<String>, PathBuf)>) ->
             .file_name()
             .to_str()
             .map(str::to_string)
-            .ok_or_else(|| BindingError::NonUtf8Name { path: disp(&entry.path()) })?;
+            .ok_or_else(|| BindingError::NonUtf8Name {
+                path: disp(&entry.path()),
+            })?;
         let mut comps = prefix.to_vec();
         comps.push(name);
         let path = entry.path();
@@ -169,7 +185,13 @@ struct Fingerprint(u64, u64, u64, i64, i64);
 
 fn fingerprint(p: &Path) -> Result<Fingerprint, BindingError> {
     let m = fs::metadata(p).map_err(|e| io_err(p, e))?;
-    Ok(Fingerprint(m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    Ok(Fingerprint(
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+    ))
 }
 
 /// SHA-256 of a file, failing if its stat fingerprint changed meanwhile.
@@ -200,14 +222,19 @@ fn hash_file(p: &Path) -> Result<(String, u64), BindingError> {
 
 /// The weight files (unresolved, sorted by components) and the index path.
 fn weight_paths(model: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), BindingError> {
-    for name in ["model.safetensors.index.json", "pytorch_model.bin.index.json"] {
+    for name in [
+        "model.safetensors.index.json",
+        "pytorch_model.bin.index.json",
+    ] {
         let index = model.join(name);
         if !is_file(&index) {
             continue;
         }
         let bytes = fs::read(&index).map_err(|e| io_err(&index, e))?;
-        let payload = json::parse_bytes(&bytes)
-            .map_err(|e| BindingError::IndexJson { path: disp(&index), reason: e.to_string() })?;
+        let payload = json::parse_bytes(&bytes).map_err(|e| BindingError::IndexJson {
+            path: disp(&index),
+            reason: e.to_string(),
+        })?;
         let map = match payload.get("weight_map") {
             Some(Value::Object(m)) if !m.is_empty() => m,
             _ => return Err(BindingError::IndexMalformed { path: disp(&index) }),
@@ -231,10 +258,17 @@ fn weight_paths(model: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), Binding
     let mut bin = Vec::new();
     for entry in fs::read_dir(model).map_err(|e| io_err(model, e))? {
         let entry = entry.map_err(|e| io_err(model, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-        if name.starts_with("model") && name.ends_with(".safetensors") && name.len() >= "model.safetensors".len() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if name.starts_with("model")
+            && name.ends_with(".safetensors")
+            && name.len() >= "model.safetensors".len()
+        {
             st.push(entry.path());
-        } else if name.starts_with("pytorch_model") && name.ends_with(".bin") && name.len() >= "pytorch_model.bin".len()
+        } else if name.starts_with("pytorch_model")
+            && name.ends_with(".bin")
+            && name.len() >= "pytorch_model.bin".len()
         {
             bin.push(entry.path());
         }
@@ -257,7 +291,9 @@ pub struct ModelIdentity {
 /// §G.1–G.2: walk and hash a model folder.
 pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> {
     if is_symlink(model_path) {
-        return Err(BindingError::PathIsSymlink { path: disp(model_path) });
+        return Err(BindingError::PathIsSymlink {
+            path: disp(model_path),
+        });
     }
     let model = resolve(model_path)?;
     if !model.is_dir() {
@@ -265,7 +301,9 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
     }
     let config = model.join("config.json");
     if !is_file(&config) {
-        return Err(BindingError::ConfigMissing { path: disp(&config) });
+        return Err(BindingError::ConfigMissing {
+            path: disp(&config),
+        });
     }
     let (weights, index) = weight_paths(&model)?;
     let mut resolved_weights: Vec<(Vec<String>, PathBuf)> = Vec::new();
@@ -274,7 +312,9 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         if !resolved.starts_with(&model) {
             return Err(BindingError::WeightEscapes { path: disp(path) });
         }
-        let nonempty_regular = fs::metadata(&resolved).map(|m| m.is_file() && m.len() > 0).unwrap_or(false);
+        let nonempty_regular = fs::metadata(&resolved)
+            .map(|m| m.is_file() && m.len() > 0)
+            .unwrap_or(false);
         if is_symlink(path) || !nonempty_regular {
             return Err(BindingError::WeightNotRegular { path: disp(path) });
         }
@@ -309,7 +349,10 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
     for (comps, path) in &files {
         let (sha, size) = hash_file(path)?;
         rows.push(Value::Object(
-            Map::new().with("path", comps.join("/")).with("size_bytes", size).with("sha256", sha.as_str()),
+            Map::new()
+                .with("path", comps.join("/"))
+                .with("size_bytes", size)
+                .with("sha256", sha.as_str()),
         ));
         shas.push((comps.clone(), sha, size));
     }
@@ -319,7 +362,10 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .filter_map(|(comps, _)| {
             lookup(comps).map(|(_, sha, size)| {
                 Value::Object(
-                    Map::new().with("name", comps.join("/")).with("size_bytes", *size).with("sha256", sha.as_str()),
+                    Map::new()
+                        .with("name", comps.join("/"))
+                        .with("size_bytes", *size)
+                        .with("sha256", sha.as_str()),
                 )
             })
         })
@@ -327,11 +373,15 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
     let files_value = Value::Array(rows);
     // Files and weights only hold ints and strings, which always encode.
     let content_sha = sha256_hex(json::to_aj(&files_value).unwrap_or_default().as_bytes());
-    let config_sha = lookup(&["config.json".to_string()]).map(|(_, s, _)| s.clone()).unwrap_or_default();
+    let config_sha = lookup(&["config.json".to_string()])
+        .map(|(_, s, _)| s.clone())
+        .unwrap_or_default();
     let index_sha = match &index {
         Some(ix) => {
             let comps = rel_components(&model, &resolve(ix)?)?;
-            lookup(&comps).map(|(_, s, _)| Value::Str(s.clone())).unwrap_or(Value::Null)
+            lookup(&comps)
+                .map(|(_, s, _)| Value::Str(s.clone()))
+                .unwrap_or(Value::Null)
         }
         None => Value::Null,
     };
@@ -341,8 +391,15 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .with("weight_index_sha256", index_sha)
         .with("files", files_value)
         .with("weights", Value::Array(weight_rows));
-    let identity = sha256_hex(json::to_aj(&Value::Object(basis.clone())).unwrap_or_default().as_bytes());
-    Ok(ModelIdentity { basis, model_identity_sha256: identity })
+    let identity = sha256_hex(
+        json::to_aj(&Value::Object(basis.clone()))
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    Ok(ModelIdentity {
+        basis,
+        model_identity_sha256: identity,
+    })
 }
 
 /// The evaluation arm of a binding.
@@ -381,7 +438,10 @@ pub fn build_binding(
     for (k, v) in id.basis.iter() {
         m.insert(k.clone(), v.clone());
     }
-    m.insert("model_identity_sha256", Value::Str(id.model_identity_sha256));
+    m.insert(
+        "model_identity_sha256",
+        Value::Str(id.model_identity_sha256),
+    );
     Ok(Value::Object(m))
 }
 
@@ -398,7 +458,10 @@ pub fn python_path_str(p: &str) -> String {
     } else {
         ""
     };
-    let parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect();
     let joined = parts.join("/");
     if root.is_empty() && joined.is_empty() {
         ".".into()
@@ -430,11 +493,18 @@ pub enum RequestError {
 }
 
 /// §G.3: the evaluation request for a binding.
-pub fn evaluation_request(binding: &Value, protocol_id: &str, repeats: i64) -> Result<Value, RequestError> {
+pub fn evaluation_request(
+    binding: &Value,
+    protocol_id: &str,
+    repeats: i64,
+) -> Result<Value, RequestError> {
     if binding.get("artifact_kind").and_then(Value::as_str) != Some("bat_gate_model_binding") {
         return Err(RequestError::BindingInvalid);
     }
-    let identity = binding.get("model_identity_sha256").and_then(Value::as_str).ok_or(RequestError::BindingInvalid)?;
+    let identity = binding
+        .get("model_identity_sha256")
+        .and_then(Value::as_str)
+        .ok_or(RequestError::BindingInvalid)?;
     let protocol = py_strip(protocol_id);
     if protocol.is_empty() || repeats < 1 {
         return Err(RequestError::RequestInvalid);
@@ -505,19 +575,38 @@ mod tests {
 
     #[test]
     fn binder_stdout_is_python_default_json() {
-        assert_eq!(binder_stdout("ab", "o/é.json"), "{\"model_identity_sha256\": \"ab\", \"output\": \"o/\\u00e9.json\"}");
+        assert_eq!(
+            binder_stdout("ab", "o/é.json"),
+            "{\"model_identity_sha256\": \"ab\", \"output\": \"o/\\u00e9.json\"}"
+        );
     }
 
     #[test]
     fn request_checks() {
-        let b = Value::Object(Map::new().with("artifact_kind", "bat_gate_model_binding").with("model_identity_sha256", "x"));
+        let b = Value::Object(
+            Map::new()
+                .with("artifact_kind", "bat_gate_model_binding")
+                .with("model_identity_sha256", "x"),
+        );
         let r = evaluation_request(&b, "  proto ", 2).expect("valid request");
         assert_eq!(r.get("protocol_id").and_then(Value::as_str), Some("proto"));
-        assert_eq!(evaluation_request(&b, " \t", 1), Err(RequestError::RequestInvalid));
-        assert_eq!(evaluation_request(&b, "p", 0), Err(RequestError::RequestInvalid));
-        assert_eq!(evaluation_request(&Value::Null, "p", 1), Err(RequestError::BindingInvalid));
+        assert_eq!(
+            evaluation_request(&b, " \t", 1),
+            Err(RequestError::RequestInvalid)
+        );
+        assert_eq!(
+            evaluation_request(&b, "p", 0),
+            Err(RequestError::RequestInvalid)
+        );
+        assert_eq!(
+            evaluation_request(&Value::Null, "p", 1),
+            Err(RequestError::BindingInvalid)
+        );
         let receipt = eval_run_receipt("c", " p ", &["a".into(), "{output}".into()], "r", "s");
-        assert_eq!(receipt.get("protocol_id").and_then(Value::as_str), Some(" p "));
+        assert_eq!(
+            receipt.get("protocol_id").and_then(Value::as_str),
+            Some(" p ")
+        );
         assert_eq!(command_sha256(&["a".into()]), sha256_hex(b"[\"a\"]"));
     }
 }

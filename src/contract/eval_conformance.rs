@@ -40,7 +40,12 @@ fn result(family: &str, case: &str, outcome: Result<String, String>) -> CaseResu
         Ok(d) => (true, d),
         Err(d) => (false, d),
     };
-    CaseResult { family: family.into(), case: case.into(), passed, detail }
+    CaseResult {
+        family: family.into(),
+        case: case.into(),
+        passed,
+        detail,
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -52,7 +57,9 @@ fn read_json(path: &Path) -> Result<Value, String> {
 }
 
 fn str_field<'a>(case: &'a Value, key: &str) -> Result<&'a str, String> {
-    case.get(key).and_then(Value::as_str).ok_or_else(|| format!("case has no string `{key}`"))
+    case.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("case has no string `{key}`"))
 }
 
 /// Compare produced bytes with an expected file.
@@ -61,9 +68,19 @@ fn same_bytes(what: &str, got: &[u8], expected_path: &Path) -> Result<String, St
     if got == want.as_slice() {
         return Ok(format!("{what}: {} bytes identical", got.len()));
     }
-    let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-    let ctx = |b: &[u8]| String::from_utf8_lossy(&b[at.saturating_sub(20)..(at + 40).min(b.len())]).into_owned();
-    Err(format!("{what}: first difference at byte {at}: got {:?}, expected {:?}", ctx(got), ctx(&want)))
+    let at = got
+        .iter()
+        .zip(&want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len().min(want.len()));
+    let ctx = |b: &[u8]| {
+        String::from_utf8_lossy(&b[at.saturating_sub(20)..(at + 40).min(b.len())]).into_owned()
+    };
+    Err(format!(
+        "{what}: first difference at byte {at}: got {:?}, expected {:?}",
+        ctx(got),
+        ctx(&want)
+    ))
 }
 
 /// `ValueError: code` → `code`.
@@ -73,7 +90,9 @@ fn expected_code(case: &Value) -> Result<String, String> {
 }
 
 fn cases<'a>(doc: &'a Value, key: &str) -> &'a [Value] {
-    doc.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    doc.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
@@ -93,14 +112,23 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
         let run = |mode: SumMode, expected: PathBuf| -> Result<String, String> {
             let raw = read(&dir.join(str_field(case, "raw")?))?;
             let ck = str_field(case, "checkpoint_sha256")?;
-            let summary = build_summary(&raw, ck, opts.pack, mode).map_err(|e| format!("error: {e}"))?;
+            let summary =
+                build_summary(&raw, ck, opts.pack, mode).map_err(|e| format!("error: {e}"))?;
             same_bytes("summary", json::to_pj_file(&summary).as_bytes(), &expected)
         };
         let expected = str_field(case, "expected_summary").map(|p| dir.join(p));
-        out.push(result("eval", &format!("summary/{name}"), expected.and_then(|p| run(SumMode::Plain, p))));
+        out.push(result(
+            "eval",
+            &format!("summary/{name}"),
+            expected.and_then(|p| run(SumMode::Plain, p)),
+        ));
         let alt_file = alt.join("summary").join(format!("{name}.summary.json"));
         if alt_file.is_file() {
-            out.push(result("eval", &format!("alt-cpython312/summary/{name}"), run(SumMode::Neumaier, alt_file)));
+            out.push(result(
+                "eval",
+                &format!("alt-cpython312/summary/{name}"),
+                run(SumMode::Neumaier, alt_file),
+            ));
         }
     }
 
@@ -120,7 +148,11 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
     }
 
     for case in cases(&doc, "gates") {
-        let name = case.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
+        let name = case
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
         let gate_run = |summary_dir: Option<&Path>| -> Result<super::gate::GateOutcome, String> {
             // The 3.12 gates ran on the 3.12 summaries where those differ.
             let load = |key: &str| -> Result<Value, String> {
@@ -137,8 +169,13 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
                 Some(h) => training_healthy(&read_json(&dir.join(h))?),
                 None => true,
             };
-            evaluate_gate(&load("baseline_summary")?, &load("candidate_summary")?, healthy, &model)
-                .map_err(|e| format!("error: {e}"))
+            evaluate_gate(
+                &load("baseline_summary")?,
+                &load("candidate_summary")?,
+                healthy,
+                &model,
+            )
+            .map_err(|e| format!("error: {e}"))
         };
         let outcome = (|| {
             let g = gate_run(None)?;
@@ -148,7 +185,11 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
                 ("expected_prescription", &g.prescription),
                 ("expected_stdout", &g.stdout_document()),
             ] {
-                details.push(same_bytes(key, json::to_pj_file(doc).as_bytes(), &dir.join(str_field(case, key)?))?);
+                details.push(same_bytes(
+                    key,
+                    json::to_pj_file(doc).as_bytes(),
+                    &dir.join(str_field(case, key)?),
+                )?);
             }
             Ok(details.join("; "))
         })();
@@ -157,7 +198,11 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
         if alt_gate.is_file() {
             let outcome = gate_run(Some(&alt.join("summary")))
                 .and_then(|g| same_bytes("gate", json::to_pj_file(&g.gate).as_bytes(), &alt_gate));
-            out.push(result("eval", &format!("alt-cpython312/gate/{name}"), outcome));
+            out.push(result(
+                "eval",
+                &format!("alt-cpython312/gate/{name}"),
+                outcome,
+            ));
         }
     }
 
@@ -209,7 +254,8 @@ fn run_leakage(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
                 (Ok(_), Some(_)) => return Err("expected a markers error".into()),
                 (Ok(m), None) => m,
             };
-            let violations = firewall::scan_bytes(&input, &markers, &rules).map_err(|e| format!("error: {e}"))?;
+            let violations = firewall::scan_bytes(&input, &markers, &rules)
+                .map_err(|e| format!("error: {e}"))?;
             let exit = i64::from(!violations.is_empty());
             let want_exit = case.get("exit_code").and_then(|v| match v {
                 Value::Int(i) => Some(*i),
@@ -218,7 +264,11 @@ fn run_leakage(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
             if want_exit != Some(exit) {
                 return Err(format!("exit code {exit}, expected {want_exit:?}"));
             }
-            same_bytes("stdout", firewall::report_text(&violations).as_bytes(), &dir.join(str_field(case, "expected_stdout")?))
+            same_bytes(
+                "stdout",
+                firewall::report_text(&violations).as_bytes(),
+                &dir.join(str_field(case, "expected_stdout")?),
+            )
         })();
         out.push(result("leakage", name, outcome));
     }
@@ -243,14 +293,22 @@ fn run_binding(dir: &Path) -> Vec<CaseResult> {
                 Some(Value::Int(i)) if *i >= 0 => *i as u64,
                 _ => return Err("case has no gate_step".into()),
             };
-            let binding =
-                build_binding(&dir.join(str_field(case, "model_dir")?), str_field(case, "experiment_name")?, step, arm)
-                    .map_err(|e| format!("error: {e}"))?;
+            let binding = build_binding(
+                &dir.join(str_field(case, "model_dir")?),
+                str_field(case, "experiment_name")?,
+                step,
+                arm,
+            )
+            .map_err(|e| format!("error: {e}"))?;
             let want_id = str_field(case, "model_identity_sha256")?;
             if binding.get("model_identity_sha256").and_then(Value::as_str) != Some(want_id) {
                 return Err("model_identity_sha256 differs".into());
             }
-            same_bytes("binding", json::to_pj_file(&binding).as_bytes(), &dir.join(str_field(case, "expected_binding")?))
+            same_bytes(
+                "binding",
+                json::to_pj_file(&binding).as_bytes(),
+                &dir.join(str_field(case, "expected_binding")?),
+            )
         })();
         out.push(result("binding", name, outcome));
     }
@@ -259,13 +317,20 @@ fn run_binding(dir: &Path) -> Vec<CaseResult> {
         let outcome = (|| {
             let prefix = str_field(case, "stderr_last_line_prefix")?;
             let prefix = prefix.split_once(": ").map_or(prefix, |(_, m)| m);
-            match build_binding(&dir.join(str_field(case, "model_dir")?), "bat-conformance", 50, Arm::Candidate) {
+            match build_binding(
+                &dir.join(str_field(case, "model_dir")?),
+                "bat-conformance",
+                50,
+                Arm::Candidate,
+            ) {
                 Ok(_) => Err(format!("expected `{prefix}`, got a binding")),
                 Err(e) => {
                     let msg = e.to_string();
                     let rest = msg.strip_prefix(prefix).and_then(|r| r.strip_prefix(": "));
                     match rest {
-                        Some(p) if p.starts_with('/') => Ok(format!("error `{prefix}: <absolute path>`")),
+                        Some(p) if p.starts_with('/') => {
+                            Ok(format!("error `{prefix}: <absolute path>`"))
+                        }
                         _ => Err(format!("expected `{prefix}: <absolute path>`, got `{msg}`")),
                     }
                 }
@@ -286,7 +351,11 @@ fn run_protocol(dir: &Path) -> Vec<CaseResult> {
     for (i, v) in cases(&doc, "vectors").iter().enumerate() {
         let input = v.get("input").and_then(Value::as_str);
         let case = format!("runtime-protocol/{i}");
-        let outcome = match (runtime_protocol_binding(input), v.get("binding"), v.get("error").and_then(Value::as_str)) {
+        let outcome = match (
+            runtime_protocol_binding(input),
+            v.get("binding"),
+            v.get("error").and_then(Value::as_str),
+        ) {
             (Ok(got), Some(want), _) => {
                 // Compare canonical encodings: same members, same values.
                 let (g, w) = (json::to_cj(&got), json::to_cj(want));
@@ -302,4 +371,46 @@ fn run_protocol(dir: &Path) -> Vec<CaseResult> {
         out.push(result("protocol", &case, outcome));
     }
     out
+}
+
+/// Whether `pack` carries the reference's version identifiers as recorded in
+/// the vectors under `dir` (the first task contract of
+/// `rounds/prompt-matrix.jsonl`): `task_definition_version`,
+/// `prompt_version` and `agentic_budget.version`, plus `reward_version`
+/// where a vector records it. False when the vectors record none.
+pub fn pack_matches_reference_versions(dir: &Path, pack: &super::pack::Pack) -> bool {
+    let Ok(bytes) = std::fs::read(dir.join("rounds").join("prompt-matrix.jsonl")) else {
+        return false;
+    };
+    let Some(first) = bytes.split(|b| *b == b'\n').find(|l| !l.is_empty()) else {
+        return false;
+    };
+    let Ok(row) = json::parse_bytes(first) else {
+        return false;
+    };
+    let Some(tc) = row.get("task_contract") else {
+        return false;
+    };
+    let recorded = [
+        (
+            tc.get("task_definition_version"),
+            pack.get("task_definition_version"),
+        ),
+        (tc.get("prompt_version"), pack.get("prompt_version")),
+        (
+            tc.get("agentic_budget").and_then(|b| b.get("version")),
+            pack.get("agentic_budget").and_then(|b| b.get("version")),
+        ),
+        (tc.get("reward_version"), pack.get("reward_version")),
+    ];
+    let mut any = false;
+    for (want, have) in recorded {
+        if let Some(want) = want {
+            any = true;
+            if Some(want) != have {
+                return false;
+            }
+        }
+    }
+    any
 }

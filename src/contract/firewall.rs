@@ -77,7 +77,10 @@ fn unescape_char(it: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<ch
     }
 }
 
-fn literal_until(it: &mut std::iter::Peekable<std::str::Chars<'_>>, stops: &[char]) -> Option<String> {
+fn literal_until(
+    it: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    stops: &[char],
+) -> Option<String> {
     let mut out = String::new();
     while let Some(&c) = it.peek() {
         if stops.contains(&c) {
@@ -143,7 +146,13 @@ impl PathPattern {
         if it.next().is_some() {
             return None;
         }
-        Some(PathPattern { class_space, class_chars, prefix, alternatives, suffix })
+        Some(PathPattern {
+            class_space,
+            class_chars,
+            prefix,
+            alternatives,
+            suffix,
+        })
     }
 
     fn class_matches(&self, c: char) -> bool {
@@ -154,7 +163,10 @@ impl PathPattern {
         let Some(rest) = s.strip_prefix(self.prefix.as_str()) else {
             return false;
         };
-        self.alternatives.iter().any(|alt| rest.strip_prefix(alt.as_str()).is_some_and(|r| r.starts_with(&self.suffix)))
+        self.alternatives.iter().any(|alt| {
+            rest.strip_prefix(alt.as_str())
+                .is_some_and(|r| r.starts_with(&self.suffix))
+        })
     }
 
     /// Python `re.search(pattern, s) is not None`.
@@ -189,26 +201,39 @@ pub struct LeakageRules {
 }
 
 fn str_list(v: Option<&Value>) -> Option<Vec<String>> {
-    v?.as_array()?.iter().map(|x| x.as_str().map(str::to_string)).collect()
+    v?.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_string))
+        .collect()
 }
 
 impl LeakageRules {
     /// Read the rules from a pack.
     pub fn from_pack(pack: &Pack) -> Result<LeakageRules, FirewallError> {
-        let pack_err = |reason: &str| FirewallError::Pack { reason: reason.to_string() };
-        let l = pack.get("leakage").and_then(Value::as_object).ok_or_else(|| pack_err("`leakage` is missing"))?;
+        let pack_err = |reason: &str| FirewallError::Pack {
+            reason: reason.to_string(),
+        };
+        let l = pack
+            .get("leakage")
+            .and_then(Value::as_object)
+            .ok_or_else(|| pack_err("`leakage` is missing"))?;
         let regex = l
             .get("absolute_path_regex")
             .and_then(Value::as_str)
             .ok_or_else(|| pack_err("`leakage.absolute_path_regex` is missing"))?;
-        let path_pattern = PathPattern::compile(regex)
-            .ok_or_else(|| pack_err("`leakage.absolute_path_regex` is not of the supported shape (?:^|[…])…(?:a|b)…"))?;
+        let path_pattern = PathPattern::compile(regex).ok_or_else(|| {
+            pack_err(
+                "`leakage.absolute_path_regex` is not of the supported shape (?:^|[…])…(?:a|b)…",
+            )
+        })?;
         Ok(LeakageRules {
             path_pattern,
-            sensitive: str_list(l.get("sensitive_field_substrings"))
-                .ok_or_else(|| pack_err("`leakage.sensitive_field_substrings` must be a list of strings"))?,
-            training_flag_suffixes: str_list(l.get("training_flag_suffixes"))
-                .ok_or_else(|| pack_err("`leakage.training_flag_suffixes` must be a list of strings"))?,
+            sensitive: str_list(l.get("sensitive_field_substrings")).ok_or_else(|| {
+                pack_err("`leakage.sensitive_field_substrings` must be a list of strings")
+            })?,
+            training_flag_suffixes: str_list(l.get("training_flag_suffixes")).ok_or_else(|| {
+                pack_err("`leakage.training_flag_suffixes` must be a list of strings")
+            })?,
             evaluation_flag_suffix: l
                 .get("evaluation_flag_suffix")
                 .and_then(Value::as_str)
@@ -232,7 +257,9 @@ pub struct Violation {
 /// Parse a held-out markers file: a JSON array of strings, each with a
 /// stripped length of at least 4. Returns the casefolded markers.
 pub fn parse_markers(bytes: &[u8]) -> Result<Vec<String>, FirewallError> {
-    let v = json::parse_bytes(bytes).map_err(|e| FirewallError::MarkersJson { reason: e.to_string() })?;
+    let v = json::parse_bytes(bytes).map_err(|e| FirewallError::MarkersJson {
+        reason: e.to_string(),
+    })?;
     let arr = v.as_array().ok_or(FirewallError::MarkersInvalid)?;
     let mut out = Vec::with_capacity(arr.len());
     for item in arr {
@@ -286,7 +313,13 @@ fn check_node(
     rules: &LeakageRules,
     out: &mut Vec<Violation>,
 ) {
-    let mut push = |code: &'static str| out.push(Violation { line, field: field.to_string(), code });
+    let mut push = |code: &'static str| {
+        out.push(Violation {
+            line,
+            field: field.to_string(),
+            code,
+        })
+    };
     let is_flag = ends_with_any(field, &rules.training_flag_suffixes);
     let declared_safe = is_flag && value.is_false();
     if !declared_safe {
@@ -358,8 +391,14 @@ fn walk_object(
 
 /// Scan the bytes of a JSONL file (§F). `markers` are already casefolded
 /// (see [`parse_markers`]).
-pub fn scan_bytes(bytes: &[u8], markers: &[String], rules: &LeakageRules) -> Result<Vec<Violation>, FirewallError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| FirewallError::NotUtf8 { offset: e.valid_up_to() })?;
+pub fn scan_bytes(
+    bytes: &[u8],
+    markers: &[String],
+    rules: &LeakageRules,
+) -> Result<Vec<Violation>, FirewallError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| FirewallError::NotUtf8 {
+        offset: e.valid_up_to(),
+    })?;
     let mut out = Vec::new();
     for (i, line) in universal_lines(text).into_iter().enumerate() {
         let n = i + 1;
@@ -368,7 +407,11 @@ pub fn scan_bytes(bytes: &[u8], markers: &[String], rules: &LeakageRules) -> Res
                 let mut field = String::from("$");
                 walk(n, &mut field, &row, markers, rules, &mut out);
             }
-            Err(_) => out.push(Violation { line: n, field: "$".into(), code: "invalid_json" }),
+            Err(_) => out.push(Violation {
+                line: n,
+                field: "$".into(),
+                code: "invalid_json",
+            }),
         }
     }
     Ok(out)
@@ -379,12 +422,24 @@ pub fn report(violations: &[Violation]) -> Value {
     let rows: Vec<Value> = violations
         .iter()
         .map(|v| {
-            Value::Object(Map::new().with("code", v.code).with("field", v.field.as_str()).with("line", v.line))
+            Value::Object(
+                Map::new()
+                    .with("code", v.code)
+                    .with("field", v.field.as_str())
+                    .with("line", v.line),
+            )
         })
         .collect();
     Value::Object(
         Map::new()
-            .with("status", if violations.is_empty() { "passed" } else { "failed" })
+            .with(
+                "status",
+                if violations.is_empty() {
+                    "passed"
+                } else {
+                    "failed"
+                },
+            )
             .with("violations", Value::Array(rows)),
     )
 }
@@ -415,10 +470,29 @@ mod tests {
     #[test]
     fn path_pattern_matches_python_re() {
         let p = rules().path_pattern;
-        for yes in ["/home/u/", "x /tmp/y", "\"/mnt/", "'/root/", "a\u{1f}/workspace/", "\u{a0}/tmp/", "\u{2028}/tmp/", "\u{3000}/localhome/"] {
+        for yes in [
+            "/home/u/",
+            "x /tmp/y",
+            "\"/mnt/",
+            "'/root/",
+            "a\u{1f}/workspace/",
+            "\u{a0}/tmp/",
+            "\u{2028}/tmp/",
+            "\u{3000}/localhome/",
+        ] {
             assert!(p.search(yes), "{yes:?}");
         }
-        for no in ["x/home/u/", "/home", "/Home/x/", "\u{200b}/tmp/", "\u{feff}/tmp/", "=/tmp/", "`/tmp/", "/homes/", " /tmpx/"] {
+        for no in [
+            "x/home/u/",
+            "/home",
+            "/Home/x/",
+            "\u{200b}/tmp/",
+            "\u{feff}/tmp/",
+            "=/tmp/",
+            "`/tmp/",
+            "/homes/",
+            " /tmpx/",
+        ] {
             assert!(!p.search(no), "{no:?}");
         }
     }
@@ -434,15 +508,24 @@ mod tests {
     fn lines_split_like_universal_newlines() {
         assert_eq!(universal_lines("a\r\nb\rc\nd"), vec!["a", "b", "c", "d"]);
         assert_eq!(universal_lines(""), Vec::<&str>::new());
-        assert_eq!(universal_lines("a\u{2028}b\u{85}c\n"), vec!["a\u{2028}b\u{85}c"]);
+        assert_eq!(
+            universal_lines("a\u{2028}b\u{85}c\n"),
+            vec!["a\u{2028}b\u{85}c"]
+        );
         assert_eq!(universal_lines("\n\n"), vec!["", ""]);
     }
 
     #[test]
     fn markers_must_be_long_strings() {
-        assert_eq!(parse_markers(b"[\"  abc  \"]"), Err(FirewallError::MarkersInvalid));
+        assert_eq!(
+            parse_markers(b"[\"  abc  \"]"),
+            Err(FirewallError::MarkersInvalid)
+        );
         assert_eq!(parse_markers(b"[1]"), Err(FirewallError::MarkersInvalid));
         assert_eq!(parse_markers(b"{}"), Err(FirewallError::MarkersInvalid));
-        assert_eq!(parse_markers("[\"STRAẞE\"]".as_bytes()), Ok(vec!["strasse".to_string()]));
+        assert_eq!(
+            parse_markers("[\"STRAẞE\"]".as_bytes()),
+            Ok(vec!["strasse".to_string()])
+        );
     }
 }

@@ -48,13 +48,18 @@ impl From<SummaryError> for GateError {
         match e {
             SummaryError::Invalid { code } => GateError::Invalid { code },
             SummaryError::Pack { reason } => GateError::Pack { reason },
-            SummaryError::Json { reason } => GateError::Crash { kind: "JSONDecodeError".into(), message: reason },
+            SummaryError::Json { reason } => GateError::Crash {
+                kind: "JSONDecodeError".into(),
+                message: reason,
+            },
         }
     }
 }
 
 fn invalid(code: &str) -> GateError {
-    GateError::Invalid { code: code.to_string() }
+    GateError::Invalid {
+        code: code.to_string(),
+    }
 }
 
 /// The gate's thresholds, read from the pack's `gate_thresholds`.
@@ -96,12 +101,16 @@ impl GateModel {
             .get("gate_thresholds")
             .filter(|v| v.as_object().is_some())
             .cloned()
-            .ok_or_else(|| GateError::Pack { reason: "`gate_thresholds` is missing".into() })?;
+            .ok_or_else(|| GateError::Pack {
+                reason: "`gate_thresholds` is missing".into(),
+            })?;
         let num = |key: &str| -> Result<f64, GateError> {
             raw.get(key)
                 .filter(|v| matches!(v, Value::Int(_) | Value::Float(_)))
                 .and_then(|v| to_float(v).ok())
-                .ok_or_else(|| GateError::Pack { reason: format!("`gate_thresholds.{key}` is missing or not a number") })
+                .ok_or_else(|| GateError::Pack {
+                    reason: format!("`gate_thresholds.{key}` is missing or not a number"),
+                })
         };
         let thresholds = Thresholds {
             maximum_overall_drop: num("maximum_overall_drop")?,
@@ -115,21 +124,34 @@ impl GateModel {
             .get("prescription_optimizer")
             .filter(|v| v.as_object().is_some())
             .cloned()
-            .ok_or_else(|| GateError::Pack { reason: "`prescription_optimizer` is missing".into() })?;
+            .ok_or_else(|| GateError::Pack {
+                reason: "`prescription_optimizer` is missing".into(),
+            })?;
         let n = stages.stages.len();
         let late_stages = stages.stages[n.saturating_sub(3)..].to_vec();
-        Ok(GateModel { stages, thresholds, late_stages, optimizer })
+        Ok(GateModel {
+            stages,
+            thresholds,
+            late_stages,
+            optimizer,
+        })
     }
 }
 
 /// Python's `isinstance(v, (int, float))`; a bool passes.
 fn is_number(v: &Value) -> bool {
-    matches!(v, Value::Int(_) | Value::BigInt(_) | Value::Float(_) | Value::Bool(_))
+    matches!(
+        v,
+        Value::Int(_) | Value::BigInt(_) | Value::Float(_) | Value::Bool(_)
+    )
 }
 
 /// `float(v)` where the reference would raise OverflowError/TypeError uncaught.
 fn float_or_crash(v: &Value) -> Result<f64, GateError> {
-    to_float(v).map_err(|e| GateError::Crash { kind: "ValueError".into(), message: e.to_string() })
+    to_float(v).map_err(|e| GateError::Crash {
+        kind: "ValueError".into(),
+        message: e.to_string(),
+    })
 }
 
 /// §E.1 acceptance of one summary.
@@ -142,7 +164,10 @@ fn accept<'a>(value: &'a Value, model: &GateModel) -> Result<&'a Map, GateError>
     {
         return Err(invalid("eval_summary_invalid"));
     }
-    let means = m.get("means").and_then(Value::as_object).ok_or_else(|| invalid("eval_means_invalid"))?;
+    let means = m
+        .get("means")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("eval_means_invalid"))?;
     for key in ["task", "agentic", "overall"] {
         match means.get(key) {
             Some(v) if is_number(v) => {
@@ -160,13 +185,18 @@ fn accept<'a>(value: &'a Value, model: &GateModel) -> Result<&'a Map, GateError>
         _ => return Err(invalid("eval_checkpoint_binding_invalid")),
     }
     let cells_ok = matches!(m.get("cells"), Some(Value::Array(a)) if !a.is_empty());
-    let tracks = m.get("track_scores").and_then(Value::as_object).filter(|t| !t.is_empty());
+    let tracks = m
+        .get("track_scores")
+        .and_then(Value::as_object)
+        .filter(|t| !t.is_empty());
     let Some(tracks) = tracks.filter(|_| cells_ok) else {
         return Err(invalid("eval_pairing_evidence_invalid"));
     };
     for (_, score) in tracks.iter() {
         let ok = match score {
-            Value::Int(_) | Value::BigInt(_) | Value::Float(_) => float_or_crash(score)?.is_finite(),
+            Value::Int(_) | Value::BigInt(_) | Value::Float(_) => {
+                float_or_crash(score)?.is_finite()
+            }
             _ => false,
         };
         if !ok {
@@ -217,13 +247,21 @@ fn key_part(v: &Value) -> Result<KeyPart, GateError> {
 
 fn cell_keys(m: &Map) -> Result<HashSet<[KeyPart; 3]>, GateError> {
     let mut out = HashSet::new();
-    for cell in m.get("cells").and_then(Value::as_array).into_iter().flatten() {
+    for cell in m
+        .get("cells")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let get = |k: &str| -> Result<KeyPart, GateError> {
             let c = cell.as_object().ok_or_else(|| GateError::Crash {
                 kind: "TypeError".into(),
                 message: "summary cell is not an object".into(),
             })?;
-            key_part(c.get(k).ok_or_else(|| GateError::Crash { kind: "KeyError".into(), message: format!("'{k}'") })?)
+            key_part(c.get(k).ok_or_else(|| GateError::Crash {
+                kind: "KeyError".into(),
+                message: format!("'{k}'"),
+            })?)
         };
         out.insert([get("track")?, get("task_id")?, get("repeat")?]);
     }
@@ -249,25 +287,41 @@ pub fn select_target(
 }
 
 /// [`select_target`] on already-checked scores in stage order.
-pub fn select_target_scores(b: &[f64], c: &[f64], promoted: bool, model: &StageModel) -> (String, &'static str) {
+pub fn select_target_scores(
+    b: &[f64],
+    c: &[f64],
+    promoted: bool,
+    model: &StageModel,
+) -> (String, &'static str) {
     if !promoted {
         let regression: Vec<f64> = b.iter().zip(c).map(|(x, y)| x - y).collect();
-        let maximum = regression.iter().copied().filter(|r| *r > 0.0).fold(None, |m: Option<f64>, r| {
-            // Python max() keeps the first of equal values; for floats that
-            // only matters for the sign of zero, which cannot be positive.
-            Some(match m {
-                Some(m) if m >= r => m,
-                _ => r,
-            })
-        });
+        let maximum =
+            regression
+                .iter()
+                .copied()
+                .filter(|r| *r > 0.0)
+                .fold(None, |m: Option<f64>, r| {
+                    // Python max() keeps the first of equal values; for floats that
+                    // only matters for the sign of zero, which cannot be positive.
+                    Some(match m {
+                        Some(m) if m >= r => m,
+                        _ => r,
+                    })
+                });
         if let Some(maximum) = maximum {
             if let Some(i) = regression.iter().position(|r| isclose(*r, maximum, 1e-12)) {
                 return (model.stages[i].clone(), REASON_REGRESSION);
             }
         }
     }
-    let minimum = c.iter().copied().fold(f64::INFINITY, |m, x| if x < m { x } else { m });
-    let i = c.iter().position(|x| isclose(*x, minimum, 1e-12)).unwrap_or(0);
+    let minimum = c
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, |m, x| if x < m { x } else { m });
+    let i = c
+        .iter()
+        .position(|x| isclose(*x, minimum, 1e-12))
+        .unwrap_or(0);
     (model.stages[i].clone(), REASON_LOWEST)
 }
 
@@ -295,7 +349,11 @@ pub struct GateOutcome {
 impl GateOutcome {
     /// The CLI's stdout document `{"gate": …, "prescription": …}`.
     pub fn stdout_document(&self) -> Value {
-        Value::Object(Map::new().with("gate", self.gate.clone()).with("prescription", self.prescription.clone()))
+        Value::Object(
+            Map::new()
+                .with("gate", self.gate.clone())
+                .with("prescription", self.prescription.clone()),
+        )
     }
 }
 
@@ -313,13 +371,18 @@ pub fn evaluate_gate(
         return Err(invalid("paired_cells_mismatch"));
     }
     let mean = |m: &Map, k: &str| -> Result<f64, GateError> {
-        float_or_crash(m.get("means").and_then(|x| x.get(k)).unwrap_or(&Value::Null))
+        float_or_crash(
+            m.get("means")
+                .and_then(|x| x.get(k))
+                .unwrap_or(&Value::Null),
+        )
     };
     let overall_drop = mean(b, "overall")? - mean(c, "overall")?;
     let task_drop = mean(b, "task")? - mean(c, "task")?;
-    let (Some(bt), Some(ct)) =
-        (b.get("track_scores").and_then(Value::as_object), c.get("track_scores").and_then(Value::as_object))
-    else {
+    let (Some(bt), Some(ct)) = (
+        b.get("track_scores").and_then(Value::as_object),
+        c.get("track_scores").and_then(Value::as_object),
+    ) else {
         return Err(invalid("paired_tracks_mismatch"));
     };
     let bkeys: HashSet<&String> = bt.keys().collect();
@@ -363,11 +426,23 @@ pub fn evaluate_gate(
     let checks = [
         ("paired_cells", true),
         ("training_health", training_healthy),
-        ("overall_noninferiority", overall_drop <= th.maximum_overall_drop),
+        (
+            "overall_noninferiority",
+            overall_drop <= th.maximum_overall_drop,
+        ),
         ("task_noninferiority", task_drop <= th.maximum_task_drop),
-        ("per_track_regression", max_track_drop.unwrap_or(0.0) <= th.maximum_per_track_drop),
-        ("late_stage_regression", late_max <= th.maximum_late_stage_drop),
-        ("catastrophic_forgetting", overall_drop < th.catastrophic_overall_drop),
+        (
+            "per_track_regression",
+            max_track_drop.unwrap_or(0.0) <= th.maximum_per_track_drop,
+        ),
+        (
+            "late_stage_regression",
+            late_max <= th.maximum_late_stage_drop,
+        ),
+        (
+            "catastrophic_forgetting",
+            overall_drop < th.catastrophic_overall_drop,
+        ),
     ];
     let promoted = checks.iter().all(|(_, ok)| *ok);
     let (target, reason) = select_target_scores(&bs, &cs, promoted, sm);
@@ -402,11 +477,29 @@ pub fn evaluate_gate(
             .with("artifact_kind", "bat_round_prescription")
             .with("target_stage", target.as_str())
             .with("selection_reason", reason)
-            .with("starting_checkpoint_sha256", if promoted { ck(c) } else { ck(b) })
+            .with(
+                "starting_checkpoint_sha256",
+                if promoted { ck(c) } else { ck(b) },
+            )
             .with("promotion_status", status)
-            .with("pool_rows_per_batch", Map::new().with("s_target", 4).with("s_mix", 2).with("e2e", 2))
+            .with(
+                "pool_rows_per_batch",
+                Map::new()
+                    .with("s_target", 4)
+                    .with("s_mix", 2)
+                    .with("e2e", 2),
+            )
             .with("optimizer", model.optimizer.clone())
-            .with("aggregate_stage_scores", c.get("stage_scores").cloned().unwrap_or(Value::Null)),
+            .with(
+                "aggregate_stage_scores",
+                c.get("stage_scores").cloned().unwrap_or(Value::Null),
+            ),
     );
-    Ok(GateOutcome { gate, prescription, promoted, target_stage: target, selection_reason: reason })
+    Ok(GateOutcome {
+        gate,
+        prescription,
+        promoted,
+        target_stage: target,
+        selection_reason: reason,
+    })
 }

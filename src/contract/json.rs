@@ -44,7 +44,9 @@ pub struct Map {
 impl Map {
     /// An empty object.
     pub fn new() -> Self {
-        Map { entries: Vec::new() }
+        Map {
+            entries: Vec::new(),
+        }
     }
 
     /// Insert or replace; a replaced key keeps its first position.
@@ -70,7 +72,10 @@ impl Map {
 
     /// Mutable access to the value of `key`.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     /// Remove `key`, returning its value.
@@ -248,10 +253,18 @@ pub fn float_repr(x: f64) -> String {
         return "NaN".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+        return if x > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // `{:e}` yields the shortest round-trip digits: "d[.ddd]e<exp>".
     let sci = format!("{:e}", x.abs());
@@ -332,7 +345,9 @@ fn write_compact(out: &mut String, v: &Value, ascii: bool) -> Result<(), EncodeE
         Value::BigInt(s) => out.push_str(s),
         Value::Float(f) => {
             if !f.is_finite() {
-                return Err(EncodeError::NonFiniteFloat { value: f.to_string() });
+                return Err(EncodeError::NonFiniteFloat {
+                    value: f.to_string(),
+                });
             }
             out.push_str(&float_repr(*f));
         }
@@ -451,7 +466,11 @@ pub fn digest(v: &Value) -> Result<String, EncodeError> {
 
 /// Parse one JSON document (any top-level value, surrounding whitespace allowed).
 pub fn parse(text: &str) -> Result<Value, ParseError> {
-    let mut p = Parser { s: text.as_bytes(), i: 0, text };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+        text,
+    };
     p.ws();
     let v = p.value(0)?;
     p.ws();
@@ -480,7 +499,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, reason: &str) -> ParseError {
-        ParseError { offset: self.i, reason: reason.to_string() }
+        ParseError {
+            offset: self.i,
+            reason: reason.to_string(),
+        }
     }
 
     fn ws(&mut self) {
@@ -538,7 +560,8 @@ impl Parser<'_> {
         }
         let mut is_float = false;
         // Python's number regex takes the fraction/exponent only when digits follow.
-        if self.s.get(self.i) == Some(&b'.') && matches!(self.s.get(self.i + 1), Some(b'0'..=b'9')) {
+        if self.s.get(self.i) == Some(&b'.') && matches!(self.s.get(self.i + 1), Some(b'0'..=b'9'))
+        {
             is_float = true;
             self.i += 1;
             while matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
@@ -568,14 +591,21 @@ impl Parser<'_> {
                 Err(_) => {
                     let neg = lit.starts_with('-');
                     let digits = lit.trim_start_matches('-');
-                    Ok(Value::BigInt(if neg { format!("-{digits}") } else { digits.to_string() }))
+                    Ok(Value::BigInt(if neg {
+                        format!("-{digits}")
+                    } else {
+                        digits.to_string()
+                    }))
                 }
             }
         }
     }
 
     fn hex4(&mut self) -> Result<u32, ParseError> {
-        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("invalid \\uXXXX escape"))?;
+        let h = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("invalid \\uXXXX escape"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("invalid \\uXXXX escape"))?;
         if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(self.err("invalid \\uXXXX escape"));
@@ -605,7 +635,10 @@ impl Parser<'_> {
                 }
                 Some(b'\\') => {
                     self.i += 1;
-                    let c = *self.s.get(self.i).ok_or_else(|| self.err("unterminated string"))?;
+                    let c = *self
+                        .s
+                        .get(self.i)
+                        .ok_or_else(|| self.err("unterminated string"))?;
                     self.i += 1;
                     match c {
                         b'"' => out.push('"'),
@@ -635,8 +668,9 @@ impl Parser<'_> {
                             };
                             // Python keeps lone surrogates; Rust strings cannot
                             // hold them, so they are rejected (documented).
-                            let ch = char::from_u32(cp)
-                                .ok_or_else(|| self.err("lone surrogate in string (unsupported)"))?;
+                            let ch = char::from_u32(cp).ok_or_else(|| {
+                                self.err("lone surrogate in string (unsupported)")
+                            })?;
                             out.push(ch);
                         }
                         _ => return Err(self.err("invalid escape")),
@@ -763,7 +797,8 @@ mod tests {
 
     #[test]
     fn encoders_sort_and_escape() {
-        let v = parse(r#"{"z": "é\u007f\ud83d\ude00", "a": [1, 2.0, {}, []], "m": "\u0001\n/"}"#).unwrap();
+        let v = parse(r#"{"z": "é\u007f\ud83d\ude00", "a": [1, 2.0, {}, []], "m": "\u0001\n/"}"#)
+            .unwrap();
         assert_eq!(
             to_cj(&v).unwrap(),
             "{\"a\":[1,2.0,{},[]],\"m\":\"\\u0001\\n/\",\"z\":\"é\u{7f}😀\"}"
@@ -787,7 +822,17 @@ mod tests {
 
     #[test]
     fn parse_rejects_garbage() {
-        for bad in ["", "{", "[1,]", "{\"a\" 1}", "01", "1 2", "\"\\x\"", "\"a\u{1}\"", "\"\\ud800\""] {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "01",
+            "1 2",
+            "\"\\x\"",
+            "\"a\u{1}\"",
+            "\"\\ud800\"",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} should fail");
         }
         assert_eq!(parse(" 7 ").unwrap(), Value::Int(7));

@@ -364,8 +364,28 @@ mod tests {
     #[test]
     fn to_float_rejects_what_python_rejects() {
         for bad in [
-            "", " ", "_1", "1_", "1__0", "1._5", "1_.5", ".", "e5", "1e", "1e+", "0x10", "1.5f",
-            "in f", "infinit", "nan1", "++1", "+-1", "1 2", "\u{200b}1", "١e", "1,5",
+            "",
+            " ",
+            "_1",
+            "1_",
+            "1__0",
+            "1._5",
+            "1_.5",
+            ".",
+            "e5",
+            "1e",
+            "1e+",
+            "0x10",
+            "1.5f",
+            "in f",
+            "infinit",
+            "nan1",
+            "++1",
+            "+-1",
+            "1 2",
+            "\u{200b}1",
+            "١e",
+            "1,5",
         ] {
             assert_eq!(f(bad), Err(ToFloatError::Value), "{bad:?}");
         }
@@ -376,9 +396,18 @@ mod tests {
         assert_eq!(to_float(&Value::Bool(true)), Ok(1.0));
         assert_eq!(to_float(&Value::Int(3)), Ok(3.0));
         // 2^53 + 1 rounds half-even to 2^53.
-        assert_eq!(to_float(&Value::Int(9_007_199_254_740_993)), Ok(9_007_199_254_740_992.0));
-        assert_eq!(to_float(&Value::BigInt("1".to_string() + &"0".repeat(400))), Err(ToFloatError::Overflow));
-        assert_eq!(to_float(&Value::BigInt("-".to_string() + &"9".repeat(30))), Ok(-1e30));
+        assert_eq!(
+            to_float(&Value::Int(9_007_199_254_740_993)),
+            Ok(9_007_199_254_740_992.0)
+        );
+        assert_eq!(
+            to_float(&Value::BigInt("1".to_string() + &"0".repeat(400))),
+            Err(ToFloatError::Overflow)
+        );
+        assert_eq!(
+            to_float(&Value::BigInt("-".to_string() + &"9".repeat(30))),
+            Ok(-1e30)
+        );
         assert_eq!(to_float(&Value::Null), Err(ToFloatError::Type));
         assert_eq!(to_float(&Value::Array(vec![])), Err(ToFloatError::Type));
     }
@@ -386,7 +415,10 @@ mod tests {
     #[test]
     fn plain_and_neumaier_differ_like_cpython() {
         let xs = [0.7 * 0.25, 0.7 * 0.15, 0.7 * 0.35, 0.7 * 0.15, 0.7 * 0.1];
-        assert_eq!(plain_sum(&xs), 0.7 * 0.25 + 0.7 * 0.15 + 0.7 * 0.35 + 0.7 * 0.15 + 0.7 * 0.1);
+        assert_eq!(
+            plain_sum(&xs),
+            0.7 * 0.25 + 0.7 * 0.15 + 0.7 * 0.35 + 0.7 * 0.15 + 0.7 * 0.1
+        );
         assert_eq!(plain_sum(&[0.1, 0.2, 0.3]), 0.6000000000000001);
         assert_eq!(neumaier_sum(&[0.1, 0.2, 0.3]), 0.6);
         assert_eq!(neumaier_sum(&[1e100, 1.0, -1e100]), 1.0);
@@ -398,13 +430,22 @@ mod tests {
     #[test]
     fn fsum_matches_cpython_examples() {
         assert_eq!(fsum(&[0.1; 10]), Ok(1.0));
-        assert_eq!(fsum(&[1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]), Ok(1e-100));
+        assert_eq!(
+            fsum(&[1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]),
+            Ok(1e-100)
+        );
         // Half-even across partials: 2^53 + 1 + tiny lands above the halfway point.
-        assert_eq!(fsum(&[9007199254740992.0, 1.0, 1e-300]), Ok(9007199254740994.0));
+        assert_eq!(
+            fsum(&[9007199254740992.0, 1.0, 1e-300]),
+            Ok(9007199254740994.0)
+        );
         assert_eq!(fsum(&[9007199254740992.0, 1.0]), Ok(9007199254740992.0));
         assert_eq!(fsum(&[]), Ok(0.0));
         assert_eq!(fsum(&[f64::MAX, f64::MAX]), Err(FsumError::Overflow));
-        assert_eq!(fsum(&[f64::INFINITY, f64::NEG_INFINITY]), Err(FsumError::InfMinusInf));
+        assert_eq!(
+            fsum(&[f64::INFINITY, f64::NEG_INFINITY]),
+            Err(FsumError::InfMinusInf)
+        );
         assert_eq!(fsum(&[f64::INFINITY, 1.0]), Ok(f64::INFINITY));
         assert!(fsum(&[f64::NAN, 1.0]).unwrap().is_nan());
     }

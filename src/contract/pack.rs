@@ -54,21 +54,28 @@ impl Pack {
 
     /// Parse a pack from JSON text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Pack, PackError> {
-        let value = json::parse(text)
-            .map_err(|source| PackError::Json { origin: origin.to_string(), source })?;
+        let value = json::parse(text).map_err(|source| PackError::Json {
+            origin: origin.to_string(),
+            source,
+        })?;
         if value.as_object().is_none() {
             return Err(PackError::Invalid {
                 origin: origin.to_string(),
                 reason: "the top level must be an object".into(),
             });
         }
-        Ok(Pack { value, origin: origin.to_string() })
+        Ok(Pack {
+            value,
+            origin: origin.to_string(),
+        })
     }
 
     /// Load a pack file.
     pub fn load(path: &Path) -> Result<Pack, PackError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PackError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PackError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Pack::parse(&text, &path.display().to_string())
     }
 
@@ -99,7 +106,11 @@ impl Pack {
     pub fn str_list(&self, key: &str) -> Vec<String> {
         self.get(key)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }

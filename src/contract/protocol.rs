@@ -34,7 +34,9 @@ pub fn validate_runtime_protocol(value: Option<&str>) -> Result<String, Protocol
     let ok = !b.is_empty()
         && b.len() <= 64
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b[1..].iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-'));
+        && b[1..].iter().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-')
+        });
     if ok {
         Ok(protocol)
     } else {
@@ -52,7 +54,11 @@ pub fn runtime_protocol_binding(value: Option<&str>) -> Result<Value, ProtocolEr
         .with("model_specific_serialization_in_training_data", false)
         .with("injected_first_action", false);
     // Only strings, ints and bools: AJ cannot fail.
-    let sha = sha256_hex(json::to_aj(&Value::Object(m.clone())).unwrap_or_default().as_bytes());
+    let sha = sha256_hex(
+        json::to_aj(&Value::Object(m.clone()))
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     m.insert("binding_sha256", Value::Str(sha));
     Ok(Value::Object(m))
 }
@@ -66,7 +72,10 @@ pub fn validate_protocol_receipt(value: &Value) -> Result<Value, ProtocolError> 
         _ => None,
     };
     let expected = runtime_protocol_binding(format)?;
-    if !same_object(m, expected.as_object().ok_or(ProtocolError::ReceiptInvalid)?) {
+    if !same_object(
+        m,
+        expected.as_object().ok_or(ProtocolError::ReceiptInvalid)?,
+    ) {
         return Err(ProtocolError::ReceiptMismatch);
     }
     Ok(value.clone())
@@ -74,7 +83,9 @@ pub fn validate_protocol_receipt(value: &Value) -> Result<Value, ProtocolError> 
 
 /// Python dict equality for flat receipts: same keys, equal values, any order.
 fn same_object(a: &Map, b: &Map) -> bool {
-    a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| scalar_eq(v, w)))
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| scalar_eq(v, w)))
 }
 
 /// Python `==` on the scalars a receipt holds (`1 == 1.0 == True`).
@@ -97,11 +108,23 @@ mod tests {
 
     #[test]
     fn normalization() {
-        assert_eq!(validate_runtime_protocol(Some(" Qwen3_Coder ")), Ok("qwen3_coder".into()));
-        assert_eq!(validate_runtime_protocol(Some("\u{212a}imi")), Ok("kimi".into()));
+        assert_eq!(
+            validate_runtime_protocol(Some(" Qwen3_Coder ")),
+            Ok("qwen3_coder".into())
+        );
+        assert_eq!(
+            validate_runtime_protocol(Some("\u{212a}imi")),
+            Ok("kimi".into())
+        );
         assert_eq!(validate_runtime_protocol(None), Err(ProtocolError::Missing));
-        assert_eq!(validate_runtime_protocol(Some("-x")), Err(ProtocolError::Invalid));
-        assert_eq!(validate_runtime_protocol(Some(&"x".repeat(65))), Err(ProtocolError::Invalid));
+        assert_eq!(
+            validate_runtime_protocol(Some("-x")),
+            Err(ProtocolError::Invalid)
+        );
+        assert_eq!(
+            validate_runtime_protocol(Some(&"x".repeat(65))),
+            Err(ProtocolError::Invalid)
+        );
         assert_eq!(validate_runtime_protocol(Some("a\n")), Ok("a".into()));
     }
 
@@ -111,10 +134,19 @@ mod tests {
         assert_eq!(validate_protocol_receipt(&r), Ok(r.clone()));
         let mut m = r.as_object().cloned().expect("object");
         m.insert("injected_first_action", Value::Bool(true));
-        assert_eq!(validate_protocol_receipt(&Value::Object(m)), Err(ProtocolError::ReceiptMismatch));
-        assert_eq!(validate_protocol_receipt(&Value::Null), Err(ProtocolError::ReceiptInvalid));
+        assert_eq!(
+            validate_protocol_receipt(&Value::Object(m)),
+            Err(ProtocolError::ReceiptMismatch)
+        );
+        assert_eq!(
+            validate_protocol_receipt(&Value::Null),
+            Err(ProtocolError::ReceiptInvalid)
+        );
         let mut m = r.as_object().cloned().expect("object");
         m.insert("runtime_tool_format", Value::Int(1));
-        assert_eq!(validate_protocol_receipt(&Value::Object(m)), Err(ProtocolError::Missing));
+        assert_eq!(
+            validate_protocol_receipt(&Value::Object(m)),
+            Err(ProtocolError::Missing)
+        );
     }
 }

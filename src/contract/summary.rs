@@ -58,12 +58,16 @@ impl StageModel {
     pub fn from_pack(pack: &Pack) -> Result<StageModel, SummaryError> {
         let stages = pack.str_list("stages");
         if stages.is_empty() {
-            return Err(SummaryError::Pack { reason: "`stages` is missing or empty".into() });
+            return Err(SummaryError::Pack {
+                reason: "`stages` is missing or empty".into(),
+            });
         }
         let weights_obj = pack
             .get("stage_weights")
             .and_then(Value::as_object)
-            .ok_or_else(|| SummaryError::Pack { reason: "`stage_weights` is missing".into() })?;
+            .ok_or_else(|| SummaryError::Pack {
+                reason: "`stage_weights` is missing".into(),
+            })?;
         let mut weights = Vec::with_capacity(stages.len());
         for s in &stages {
             let w = weights_obj
@@ -81,7 +85,11 @@ impl StageModel {
     /// The weighted agentic score of stage scores given in stage order:
     /// `sum(score·weight) / sum(weights)` with Python's `sum()`.
     pub fn agentic(&self, scores: &[f64], mode: SumMode) -> f64 {
-        let terms: Vec<f64> = scores.iter().zip(&self.weights).map(|(s, w)| s * w).collect();
+        let terms: Vec<f64> = scores
+            .iter()
+            .zip(&self.weights)
+            .map(|(s, w)| s * w)
+            .collect();
         mode.sum(&terms) / mode.sum(&self.weights)
     }
 }
@@ -101,7 +109,10 @@ pub fn unit(v: &Value, label: &str) -> Result<f64, SummaryError> {
 /// The reference's stage check: an object whose key set is exactly the
 /// stages, each value passing [`unit`] (checked in stage order). Returns the
 /// floats in stage order.
-pub fn finite_stage_scores(v: Option<&Value>, model: &StageModel) -> Result<Vec<f64>, SummaryError> {
+pub fn finite_stage_scores(
+    v: Option<&Value>,
+    model: &StageModel,
+) -> Result<Vec<f64>, SummaryError> {
     let obj = match v {
         Some(Value::Object(m)) => m,
         _ => return Err(invalid("stage_scores_invalid")),
@@ -138,8 +149,9 @@ pub fn build_summary(
     mode: SumMode,
 ) -> Result<Value, SummaryError> {
     let model = StageModel::from_pack(pack)?;
-    let raw = super::json::parse_bytes(raw_bytes)
-        .map_err(|e| SummaryError::Json { reason: e.to_string() })?;
+    let raw = super::json::parse_bytes(raw_bytes).map_err(|e| SummaryError::Json {
+        reason: e.to_string(),
+    })?;
     let raw_obj = match &raw {
         Value::Object(m)
             if equals_one(m.get("schema_version"))
@@ -168,8 +180,14 @@ pub fn build_summary(
             Value::Object(m) if m.get("valid").is_some_and(Value::is_true) => m,
             _ => return Err(invalid(format!("evaluation_cell_{index}_invalid"))),
         };
-        let track = cell.get("track").and_then(Value::as_str).filter(|s| !s.is_empty());
-        let task_id = cell.get("task_id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let track = cell
+            .get("track")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let task_id = cell
+            .get("task_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
         let repeat = match cell.get("repeat") {
             Some(Value::Int(r)) if *r >= 0 => Some(r.to_string()),
             Some(Value::BigInt(r)) if !r.starts_with('-') => Some(r.clone()),
@@ -184,7 +202,10 @@ pub fn build_summary(
         let task_score = unit(cell.get("task_score").unwrap_or(&Value::Null), "task_score")?;
         let stages = finite_stage_scores(cell.get("stages"), &model)?;
         let agentic = model.agentic(&stages, mode);
-        if let Some(declared) = cell.get("agentic_score").filter(|v| !matches!(v, Value::Null)) {
+        if let Some(declared) = cell
+            .get("agentic_score")
+            .filter(|v| !matches!(v, Value::Null))
+        {
             let declared = unit(declared, "agentic_score")?;
             if !isclose(declared, agentic, 1e-8) {
                 return Err(invalid(format!("evaluation_cell_{index}_agentic_mismatch")));
@@ -217,7 +238,9 @@ pub fn build_summary(
     }
 
     let mean = |xs: &[f64]| -> Result<Value, SummaryError> {
-        fmean(xs).map(Value::Float).ok_or_else(|| invalid("evaluation_cells_missing"))
+        fmean(xs)
+            .map(Value::Float)
+            .ok_or_else(|| invalid("evaluation_cells_missing"))
     };
     let mut stage_scores = Map::new();
     for (s, xs) in model.stages.iter().zip(&by_stage) {
