@@ -7,6 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod bind;
+pub mod conformance;
+pub mod eval;
+pub mod firewall;
+pub mod gate;
 pub mod pack;
 pub mod round;
 pub mod source;
@@ -39,6 +44,16 @@ pub enum Command {
     Source(source::SourceArgs),
     /// Build or verify a three-pool round view.
     Round(round::RoundArgs),
+    /// Evaluation summaries (`bat eval summarize`).
+    Eval(eval::EvalArgs),
+    /// Paired promotion gate and next-round prescription.
+    Gate(gate::GateArgs),
+    /// Leakage firewall (`bat firewall scan FILE`).
+    Firewall(firewall::FirewallArgs),
+    /// Bind an exported model folder to a gate evaluation arm.
+    Bind(bind::BindArgs),
+    /// Run a conformance vector directory and print a pass/fail table.
+    Conformance(conformance::ConformanceArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -129,6 +144,11 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Pack(a) => pack::run(a, g),
         Command::Source(a) => source::run(a, g),
         Command::Round(a) => round::run(a, g),
+        Command::Eval(a) => eval::run(a, g),
+        Command::Gate(a) => gate::run(a, g),
+        Command::Firewall(a) => firewall::run(a, g),
+        Command::Bind(a) => bind::run(a, g),
+        Command::Conformance(a) => conformance::run(a, g),
     }
 }
 

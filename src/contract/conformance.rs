@@ -41,5 +41,6 @@ pub struct Options<'a> {
 pub fn run(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
     let mut out = Vec::new();
     out.extend(super::round_conformance::run_source_and_rounds(dir, opts));
+    out.extend(super::eval_conformance::run_eval_families(dir, opts));
     out
 }

@@ -3,13 +3,21 @@
 //! firewall scan and model binding. Pure library code: no terminal I/O and no
 //! environment reads.
 
+pub mod binding;
 pub mod conformance;
+pub mod eval_conformance;
+pub mod firewall;
+pub mod gate;
 pub mod json;
+pub mod numeric;
 pub mod pack;
 pub mod prompt;
+pub mod protocol;
 pub mod reward;
 pub mod rng;
 pub mod round;
 pub mod round_conformance;
 pub mod source;
+pub mod summary;
 pub mod task;
+pub mod unicode_tables;

@@ -1,0 +1,130 @@
+//! `bat eval summarize`: validate a raw evaluation and write its summary
+//! (contract §D). Also home of the output-writing helper the evaluation
+//! verbs share.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use super::{CliError, CliResult, Globals};
+use crate::contract::json;
+use crate::contract::numeric::SumMode;
+use crate::contract::pack::Pack;
+use crate::contract::summary::build_summary;
+
+/// Evaluation verbs.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The evaluation verb.
+    #[command(subcommand)]
+    pub command: EvalCommand,
+}
+
+/// `bat eval …`
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Validate an external evaluator's raw JSON and write the BaT summary.
+    Summarize(SummarizeArgs),
+}
+
+/// `bat eval summarize` arguments (the reference summarizer's flags).
+#[derive(Debug, Args)]
+pub struct SummarizeArgs {
+    /// The raw evaluator output (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub raw: PathBuf,
+    /// The checkpoint identity recorded in the summary (passed through as given).
+    #[arg(long = "checkpoint-sha256", value_name = "HEX")]
+    pub checkpoint_sha256: String,
+    /// Where to write the summary; an existing file must have identical bytes.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Benchmark pack (default: the embedded pack).
+    #[arg(long, value_name = "FILE")]
+    pub pack: Option<PathBuf>,
+    /// Reproduce CPython ≥ 3.12's compensated `sum()` instead of the canonical
+    /// 3.11 one (informational; last-bit differences only).
+    #[arg(long)]
+    pub cpython312_sum: bool,
+}
+
+/// Run `bat eval …`.
+pub fn run(args: EvalArgs, _g: &Globals) -> CliResult {
+    match args.command {
+        EvalCommand::Summarize(a) => summarize(a),
+    }
+}
+
+fn summarize(a: SummarizeArgs) -> CliResult {
+    let pack = Pack::load_or_default(a.pack.as_deref())?;
+    let raw_path = resolve_existing(&a.raw)?;
+    let raw = std::fs::read(&raw_path)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", raw_path.display())))?;
+    let mode = if a.cpython312_sum {
+        SumMode::Neumaier
+    } else {
+        SumMode::Plain
+    };
+    let summary = build_summary(&raw, &a.checkpoint_sha256, &pack, mode)?;
+    write_refusing_overwrite(&a.output, json::to_pj_file(&summary).as_bytes())?;
+    print!("{}", json::to_pj_file(&summary));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Python `Path.resolve(strict=True)`: the file must exist.
+pub(crate) fn resolve_existing(p: &Path) -> Result<PathBuf, CliError> {
+    std::fs::canonicalize(p).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            CliError::new(format!(
+                "FileNotFoundError: [Errno 2] No such file or directory: '{}'",
+                p.display()
+            ))
+        } else {
+            CliError::new(format!("cannot resolve {}: {e}", p.display()))
+        }
+    })
+}
+
+/// Write `bytes` to `path` unless it already holds exactly them; refuse to
+/// replace different content (`refusing to overwrite: <path>`). The write
+/// goes to a temporary file in the same folder, is synced, then renamed.
+pub(crate) fn write_refusing_overwrite(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    write_checked(
+        path,
+        bytes,
+        &format!("refusing to overwrite: {}", path.display()),
+    )
+}
+
+/// [`write_refusing_overwrite`] with a custom refusal message.
+pub(crate) fn write_checked(path: &Path, bytes: &[u8], refusal: &str) -> Result<(), CliError> {
+    match std::fs::read(path) {
+        Ok(existing) if existing == bytes => return Ok(()),
+        Ok(_) => return Err(CliError::new(refusal.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(CliError::new(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )))
+        }
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", parent.display())))?;
+    let io = |e: std::io::Error| CliError::new(format!("cannot write {}: {e}", path.display()));
+    let mut tmp = tempfile::NamedTempFile::new_in(&parent).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    // Make the rename durable too; a failure here does not undo the write.
+    if let Ok(dir) = std::fs::File::open(&parent) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
