@@ -115,6 +115,7 @@ pub(crate) fn configure(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn row_to_object(
     id: ObjectId,
     kind: i64,
