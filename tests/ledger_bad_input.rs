@@ -11,8 +11,14 @@ fn rejects(w: &std::path::Path, args: &[&str], expect_in_error: &str) {
     let before = ledger_state(w);
     let out = fails(bat(w).args(args));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("error: "), "{args:?}: stderr should start with 'error: ', got {err}");
-    assert!(err.contains(expect_in_error), "{args:?}: expected {expect_in_error:?} in {err}");
+    assert!(
+        err.starts_with("error: "),
+        "{args:?}: stderr should start with 'error: ', got {err}"
+    );
+    assert!(
+        err.contains(expect_in_error),
+        "{args:?}: expected {expect_in_error:?} in {err}"
+    );
     assert_eq!(ledger_state(w), before, "{args:?} changed the ledger");
 }
 
@@ -22,7 +28,10 @@ fn base() -> tempfile::TempDir {
     std::fs::create_dir_all(d.join("sub")).unwrap();
     std::fs::write(d.join("a.txt"), b"a").unwrap();
     std::fs::write(d.join("sub/b.txt"), b"b").unwrap();
-    bat(t.path()).args(["commit", "data", "-m", "base"]).assert().success();
+    bat(t.path())
+        .args(["commit", "data", "-m", "base"])
+        .assert()
+        .success();
     t
 }
 
@@ -30,7 +39,11 @@ fn base() -> tempfile::TempDir {
 fn missing_and_wrong_paths() {
     let t = base();
     let w = t.path();
-    rejects(w, &["commit", "does-not-exist", "-m", "x"], "does not exist");
+    rejects(
+        w,
+        &["commit", "does-not-exist", "-m", "x"],
+        "does not exist",
+    );
     rejects(w, &["commit", "data/a.txt", "-m", "x"], "not a directory");
     rejects(w, &["cat", "HEAD:nope.txt"], "not found");
     rejects(w, &["cat", "HEAD:sub"], "directory");
@@ -39,12 +52,24 @@ fn missing_and_wrong_paths() {
     rejects(w, &["log", "HEAD~5"], "has no parent");
     rejects(w, &["switch", "nosuch"], "does not exist");
     rejects(w, &["branch", "bad..name"], "invalid ref name");
-    rejects(w, &["commit", "data", "-m", "x", "--meta", "missing.json"], "cannot read");
+    rejects(
+        w,
+        &["commit", "data", "-m", "x", "--meta", "missing.json"],
+        "cannot read",
+    );
     std::fs::write(w.join("bad.json"), b"{not json").unwrap();
-    rejects(w, &["commit", "data", "-m", "x", "--meta", "bad.json"], "not valid JSON");
+    rejects(
+        w,
+        &["commit", "data", "-m", "x", "--meta", "bad.json"],
+        "not valid JSON",
+    );
     std::fs::create_dir(w.join("nonempty")).unwrap();
     std::fs::write(w.join("nonempty/x"), b"x").unwrap();
-    rejects(w, &["checkout", "HEAD", "--to", "nonempty"], "not an empty directory");
+    rejects(
+        w,
+        &["checkout", "HEAD", "--to", "nonempty"],
+        "not an empty directory",
+    );
     rejects(w, &["tag", "v1", "HEAD~3"], "has no parent");
     bat(w).args(["tag", "v1"]).assert().success();
     rejects(w, &["tag", "v1"], "already exists");
@@ -63,17 +88,25 @@ fn unreadable_special_files_are_refused() {
     let t = base();
     let w = t.path();
     let fifo = w.join("data/sub/pipe");
-    let st = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo exists");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo exists");
     assert!(st.success());
     rejects(w, &["commit", "data", "-m", "x"], "FIFO");
     std::fs::remove_file(&fifo).unwrap();
     // a non-UTF-8 file name cannot be represented in the tree
     use std::os::unix::ffi::OsStrExt;
-    let bad = w.join("data").join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+    let bad = w
+        .join("data")
+        .join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
     std::fs::write(&bad, b"x").unwrap();
     rejects(w, &["commit", "data", "-m", "x"], "not valid UTF-8");
     std::fs::remove_file(&bad).unwrap();
-    bat(w).args(["commit", "data", "-m", "fine again"]).assert().success();
+    bat(w)
+        .args(["commit", "data", "-m", "fine again"])
+        .assert()
+        .success();
 }
 
 #[test]
@@ -89,7 +122,10 @@ fn escaping_symlinks_are_refused() {
     std::fs::remove_file(&link).unwrap();
     // staying inside is fine, even through ..
     std::os::unix::fs::symlink("../a.txt", &link).unwrap();
-    bat(w).args(["commit", "data", "-m", "inside"]).assert().success();
+    bat(w)
+        .args(["commit", "data", "-m", "inside"])
+        .assert()
+        .success();
 }
 
 #[test]
@@ -97,7 +133,13 @@ fn unknown_format_version_is_refused_without_changes() {
     let t = base();
     let w = t.path();
     std::fs::write(w.join(".bat/VERSION"), b"bat-ledger format 99\n").unwrap();
-    for args in [&["log"][..], &["commit", "data", "-m", "x"], &["fsck"], &["gc"], &["stats"]] {
+    for args in [
+        &["log"][..],
+        &["commit", "data", "-m", "x"],
+        &["fsck"],
+        &["gc"],
+        &["stats"],
+    ] {
         rejects(w, args, "format version");
     }
 }
@@ -126,7 +168,10 @@ fn ambiguous_prefix_lists_candidates() {
     let before = ledger_state(w);
     let out = fails(bat(w).args(["show", &prefix]));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ambiguous") && err.contains(&a) && err.contains(&b), "{err}");
+    assert!(
+        err.contains("ambiguous") && err.contains(&a) && err.contains(&b),
+        "{err}"
+    );
     assert_eq!(ledger_state(w), before);
     // a longer prefix resolves
     let show = json(bat(w).args(["show", &a[..12]]));

@@ -24,9 +24,15 @@ fn sigkill_during_commit_never_breaks_the_ledger() {
     std::fs::create_dir_all(&d).unwrap();
     gen_file(&d.join("a.bin"), 16 * MIB, 1);
     gen_file(&d.join("b.bin"), 16 * MIB, 2);
-    bat(w).args(["commit", "data", "-m", "base"]).assert().success();
+    bat(w)
+        .args(["commit", "data", "-m", "base"])
+        .assert()
+        .success();
 
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     println!("crash test seed {seed}");
     let mut rng = Rng(seed | 1);
     let mut old = tip(w)["id"].as_str().unwrap().to_string();
@@ -36,7 +42,10 @@ fn sigkill_during_commit_never_breaks_the_ledger() {
     for run in 0..24 {
         // fresh data every run: a new 2 MiB region in one file + a new small file
         let f = if run % 2 == 0 { "a.bin" } else { "b.bin" };
-        let mut file = std::fs::OpenOptions::new().write(true).open(d.join(f)).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join(f))
+            .unwrap();
         file.seek(SeekFrom::Start(rng.next() % (14 * MIB))).unwrap();
         let mut patch = vec![0u8; 2 * MIB as usize];
         fill(&mut patch, &mut rng);
@@ -67,25 +76,50 @@ fn sigkill_during_commit_never_breaks_the_ledger() {
         }
 
         let fsck = bat(w).arg("fsck").output().unwrap();
-        assert!(fsck.status.success(), "run {run} (killed after {at:?}): fsck failed: {}", String::from_utf8_lossy(&fsck.stdout));
+        assert!(
+            fsck.status.success(),
+            "run {run} (killed after {at:?}): fsck failed: {}",
+            String::from_utf8_lossy(&fsck.stdout)
+        );
         let now = tip(w);
         let now_id = now["id"].as_str().unwrap().to_string();
         if finished {
             let reported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(reported["commit"].as_str().unwrap(), now_id, "a reported commit must be the tip");
+            assert_eq!(
+                reported["commit"].as_str().unwrap(),
+                now_id,
+                "a reported commit must be the tip"
+            );
         }
         if now_id != old {
-            assert_eq!(now["parents"][0].as_str().unwrap(), old, "run {run}: new tip must sit on the old one");
-            assert_eq!(now["message"], msg.as_str(), "run {run}: tip must be the new commit");
+            assert_eq!(
+                now["parents"][0].as_str().unwrap(),
+                old,
+                "run {run}: new tip must sit on the old one"
+            );
+            assert_eq!(
+                now["message"],
+                msg.as_str(),
+                "run {run}: tip must be the new commit"
+            );
         }
         old = now_id;
     }
     println!("{completed} commits completed, {killed} killed");
-    assert!(killed >= 5, "most runs should be killed mid-commit (killed {killed})");
+    assert!(
+        killed >= 5,
+        "most runs should be killed mid-commit (killed {killed})"
+    );
     // garbage from killed commits is collectable and the ledger stays sound
     bat(w).arg("gc").assert().success();
     let fsck = bat(w).arg("fsck").output().unwrap();
     assert!(fsck.status.success());
-    assert!(!String::from_utf8_lossy(&fsck.stdout).contains("not referenced"), "gc removes leftover packs");
-    bat(w).args(["checkout", "HEAD", "--to", "out"]).assert().success();
+    assert!(
+        !String::from_utf8_lossy(&fsck.stdout).contains("not referenced"),
+        "gc removes leftover packs"
+    );
+    bat(w)
+        .args(["checkout", "HEAD", "--to", "out"])
+        .assert()
+        .success();
 }

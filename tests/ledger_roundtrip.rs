@@ -14,7 +14,9 @@ const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
 fn stored(work: &std::path::Path) -> u64 {
-    json(bat(work).arg("stats"))["stored_bytes"].as_u64().expect("stored_bytes")
+    json(bat(work).arg("stats"))["stored_bytes"]
+        .as_u64()
+        .expect("stored_bytes")
 }
 
 #[test]
@@ -42,12 +44,20 @@ fn round_trip_and_dedup_with_a_1gib_file() {
     // ids in `show` equal BLAKE3 of the bytes (what b3sum prints)
     let show = json(bat(w).args(["show", &c1id]));
     let files = show["files"].as_array().unwrap();
-    let find = |p: &str| files.iter().find(|f| f["path"] == p).unwrap_or_else(|| panic!("{p} missing from show"));
+    let find = |p: &str| {
+        files
+            .iter()
+            .find(|f| f["path"] == p)
+            .unwrap_or_else(|| panic!("{p} missing from show"))
+    };
     assert_eq!(find("big.bin")["id"], big_hash.to_hex().as_str());
     assert_eq!(find("big.bin")["size"], GIB);
     assert_eq!(find("nested/medium.bin")["id"], mid.to_hex().as_str());
     assert_eq!(find("empty.txt")["id"], blake3::hash(b"").to_hex().as_str());
-    assert_eq!(find("nested/日本語 ñandú Ωμέγα.txt")["id"], blake3::hash("non-ascii ✓\n".as_bytes()).to_hex().as_str());
+    assert_eq!(
+        find("nested/日本語 ñandú Ωμέγα.txt")["id"],
+        blake3::hash("non-ascii ✓\n".as_bytes()).to_hex().as_str()
+    );
     assert!(find("nested/deeper/deepest/leaf.json").is_object());
 
     // recommit unchanged: < 1 MiB more
@@ -58,13 +68,19 @@ fn round_trip_and_dedup_with_a_1gib_file() {
 
     // checkout of the first commit is byte-identical (modes, links, empty dirs)
     let before = snapshot(&d);
-    bat(w).args(["checkout", &c1id, "--to", "out1"]).assert().success();
+    bat(w)
+        .args(["checkout", &c1id, "--to", "out1"])
+        .assert()
+        .success();
     assert_eq!(snapshot(&w.join("out1")), before);
     std::fs::remove_dir_all(w.join("out1")).unwrap();
 
     // overwrite 1 MiB in the middle: < 8 MiB more
     {
-        let mut f = std::fs::OpenOptions::new().write(true).open(d.join("big.bin")).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("big.bin"))
+            .unwrap();
         f.seek(SeekFrom::Start(GIB / 2 + 777)).unwrap();
         let mut patch = vec![0u8; MIB as usize];
         fill(&mut patch, &mut Rng(99));
@@ -73,19 +89,35 @@ fn round_trip_and_dedup_with_a_1gib_file() {
     let new_hash = hash_file(&d.join("big.bin"));
     let c3 = json(bat(w).args(["commit", "data", "-m", "patched"]));
     let s3 = stored(w);
-    assert!(s3 - s2 < 8 * MIB, "1 MiB overwrite stored {} bytes", s3 - s2);
+    assert!(
+        s3 - s2 < 8 * MIB,
+        "1 MiB overwrite stored {} bytes",
+        s3 - s2
+    );
     let show3 = json(bat(w).args(["show", c3["commit"].as_str().unwrap()]));
-    let big3 = show3["files"].as_array().unwrap().iter().find(|f| f["path"] == "big.bin").unwrap().clone();
+    let big3 = show3["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "big.bin")
+        .unwrap()
+        .clone();
     assert_eq!(big3["id"], new_hash.to_hex().as_str());
 
     // cat streams the exact bytes
-    let out = bat(w).args(["cat", "HEAD:nested/日本語 ñandú Ωμέγα.txt"]).output().unwrap();
+    let out = bat(w)
+        .args(["cat", "HEAD:nested/日本語 ñandú Ωμέγα.txt"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(out.stdout, "non-ascii ✓\n".as_bytes());
 
     // both versions check out identically; the old one via HEAD~2
     let after = snapshot(&d);
-    bat(w).args(["checkout", "HEAD", "--to", "out3"]).assert().success();
+    bat(w)
+        .args(["checkout", "HEAD", "--to", "out3"])
+        .assert()
+        .success();
     assert_eq!(snapshot(&w.join("out3")), after);
     bat(w).args(["fsck"]).assert().success();
     let st = json(bat(w).arg("stats"));

@@ -111,7 +111,8 @@ pub(crate) fn configure(conn: &Connection) -> Result<()> {
         .map_err(db_err("setting busy_timeout"))?;
     // FULL: a committed transaction survives power loss, which the ref
     // durability rule (refs only after data) relies on.
-    conn.pragma_update(None, "synchronous", "FULL").map_err(db_err("setting synchronous"))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(db_err("setting synchronous"))?;
     Ok(())
 }
 
@@ -133,41 +134,80 @@ fn row_to_object(
             offset: u64::try_from(offset?).ok()?,
             stored_len: u64::try_from(stored?).ok()?,
         },
-        ENC_CHUNKED => Location::Chunked { list: ObjectId::from_slice(&base?)? },
+        ENC_CHUNKED => Location::Chunked {
+            list: ObjectId::from_slice(&base?)?,
+        },
         _ => return None,
     };
-    Some(ObjectRow { id, kind, raw_len: u64::try_from(raw_len).ok()?, location })
+    Some(ObjectRow {
+        id,
+        kind,
+        raw_len: u64::try_from(raw_len).ok()?,
+        location,
+    })
 }
 
 /// Raw columns of an objects row.
-type RawRow = (Vec<u8>, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<Vec<u8>>);
+type RawRow = (
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<Vec<u8>>,
+);
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
 }
 
 /// Decode raw columns; `Err(id bytes)` for a row that makes no sense.
 pub(crate) fn decode_raw(r: RawRow) -> std::result::Result<ObjectRow, Vec<u8>> {
     let (idb, kind, raw_len, enc, pack_id, offset, stored, base) = r;
-    let Some(id) = ObjectId::from_slice(&idb) else { return Err(idb) };
+    let Some(id) = ObjectId::from_slice(&idb) else {
+        return Err(idb);
+    };
     row_to_object(id, kind, raw_len, enc, pack_id, offset, stored, base).ok_or(idb)
 }
 
 const OBJECT_COLS: &str = "id, kind, raw_len, encoding, pack_id, offset, stored_len, base";
 
 /// Look up one object.
-pub(crate) fn get_object(conn: &Connection, id: &ObjectId) -> Result<Option<std::result::Result<ObjectRow, Vec<u8>>>> {
+pub(crate) fn get_object(
+    conn: &Connection,
+    id: &ObjectId,
+) -> Result<Option<std::result::Result<ObjectRow, Vec<u8>>>> {
     let mut st = conn
         .prepare_cached(&format!("SELECT {OBJECT_COLS} FROM objects WHERE id = ?1"))
         .map_err(db_err("preparing object lookup"))?;
-    let r = st.query_row(params![id.as_bytes().as_slice()], raw_row).optional().map_err(db_err("looking up an object"))?;
+    let r = st
+        .query_row(params![id.as_bytes().as_slice()], raw_row)
+        .optional()
+        .map_err(db_err("looking up an object"))?;
     Ok(r.map(decode_raw))
 }
 
 /// Every object row (decoded or not).
-pub(crate) fn all_objects(conn: &Connection) -> Result<Vec<std::result::Result<ObjectRow, Vec<u8>>>> {
-    let mut st = conn.prepare(&format!("SELECT {OBJECT_COLS} FROM objects")).map_err(db_err("listing objects"))?;
-    let rows = st.query_map([], raw_row).map_err(db_err("listing objects"))?;
+pub(crate) fn all_objects(
+    conn: &Connection,
+) -> Result<Vec<std::result::Result<ObjectRow, Vec<u8>>>> {
+    let mut st = conn
+        .prepare(&format!("SELECT {OBJECT_COLS} FROM objects"))
+        .map_err(db_err("listing objects"))?;
+    let rows = st
+        .query_map([], raw_row)
+        .map_err(db_err("listing objects"))?;
     let mut out = Vec::new();
     for r in rows {
         out.push(decode_raw(r.map_err(db_err("listing objects"))?));
@@ -180,25 +220,42 @@ pub(crate) fn has_object(conn: &Connection, id: &ObjectId) -> Result<bool> {
     let mut st = conn
         .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
         .map_err(db_err("preparing object lookup"))?;
-    st.exists(params![id.as_bytes().as_slice()]).map_err(db_err("looking up an object"))
+    st.exists(params![id.as_bytes().as_slice()])
+        .map_err(db_err("looking up an object"))
 }
 
 /// All packs: (pack_id, name).
 pub(crate) fn packs(conn: &Connection) -> Result<Vec<(i64, String)>> {
-    let mut st = conn.prepare("SELECT pack_id, name FROM packs ORDER BY pack_id").map_err(db_err("listing packs"))?;
-    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db_err("listing packs"))?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err("listing packs"))
+    let mut st = conn
+        .prepare("SELECT pack_id, name FROM packs ORDER BY pack_id")
+        .map_err(db_err("listing packs"))?;
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(db_err("listing packs"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err("listing packs"))
 }
 
 /// Insert staged rows of a session whose pack segment is `pack_name`.
-pub(crate) fn insert_staged(conn: &Connection, pack_name: Option<&str>, rows: &[StagedRow]) -> Result<()> {
+pub(crate) fn insert_staged(
+    conn: &Connection,
+    pack_name: Option<&str>,
+    rows: &[StagedRow],
+) -> Result<()> {
     let pack_id: Option<i64> = match pack_name {
         Some(name) => {
-            conn.execute("INSERT OR IGNORE INTO packs(name) VALUES (?1)", params![name])
-                .map_err(db_err("registering a pack"))?;
+            conn.execute(
+                "INSERT OR IGNORE INTO packs(name) VALUES (?1)",
+                params![name],
+            )
+            .map_err(db_err("registering a pack"))?;
             Some(
-                conn.query_row("SELECT pack_id FROM packs WHERE name = ?1", params![name], |r| r.get(0))
-                    .map_err(db_err("registering a pack"))?,
+                conn.query_row(
+                    "SELECT pack_id FROM packs WHERE name = ?1",
+                    params![name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err("registering a pack"))?,
             )
         }
         None => None,
@@ -211,8 +268,20 @@ pub(crate) fn insert_staged(conn: &Connection, pack_name: Option<&str>, rows: &[
         .map_err(db_err("preparing object insert"))?;
     for r in rows {
         let (enc, pid, off, stored, base) = match (r.packed, r.chunk_list) {
-            (Some((off, stored)), _) => (ENC_PACKED, pack_id, Some(off as i64), Some(stored as i64), None),
-            (None, Some(list)) => (ENC_CHUNKED, None, None, None, Some(list.as_bytes().to_vec())),
+            (Some((off, stored)), _) => (
+                ENC_PACKED,
+                pack_id,
+                Some(off as i64),
+                Some(stored as i64),
+                None,
+            ),
+            (None, Some(list)) => (
+                ENC_CHUNKED,
+                None,
+                None,
+                None,
+                Some(list.as_bytes().to_vec()),
+            ),
             (None, None) => unreachable!("a staged row is either packed or chunked"),
         };
         st.execute(params![

@@ -115,24 +115,38 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
     let mut out = Vec::with_capacity(names.len());
     for os in names {
         let path = dir.join(&os);
-        let name = os.to_str().ok_or_else(|| Error::InvalidName { path: path.clone(), reason: "file name is not valid UTF-8".into() })?;
+        let name = os.to_str().ok_or_else(|| Error::InvalidName {
+            path: path.clone(),
+            reason: "file name is not valid UTF-8".into(),
+        })?;
         if name == LEDGER_DIR {
             continue; // a ledger inside the committed directory is never recorded
         }
-        crate::object::validate_name(name).map_err(|reason| Error::InvalidName { path: path.clone(), reason })?;
+        crate::object::validate_name(name).map_err(|reason| Error::InvalidName {
+            path: path.clone(),
+            reason,
+        })?;
         let md = std::fs::symlink_metadata(&path).map_err(io_err("stat", &path))?;
         let ft = md.file_type();
         let node = if ft.is_symlink() {
             let target = std::fs::read_link(&path).map_err(io_err("read symlink", &path))?;
             check_symlink(root, &path, &target)?;
-            Node::Symlink { target: target.as_os_str().as_bytes().to_vec() }
+            Node::Symlink {
+                target: target.as_os_str().as_bytes().to_vec(),
+            }
         } else if ft.is_dir() {
             scan(root, &path, files)?
         } else if ft.is_file() {
             // Open now so unreadable files fail before anything is written.
             File::open(&path).map_err(io_err("open", &path))?;
-            files.push(FileTask { path: path.clone(), size: md.len() });
-            Node::File { slot: files.len() - 1, exec: md.permissions().mode() & 0o111 != 0 }
+            files.push(FileTask {
+                path: path.clone(),
+                size: md.len(),
+            });
+            Node::File {
+                slot: files.len() - 1,
+                exec: md.permissions().mode() & 0o111 != 0,
+            }
         } else {
             let kind = if ft.is_fifo() {
                 "a FIFO"
@@ -152,12 +166,21 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
 
 /// Refuse absolute symlinks and relative ones that climb above `root`.
 fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
-    let escapes = || Error::SymlinkEscapes { path: link.to_path_buf(), target: target.display().to_string() };
+    let escapes = || Error::SymlinkEscapes {
+        path: link.to_path_buf(),
+        target: target.display().to_string(),
+    };
     if target.is_absolute() {
         return Err(escapes());
     }
-    let rel_parent = link.parent().and_then(|p| p.strip_prefix(root).ok()).ok_or_else(escapes)?;
-    let mut depth: i64 = rel_parent.components().filter(|c| matches!(c, Component::Normal(_))).count() as i64;
+    let rel_parent = link
+        .parent()
+        .and_then(|p| p.strip_prefix(root).ok())
+        .ok_or_else(escapes)?;
+    let mut depth: i64 = rel_parent
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count() as i64;
     for c in target.components() {
         match c {
             Component::Normal(_) => depth += 1,
@@ -200,17 +223,26 @@ struct FileResult {
     chunks: Vec<(u32, ObjectId, u64)>,
 }
 
-fn worker(ledger_conn: Connection, level: i32, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Result<Done>>) {
+fn worker(
+    ledger_conn: Connection,
+    level: i32,
+    jobs: &Mutex<Receiver<Job>>,
+    done: SyncSender<Result<Done>>,
+) {
     let mut comp = match zstd::bulk::Compressor::new(level) {
         Ok(c) => c,
         Err(e) => {
-            let _ = done.send(Err(Error::InvalidInput { message: format!("zstd level {level}: {e}") }));
+            let _ = done.send(Err(Error::InvalidInput {
+                message: format!("zstd level {level}: {e}"),
+            }));
             return;
         }
     };
     loop {
         let job = {
-            let rx = jobs.lock().expect("job queue lock poisoned only if a worker panicked");
+            let rx = jobs
+                .lock()
+                .expect("job queue lock poisoned only if a worker panicked");
             rx.recv()
         };
         let Ok(job) = job else { return };
@@ -226,9 +258,18 @@ fn worker(ledger_conn: Connection, level: i32, jobs: &Mutex<Receiver<Job>>, done
             None
         } else {
             let (c, payload) = pack::compress(&mut comp, &job.data);
-            Some((RecordHeader::for_payload(Kind::Bytes, c, id, job.data.len() as u64, &payload), payload))
+            Some((
+                RecordHeader::for_payload(Kind::Bytes, c, id, job.data.len() as u64, &payload),
+                payload,
+            ))
         };
-        let d = Done { slot: job.slot, index: job.index, id, len: job.data.len() as u64, record };
+        let d = Done {
+            slot: job.slot,
+            index: job.index,
+            id,
+            len: job.data.len() as u64,
+            record,
+        };
         if done.send(Ok(d)).is_err() {
             return;
         }
@@ -248,7 +289,10 @@ impl Ledger {
     ) -> Result<CommitOutcome> {
         let md = std::fs::metadata(dir).map_err(io_err("stat", dir))?;
         if !md.is_dir() {
-            return Err(Error::WrongKind { path: dir.display().to_string(), what: "not a directory" });
+            return Err(Error::WrongKind {
+                path: dir.display().to_string(),
+                what: "not a directory",
+            });
         }
         if let Some(b) = &req.branch {
             refs::validate_ref_name(b)?;
@@ -263,7 +307,9 @@ impl Ledger {
             metadata: req.metadata.clone(),
             fields: req.fields.clone(),
         };
-        probe.encode().map_err(|message| Error::InvalidInput { message })?;
+        probe
+            .encode()
+            .map_err(|message| Error::InvalidInput { message })?;
         let expected_tip = self.branch_tip_for(req)?;
 
         let mut files = Vec::new();
@@ -280,7 +326,11 @@ impl Ledger {
         for r in results.into_iter() {
             match r.whole {
                 None => {
-                    let (_, id, _) = r.chunks.first().copied().expect("a small file has exactly one piece");
+                    let (_, id, _) = r
+                        .chunks
+                        .first()
+                        .copied()
+                        .expect("a small file has exactly one piece");
                     ids.push((id, r.size));
                 }
                 Some(whole) => {
@@ -292,7 +342,10 @@ impl Ledger {
                             total: r.size,
                             chunks: chunks
                                 .iter()
-                                .map(|&(_, id, len)| ChunkRef { id, len: len as u32 })
+                                .map(|&(_, id, len)| ChunkRef {
+                                    id,
+                                    len: len as u32,
+                                })
                                 .collect(),
                         };
                         let lid = staging.put(self, Kind::ChunkList, &list.encode())?;
@@ -360,10 +413,17 @@ impl Ledger {
         }
     }
 
-    fn build_tree(&self, node: Node, ids: &[(ObjectId, u64)], st: &mut Staging) -> Result<(ObjectId, u64)> {
+    fn build_tree(
+        &self,
+        node: Node,
+        ids: &[(ObjectId, u64)],
+        st: &mut Staging,
+    ) -> Result<(ObjectId, u64)> {
         match node {
             Node::File { slot, .. } => Ok(ids[slot]),
-            Node::Symlink { target } => Ok((st.put(self, Kind::Bytes, &target)?, target.len() as u64)),
+            Node::Symlink { target } => {
+                Ok((st.put(self, Kind::Bytes, &target)?, target.len() as u64))
+            }
             Node::Dir(children) => {
                 let mut entries = Vec::with_capacity(children.len());
                 for (name, child) in children {
@@ -375,7 +435,12 @@ impl Ledger {
                     };
                     let (id, size) = self.build_tree(child, ids, st)?;
                     let size = if mode == Mode::Tree { 0 } else { size };
-                    entries.push(TreeEntry { name, mode, id, size });
+                    entries.push(TreeEntry {
+                        name,
+                        mode,
+                        id,
+                        size,
+                    });
                 }
                 let tree = Tree::new(entries).map_err(|message| Error::InvalidInput { message })?;
                 Ok((st.put(self, Kind::Tree, &tree.encode())?, 0))
@@ -391,7 +456,9 @@ impl Ledger {
         cancel: &AtomicBool,
     ) -> Result<Vec<FileResult>> {
         let threads = if self.config.threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
         } else {
             self.config.threads
         };
@@ -459,11 +526,17 @@ impl Ledger {
         // IMMEDIATE: the catalog write lock is held from the tip read to the
         // ref update, which makes the compare-and-swap atomic.
         let tx = ImmediateTx::begin(&this.db)?;
-        let cur = if refname == "HEAD" { refs::read_head(&tx)?.commit() } else { refs::ref_target(&tx, &refname)? };
+        let cur = if refname == "HEAD" {
+            refs::read_head(&tx)?.commit()
+        } else {
+            refs::ref_target(&tx, &refname)?
+        };
         if cur != expected_tip && req.on_moved == OnMoved::Fail {
             return Err(Error::BranchMoved {
                 name: refname,
-                expected: expected_tip.map(|c| c.to_string()).unwrap_or("(none)".into()),
+                expected: expected_tip
+                    .map(|c| c.to_string())
+                    .unwrap_or("(none)".into()),
                 found: cur.map(|c| c.to_string()).unwrap_or("(none)".into()),
             });
         }
@@ -482,14 +555,22 @@ impl Ledger {
             metadata: req.metadata.clone(),
             fields: req.fields.clone(),
         };
-        let enc = commit.encode().map_err(|message| Error::InvalidInput { message })?;
+        let enc = commit
+            .encode()
+            .map_err(|message| Error::InvalidInput { message })?;
         let cid = CommitId(staging.put(this, Kind::Commit, &enc)?);
         staging.sync()?;
         let pack_name = staging.pack.as_ref().map(|p| p.name().to_string());
         catalog::insert_staged(&tx, pack_name.as_deref(), &staging.rows)?;
         index_commit(&tx, &cid, &commit, logical)?;
         let first_line = req.message.lines().next().unwrap_or("");
-        refs::cas(&tx, &refname, Some(cur), Some(cid), &format!("commit: {first_line}"))?;
+        refs::cas(
+            &tx,
+            &refname,
+            Some(cur),
+            Some(cid),
+            &format!("commit: {first_line}"),
+        )?;
         tx.commit()?;
         let new_objects = staging.rows.len() as u64;
         let pack_bytes = staging.pack_len();
@@ -507,7 +588,12 @@ impl Ledger {
 }
 
 /// Add a commit to the catalog's commit index (idempotent).
-pub(crate) fn index_commit(conn: &Connection, id: &CommitId, c: &Commit, logical: u64) -> Result<()> {
+pub(crate) fn index_commit(
+    conn: &Connection,
+    id: &CommitId,
+    c: &Commit,
+    logical: u64,
+) -> Result<()> {
     let idb = id.0.as_bytes().as_slice();
     conn.execute(
         "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -547,8 +633,13 @@ fn read_files(
     results: &mut [FileResult],
     cancel: &AtomicBool,
 ) -> Result<()> {
-    let stopped = || Error::InvalidInput { message: "ingest pipeline stopped".into() };
-    let (mask_s, mask_l) = fastcdc::v2020::select_masks(cfg.chunk_avg as usize, fastcdc::v2020::Normalization::Level1);
+    let stopped = || Error::InvalidInput {
+        message: "ingest pipeline stopped".into(),
+    };
+    let (mask_s, mask_l) = fastcdc::v2020::select_masks(
+        cfg.chunk_avg as usize,
+        fastcdc::v2020::Normalization::Level1,
+    );
     let max = cfg.chunk_max as usize;
     let bufsize = (16 << 20).max(4 * max);
     let mut buf: Vec<u8> = Vec::new();
@@ -562,9 +653,16 @@ fn read_files(
                 .read_to_end(&mut data)
                 .map_err(io_err("read", &f.path))?;
             if data.len() as u64 > cfg.chunk_threshold {
-                return Err(Error::InvalidInput { message: format!("{} grew while being recorded", f.path.display()) });
+                return Err(Error::InvalidInput {
+                    message: format!("{} grew while being recorded", f.path.display()),
+                });
             }
-            jobs.send(Job { slot, index: 0, data }).map_err(|_| stopped())?;
+            jobs.send(Job {
+                slot,
+                index: 0,
+                data,
+            })
+            .map_err(|_| stopped())?;
             continue;
         }
         if buf.len() != bufsize {
@@ -580,7 +678,9 @@ fn read_files(
                 end -= start;
                 start = 0;
                 while end < buf.len() {
-                    let n = file.read(&mut buf[end..]).map_err(io_err("read", &f.path))?;
+                    let n = file
+                        .read(&mut buf[end..])
+                        .map_err(io_err("read", &f.path))?;
                     if n == 0 {
                         eof = true;
                         break;
@@ -604,7 +704,12 @@ fn read_files(
             );
             let cut = cut.max(1).min(end - start);
             check_cancel(cancel)?;
-            jobs.send(Job { slot, index, data: buf[start..start + cut].to_vec() }).map_err(|_| stopped())?;
+            jobs.send(Job {
+                slot,
+                index,
+                data: buf[start..start + cut].to_vec(),
+            })
+            .map_err(|_| stopped())?;
             index += 1;
             size += cut as u64;
             start += cut;
@@ -624,11 +729,14 @@ pub(crate) struct ImmediateTx<'a> {
 
 impl<'a> ImmediateTx<'a> {
     pub(crate) fn begin(conn: &'a Connection) -> Result<Self> {
-        conn.execute_batch("BEGIN IMMEDIATE").map_err(db_err("starting a write transaction"))?;
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_err("starting a write transaction"))?;
         Ok(ImmediateTx { conn, done: false })
     }
     pub(crate) fn commit(mut self) -> Result<()> {
-        self.conn.execute_batch("COMMIT").map_err(db_err("committing a write transaction"))?;
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(db_err("committing a write transaction"))?;
         self.done = true;
         Ok(())
     }

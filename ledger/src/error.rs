@@ -40,7 +40,9 @@ pub enum Error {
         path: PathBuf,
     },
     /// The ledger was written by an unknown format version.
-    #[error("ledger at {path} has format version {found:?}, this build understands version {supported}")]
+    #[error(
+        "ledger at {path} has format version {found:?}, this build understands version {supported}"
+    )]
     UnsupportedVersion {
         /// The `.bat` directory.
         path: PathBuf,
@@ -196,7 +198,10 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Attach an operation and path to an io::Error.
-pub(crate) fn io_err(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+pub(crate) fn io_err(
+    op: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(io::Error) -> Error {
     let path = path.into();
     move |source| Error::Io { op, path, source }
 }

@@ -54,15 +54,35 @@ impl std::fmt::Display for Problem {
 
 fn problem_of(e: &Error, what: &str) -> Problem {
     match e {
-        Error::Corrupt { id, pack, offset, reason } => Problem {
+        Error::Corrupt {
+            id,
+            pack,
+            offset,
+            reason,
+        } => Problem {
             object: Some(*id),
             pack: Some(pack.clone()),
             offset: Some(*offset),
             message: format!("{what}: {reason}"),
         },
-        Error::ObjectMissing { id } => Problem { object: Some(*id), pack: None, offset: None, message: format!("{what}: missing") },
-        Error::BadObject { id, .. } => Problem { object: Some(*id), pack: None, offset: None, message: format!("{what}: {e}") },
-        _ => Problem { object: None, pack: None, offset: None, message: format!("{what}: {e}") },
+        Error::ObjectMissing { id } => Problem {
+            object: Some(*id),
+            pack: None,
+            offset: None,
+            message: format!("{what}: missing"),
+        },
+        Error::BadObject { id, .. } => Problem {
+            object: Some(*id),
+            pack: None,
+            offset: None,
+            message: format!("{what}: {e}"),
+        },
+        _ => Problem {
+            object: None,
+            pack: None,
+            offset: None,
+            message: format!("{what}: {e}"),
+        },
     }
 }
 
@@ -132,7 +152,11 @@ pub fn dir_size(p: &Path) -> u64 {
     if let Ok(rd) = std::fs::read_dir(p) {
         for e in rd.flatten() {
             if let Ok(md) = e.metadata() {
-                total += if md.is_dir() { dir_size(&e.path()) } else { md.len() };
+                total += if md.is_dir() {
+                    dir_size(&e.path())
+                } else {
+                    md.len()
+                };
             }
         }
     }
@@ -150,8 +174,19 @@ impl Ledger {
         let mut out = HashMap::new();
         for (pid, name) in catalog::packs(&self.db)? {
             let f = File::open(self.packs_dir().join(&name)).ok();
-            let size = f.as_ref().and_then(|f| f.metadata().ok()).map(|m| m.len()).unwrap_or(0);
-            out.insert(pid, PackInfo { name, file: f.map(Arc::new), size });
+            let size = f
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len())
+                .unwrap_or(0);
+            out.insert(
+                pid,
+                PackInfo {
+                    name,
+                    file: f.map(Arc::new),
+                    size,
+                },
+            );
         }
         Ok(out)
     }
@@ -205,7 +240,9 @@ impl Ledger {
                     if !seen.insert(e.id) {
                         continue;
                     }
-                    if let Err(err) = self.check_bytes(&e.id, e.size, verify, &mut seen, progress, cancel) {
+                    if let Err(err) =
+                        self.check_bytes(&e.id, e.size, verify, &mut seen, progress, cancel)
+                    {
                         if matches!(err, Error::Cancelled) {
                             return Err(err);
                         }
@@ -230,7 +267,11 @@ impl Ledger {
     ) -> Result<()> {
         let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
         if row.raw_len != size {
-            return Err(Error::BadObject { id: *id, kind: "bytes", reason: format!("catalog says {} bytes, tree says {size}", row.raw_len) });
+            return Err(Error::BadObject {
+                id: *id,
+                kind: "bytes",
+                reason: format!("catalog says {} bytes, tree says {size}", row.raw_len),
+            });
         }
         if let Location::Chunked { list } = row.location {
             seen.insert(list);
@@ -255,10 +296,20 @@ impl Ledger {
         let packs = self.open_packs()?;
         for p in packs.values() {
             match &p.file {
-                None => rep.problems.push(Problem { object: None, pack: Some(p.name.clone()), offset: None, message: "pack file is missing".into() }),
+                None => rep.problems.push(Problem {
+                    object: None,
+                    pack: Some(p.name.clone()),
+                    offset: None,
+                    message: "pack file is missing".into(),
+                }),
                 Some(f) => {
                     if let Err(m) = pack::check_pack_header(f) {
-                        rep.problems.push(Problem { object: None, pack: Some(p.name.clone()), offset: Some(0), message: m });
+                        rep.problems.push(Problem {
+                            object: None,
+                            pack: Some(p.name.clone()),
+                            offset: Some(0),
+                            message: m,
+                        });
                     }
                 }
             }
@@ -270,7 +321,10 @@ impl Ledger {
             .filter(|n| n.ends_with(".pack"))
             .collect();
         let known: HashSet<&str> = packs.values().map(|p| p.name.as_str()).collect();
-        rep.unreferenced_packs = on_disk.into_iter().filter(|n| !known.contains(n.as_str())).collect();
+        rep.unreferenced_packs = on_disk
+            .into_iter()
+            .filter(|n| !known.contains(n.as_str()))
+            .collect();
         rep.unreferenced_packs.sort();
 
         // 1. Catalog rows vs packs (cheap: header + payload checksum, parallel).
@@ -292,9 +346,11 @@ impl Ledger {
         let row_problems: Vec<Problem> = good
             .par_iter()
             .filter_map(|r| match &r.location {
-                Location::Packed { pack_id, offset, stored_len } => {
-                    check_row(r, packs.get(pack_id), *offset, *stored_len).err()
-                }
+                Location::Packed {
+                    pack_id,
+                    offset,
+                    stored_len,
+                } => check_row(r, packs.get(pack_id), *offset, *stored_len).err(),
                 Location::Chunked { list } => (!ids.contains(list)).then(|| Problem {
                     object: Some(r.id),
                     pack: None,
@@ -315,16 +371,31 @@ impl Ledger {
         // 3. Refs and the commit index.
         for (name, c) in self.root_commits()? {
             if !ids.contains(&c.0) {
-                rep.problems.push(Problem { object: Some(c.0), pack: None, offset: None, message: format!("{name} points to a missing commit") });
+                rep.problems.push(Problem {
+                    object: Some(c.0),
+                    pack: None,
+                    offset: None,
+                    message: format!("{name} points to a missing commit"),
+                });
             }
         }
-        let mut st = self.db.prepare("SELECT id FROM commits").map_err(db_err("reading the commit index"))?;
-        let idx = st.query_map([], |r| r.get::<_, Vec<u8>>(0)).map_err(db_err("reading the commit index"))?;
+        let mut st = self
+            .db
+            .prepare("SELECT id FROM commits")
+            .map_err(db_err("reading the commit index"))?;
+        let idx = st
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(db_err("reading the commit index"))?;
         for r in idx {
             let b = r.map_err(db_err("reading the commit index"))?;
             match ObjectId::from_slice(&b) {
                 Some(id) if ids.contains(&id) => {}
-                other => rep.problems.push(Problem { object: other, pack: None, offset: None, message: "commit index names a commit that is not stored".into() }),
+                other => rep.problems.push(Problem {
+                    object: other,
+                    pack: None,
+                    offset: None,
+                    message: "commit index names a commit that is not stored".into(),
+                }),
             }
         }
         Ok(rep)
@@ -337,15 +408,25 @@ impl Ledger {
     /// only after that.
     pub fn gc(&mut self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<GcReport> {
         if self.lock_mode != LockMode::Exclusive {
-            return Err(Error::Busy { reason: "gc needs the ledger opened with an exclusive lock".into() });
+            return Err(Error::Busy {
+                reason: "gc needs the ledger opened with an exclusive lock".into(),
+            });
         }
-        let mut rep = GcReport { bytes_before: crate::maint::dir_size(&self.packs_dir()), ..Default::default() };
+        let mut rep = GcReport {
+            bytes_before: crate::maint::dir_size(&self.packs_dir()),
+            ..Default::default()
+        };
         let mut problems = Vec::new();
         let (reach, _) = self.walk_reachable(false, &mut problems, progress, cancel)?;
         if let Some(p) = problems.first() {
-            return Err(Error::InvalidInput { message: format!("refusing to gc a damaged ledger ({p}); run bat fsck") });
+            return Err(Error::InvalidInput {
+                message: format!("refusing to gc a damaged ledger ({p}); run bat fsck"),
+            });
         }
-        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?.into_iter().filter_map(|r| r.ok()).collect();
+        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
+            .into_iter()
+            .filter_map(|r| r.ok())
+            .collect();
         let packs = self.open_packs()?;
         // Per pack: live records and whether anything dead is in it.
         let mut live_by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
@@ -389,15 +470,35 @@ impl Ledger {
                 _ => 0,
             });
             for r in live {
-                let Location::Packed { offset, stored_len, .. } = r.location else { continue };
-                let file = info.file.as_ref().ok_or_else(|| Error::Corrupt { id: r.id, pack: info.name.clone(), offset, reason: "pack file is missing".into() })?;
-                let corrupt = |reason: String| Error::Corrupt { id: r.id, pack: info.name.clone(), offset, reason };
+                let Location::Packed {
+                    offset, stored_len, ..
+                } = r.location
+                else {
+                    continue;
+                };
+                let file = info.file.as_ref().ok_or_else(|| Error::Corrupt {
+                    id: r.id,
+                    pack: info.name.clone(),
+                    offset,
+                    reason: "pack file is missing".into(),
+                })?;
+                let corrupt = |reason: String| Error::Corrupt {
+                    id: r.id,
+                    pack: info.name.clone(),
+                    offset,
+                    reason,
+                };
                 let mut hb = [0u8; RECORD_HEADER_LEN];
-                file.read_exact_at(&mut hb, offset).map_err(|e| corrupt(e.to_string()))?;
+                file.read_exact_at(&mut hb, offset)
+                    .map_err(|e| corrupt(e.to_string()))?;
                 let h = RecordHeader::decode(&hb).map_err(corrupt)?;
                 let mut payload = vec![0u8; stored_len as usize];
-                file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64).map_err(|e| corrupt(e.to_string()))?;
-                if h.id != r.id || h.stored_len != stored_len || pack::payload_checksum(&payload) != h.payload_sum {
+                file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                if h.id != r.id
+                    || h.stored_len != stored_len
+                    || pack::payload_checksum(&payload) != h.payload_sum
+                {
                     return Err(corrupt("record does not verify; run bat fsck".into()));
                 }
                 if new_pack.is_none() {
@@ -419,17 +520,22 @@ impl Ledger {
             let tx = ImmediateTx::begin(&self.db)?;
             let new_pid: Option<i64> = match &new_name {
                 Some(n) => {
-                    tx.execute("INSERT INTO packs(name) VALUES (?1)", [n]).map_err(db_err("registering a pack"))?;
+                    tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
+                        .map_err(db_err("registering a pack"))?;
                     Some(tx.last_insert_rowid())
                 }
                 None => None,
             };
             for id in &dead {
                 let b = id.as_bytes().as_slice();
-                tx.execute("DELETE FROM objects WHERE id = ?1", [b]).map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commits WHERE id = ?1", [b]).map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commit_parents WHERE commit_id = ?1", [b]).map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commit_fields WHERE commit_id = ?1", [b]).map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM objects WHERE id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commits WHERE id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commit_parents WHERE commit_id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commit_fields WHERE commit_id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
             }
             for (id, at) in &moved {
                 tx.execute(
@@ -439,7 +545,8 @@ impl Ledger {
                 .map_err(db_err("moving objects"))?;
             }
             for pid in &to_rewrite {
-                tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid]).map_err(db_err("dropping packs"))?;
+                tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
+                    .map_err(db_err("dropping packs"))?;
             }
             tx.commit()?;
         }
@@ -448,9 +555,15 @@ impl Ledger {
         rep.kept_objects = (rows.len() - dead_set.len()) as u64;
         rep.rewritten_packs = to_rewrite.len() as u64;
         // Now nothing references the old packs: delete them and any orphans.
-        let registered: HashSet<String> = catalog::packs(&self.db)?.into_iter().map(|(_, n)| n).collect();
+        let registered: HashSet<String> = catalog::packs(&self.db)?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
         let dir = self.packs_dir();
-        for e in std::fs::read_dir(&dir).map_err(io_err("read directory", &dir))?.flatten() {
+        for e in std::fs::read_dir(&dir)
+            .map_err(io_err("read directory", &dir))?
+            .flatten()
+        {
             let name = e.file_name().to_string_lossy().to_string();
             if !registered.contains(&name) {
                 std::fs::remove_file(e.path()).map_err(io_err("remove", e.path()))?;
@@ -466,7 +579,10 @@ impl Ledger {
     /// Counts and sizes.
     pub fn stats(&self) -> Result<Stats> {
         let q = |sql: &str| -> Result<u64> {
-            self.db.query_row(sql, [], |r| r.get::<_, Option<i64>>(0)).map(|v| v.unwrap_or(0) as u64).map_err(db_err("computing stats"))
+            self.db
+                .query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+                .map(|v| v.unwrap_or(0) as u64)
+                .map_err(db_err("computing stats"))
         };
         Ok(Stats {
             objects: q("SELECT COUNT(*) FROM objects")?,
@@ -480,7 +596,11 @@ impl Ledger {
     }
 
     /// Commits whose indexed field `key` equals `value`, newest first.
-    pub fn commits_with_field(&self, key: &str, value: &crate::object::FieldValue) -> Result<Vec<CommitId>> {
+    pub fn commits_with_field(
+        &self,
+        key: &str,
+        value: &crate::object::FieldValue,
+    ) -> Result<Vec<CommitId>> {
         use crate::object::FieldValue as F;
         let v: rusqlite::types::Value = match value {
             F::Str(s) => s.clone().into(),
@@ -492,7 +612,9 @@ impl Ledger {
             .db
             .prepare("SELECT f.commit_id FROM commit_fields f JOIN commits c ON c.id = f.commit_id WHERE f.key = ?1 AND f.value = ?2 ORDER BY c.time DESC, c.id")
             .map_err(db_err("querying fields"))?;
-        let rows = st.query_map(params![key, v], |r| r.get::<_, Vec<u8>>(0)).map_err(db_err("querying fields"))?;
+        let rows = st
+            .query_map(params![key, v], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(db_err("querying fields"))?;
         let mut out = Vec::new();
         for r in rows {
             if let Some(id) = ObjectId::from_slice(&r.map_err(db_err("querying fields"))?) {
@@ -507,7 +629,9 @@ impl Ledger {
     /// reflog are kept. Needs an exclusive lock.
     pub fn rebuild_catalog(&mut self) -> Result<u64> {
         if self.lock_mode != LockMode::Exclusive {
-            return Err(Error::Busy { reason: "rebuilding the catalog needs an exclusive lock".into() });
+            return Err(Error::Busy {
+                reason: "rebuilding the catalog needs an exclusive lock".into(),
+            });
         }
         let dir = self.packs_dir();
         let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -523,7 +647,8 @@ impl Ledger {
         let mut n = 0u64;
         for name in &names {
             let recs = pack::scan_pack(&dir.join(name))?;
-            tx.execute("INSERT INTO packs(name) VALUES (?1)", [name]).map_err(db_err("registering a pack"))?;
+            tx.execute("INSERT INTO packs(name) VALUES (?1)", [name])
+                .map_err(db_err("registering a pack"))?;
             let pid = tx.last_insert_rowid();
             for (off, h) in recs {
                 n += tx
@@ -537,12 +662,17 @@ impl Ledger {
         tx.commit()?;
         self.clear_pack_cache();
         // Second pass: chunk lists give chunked files, commits give the index.
-        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?.into_iter().filter_map(|r| r.ok()).collect();
+        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
+            .into_iter()
+            .filter_map(|r| r.ok())
+            .collect();
         let tx = ImmediateTx::begin(&self.db)?;
         for r in &rows {
             match r.kind {
                 Kind::ChunkList => {
-                    let Ok(cl) = self.read_chunk_list(&r.id) else { continue };
+                    let Ok(cl) = self.read_chunk_list(&r.id) else {
+                        continue;
+                    };
                     tx.execute(
                         "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, base) VALUES (?1, 1, ?2, 2, ?3)",
                         params![cl.file.as_bytes().as_slice(), cl.total as i64, r.id.as_bytes().as_slice()],
@@ -551,8 +681,18 @@ impl Ledger {
                 }
                 Kind::Commit => {
                     let id = CommitId(r.id);
-                    let Ok(c) = self.read_commit(&id) else { continue };
-                    let logical = self.walk_files(&c.tree).map(|f| f.iter().filter(|e| e.mode != Mode::Symlink).map(|e| e.size).sum()).unwrap_or(0);
+                    let Ok(c) = self.read_commit(&id) else {
+                        continue;
+                    };
+                    let logical = self
+                        .walk_files(&c.tree)
+                        .map(|f| {
+                            f.iter()
+                                .filter(|e| e.mode != Mode::Symlink)
+                                .map(|e| e.size)
+                                .sum()
+                        })
+                        .unwrap_or(0);
                     index_commit(&tx, &id, &c, logical)?;
                 }
                 _ => {}
@@ -563,25 +703,51 @@ impl Ledger {
     }
 }
 
-fn check_row(r: &ObjectRow, info: Option<&PackInfo>, offset: u64, stored_len: u64) -> std::result::Result<(), Problem> {
-    let mk = |pack: Option<String>, message: String| Problem { object: Some(r.id), pack, offset: Some(offset), message };
+fn check_row(
+    r: &ObjectRow,
+    info: Option<&PackInfo>,
+    offset: u64,
+    stored_len: u64,
+) -> std::result::Result<(), Problem> {
+    let mk = |pack: Option<String>, message: String| Problem {
+        object: Some(r.id),
+        pack,
+        offset: Some(offset),
+        message,
+    };
     let info = info.ok_or_else(|| mk(None, "catalog row names an unregistered pack".into()))?;
-    let file = info.file.as_ref().ok_or_else(|| mk(Some(info.name.clone()), "pack file is missing".into()))?;
+    let file = info
+        .file
+        .as_ref()
+        .ok_or_else(|| mk(Some(info.name.clone()), "pack file is missing".into()))?;
     let end = offset + RECORD_HEADER_LEN as u64 + stored_len;
     if offset < PACK_HEADER_LEN || end > info.size {
-        return Err(mk(Some(info.name.clone()), format!("record extends to byte {end} beyond the pack's {} bytes (truncated?)", info.size)));
+        return Err(mk(
+            Some(info.name.clone()),
+            format!(
+                "record extends to byte {end} beyond the pack's {} bytes (truncated?)",
+                info.size
+            ),
+        ));
     }
     let mut hb = [0u8; RECORD_HEADER_LEN];
-    file.read_exact_at(&mut hb, offset).map_err(|e| mk(Some(info.name.clone()), format!("cannot read header: {e}")))?;
+    file.read_exact_at(&mut hb, offset)
+        .map_err(|e| mk(Some(info.name.clone()), format!("cannot read header: {e}")))?;
     let h = RecordHeader::decode(&hb).map_err(|m| mk(Some(info.name.clone()), m))?;
     if h.id != r.id || h.kind != r.kind || h.raw_len != r.raw_len || h.stored_len != stored_len {
-        return Err(mk(Some(info.name.clone()), "record header does not match the catalog row".into()));
+        return Err(mk(
+            Some(info.name.clone()),
+            "record header does not match the catalog row".into(),
+        ));
     }
     let mut payload = vec![0u8; stored_len as usize];
     file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
         .map_err(|e| mk(Some(info.name.clone()), format!("cannot read payload: {e}")))?;
     if pack::payload_checksum(&payload) != h.payload_sum {
-        return Err(mk(Some(info.name.clone()), "payload checksum mismatch".into()));
+        return Err(mk(
+            Some(info.name.clone()),
+            "payload checksum mismatch".into(),
+        ));
     }
     Ok(())
 }

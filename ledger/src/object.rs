@@ -188,7 +188,12 @@ impl Tree {
             validate_name(&name)?;
             let id = r.id()?;
             let size = r.u64()?;
-            entries.push(TreeEntry { name, mode, id, size });
+            entries.push(TreeEntry {
+                name,
+                mode,
+                id,
+                size,
+            });
         }
         r.end()?;
         for w in entries.windows(2) {
@@ -371,7 +376,15 @@ impl Commit {
             fields.insert(key, v);
         }
         r.end()?;
-        Ok(Commit { tree, parents, author, time, message, metadata, fields })
+        Ok(Commit {
+            tree,
+            parents,
+            author,
+            time,
+            message,
+            metadata,
+            fields,
+        })
     }
 }
 
@@ -438,7 +451,11 @@ impl ChunkList {
         if sum != total {
             return Err(format!("chunk lengths sum to {sum}, expected {total}"));
         }
-        Ok(ChunkList { file, total, chunks })
+        Ok(ChunkList {
+            file,
+            total,
+            chunks,
+        })
     }
 }
 
@@ -464,7 +481,11 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or("truncated")?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or("truncated")?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -473,13 +494,19 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn id(&mut self) -> Result<ObjectId, String> {
         Ok(ObjectId(self.take(32)?.try_into().expect("32 bytes")))

@@ -49,7 +49,13 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     /// Build a header for `payload`, computing its checksum.
-    pub fn for_payload(kind: Kind, compression: u8, id: ObjectId, raw_len: u64, payload: &[u8]) -> Self {
+    pub fn for_payload(
+        kind: Kind,
+        compression: u8,
+        id: ObjectId,
+        raw_len: u64,
+        payload: &[u8],
+    ) -> Self {
         RecordHeader {
             kind,
             compression,
@@ -101,13 +107,22 @@ impl RecordHeader {
         if raw_len > MAX_RECORD_RAW || stored_len > MAX_RECORD_RAW + (1 << 20) {
             return Err("record length out of range".into());
         }
-        Ok(RecordHeader { kind, compression, id, raw_len, stored_len, payload_sum })
+        Ok(RecordHeader {
+            kind,
+            compression,
+            id,
+            raw_len,
+            stored_len,
+            payload_sum,
+        })
     }
 }
 
 /// First 16 bytes of BLAKE3 of a payload.
 pub fn payload_checksum(payload: &[u8]) -> [u8; 16] {
-    blake3::hash(payload).as_bytes()[0..16].try_into().expect("16 bytes")
+    blake3::hash(payload).as_bytes()[0..16]
+        .try_into()
+        .expect("16 bytes")
 }
 
 /// Compress `raw` for storage: zstd at `level`, or stored as-is when zstd
@@ -124,6 +139,19 @@ pub fn compress(compressor: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) ->
     }
 }
 
+/// Flush written data to disk in the background every this many bytes, so
+/// the final fsync of a large commit has little left to do.
+const BACKGROUND_SYNC_EVERY: u64 = 64 << 20;
+
+/// A thread that fdatasyncs the segment while the writer keeps appending.
+struct Syncer {
+    kick: std::sync::mpsc::SyncSender<()>,
+    thread: std::thread::JoinHandle<()>,
+    /// First error seen by the background thread. The fd is shared (dup), so
+    /// the kernel reports a writeback error only once; we must keep it.
+    error: std::sync::Arc<std::sync::Mutex<Option<std::io::Error>>>,
+}
+
 /// Writes one new pack segment.
 pub struct PackWriter {
     path: PathBuf,
@@ -131,6 +159,8 @@ pub struct PackWriter {
     out: BufWriter<File>,
     offset: u64,
     records: u64,
+    unsynced: u64,
+    syncer: Option<Syncer>,
 }
 
 impl PackWriter {
@@ -159,7 +189,15 @@ impl PackWriter {
         header[8..12].copy_from_slice(&PACK_VERSION.to_le_bytes());
         out.write_all(&header).map_err(io_err("write", &path))?;
         sync_dir(dir)?;
-        Ok(PackWriter { path, name, out, offset: PACK_HEADER_LEN, records: 0 })
+        Ok(PackWriter {
+            path,
+            name,
+            out,
+            offset: PACK_HEADER_LEN,
+            records: 0,
+            unsynced: 0,
+            syncer: None,
+        })
     }
 
     /// The segment's file name (as stored in the catalog).
@@ -185,17 +223,69 @@ impl PackWriter {
     /// Append one record; returns its offset.
     pub fn append(&mut self, header: &RecordHeader, payload: &[u8]) -> Result<u64> {
         let at = self.offset;
-        self.out.write_all(&header.encode()).map_err(io_err("write", &self.path))?;
-        self.out.write_all(payload).map_err(io_err("write", &self.path))?;
+        self.out
+            .write_all(&header.encode())
+            .map_err(io_err("write", &self.path))?;
+        self.out
+            .write_all(payload)
+            .map_err(io_err("write", &self.path))?;
         self.offset += RECORD_HEADER_LEN as u64 + payload.len() as u64;
         self.records += 1;
+        self.unsynced += RECORD_HEADER_LEN as u64 + payload.len() as u64;
+        if self.unsynced >= BACKGROUND_SYNC_EVERY {
+            self.unsynced = 0;
+            self.out.flush().map_err(io_err("write", &self.path))?;
+            self.kick_background_sync()?;
+        }
         Ok(at)
+    }
+
+    fn kick_background_sync(&mut self) -> Result<()> {
+        if self.syncer.is_none() {
+            let file = self
+                .out
+                .get_ref()
+                .try_clone()
+                .map_err(io_err("dup", &self.path))?;
+            let (kick, rx) = std::sync::mpsc::sync_channel::<()>(1);
+            let error = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let err2 = error.clone();
+            let thread = std::thread::spawn(move || {
+                for () in rx {
+                    if let Err(e) = file.sync_data() {
+                        if let Ok(mut slot) = err2.lock() {
+                            slot.get_or_insert(e);
+                        }
+                    }
+                }
+            });
+            self.syncer = Some(Syncer {
+                kick,
+                thread,
+                error,
+            });
+        }
+        if let Some(s) = &self.syncer {
+            // Full channel = a sync is already pending; it will cover this data.
+            let _ = s.kick.try_send(());
+        }
+        Ok(())
     }
 
     /// Flush and fsync the segment: after this, every appended record is durable.
     pub fn sync(&mut self) -> Result<()> {
         self.out.flush().map_err(io_err("flush", &self.path))?;
-        self.out.get_ref().sync_all().map_err(io_err("fsync", &self.path))
+        if let Some(s) = self.syncer.take() {
+            drop(s.kick);
+            let _ = s.thread.join();
+            if let Some(e) = s.error.lock().ok().and_then(|mut g| g.take()) {
+                return Err(io_err("fsync", &self.path)(e));
+            }
+        }
+        self.out
+            .get_ref()
+            .sync_all()
+            .map_err(io_err("fsync", &self.path))
     }
 
     /// Remove the segment (used when nothing was appended).
@@ -208,7 +298,9 @@ impl PackWriter {
 
 /// fsync a directory so renames/creations in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("fsync directory", dir))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("fsync directory", dir))
 }
 
 /// Where a record is expected, as the catalog says.
@@ -229,7 +321,12 @@ pub struct Expect {
 /// Read, check and decompress one record, verifying header, payload checksum
 /// and the object digest. Returns the raw bytes; never unverified ones.
 pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
-    let corrupt = |reason: String| Error::Corrupt { id: e.id, pack: pack.to_string(), offset: e.offset, reason };
+    let corrupt = |reason: String| Error::Corrupt {
+        id: e.id,
+        pack: pack.to_string(),
+        offset: e.offset,
+        reason,
+    };
     let mut hb = [0u8; RECORD_HEADER_LEN];
     file.read_exact_at(&mut hb, e.offset)
         .map_err(|err| corrupt(format!("cannot read record header: {err}")))?;
@@ -249,13 +346,19 @@ pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
             let raw = zstd::bulk::decompress(&payload, h.raw_len as usize)
                 .map_err(|err| corrupt(format!("zstd decompression failed: {err}")))?;
             if raw.len() as u64 != h.raw_len {
-                return Err(corrupt(format!("decompressed to {} bytes, expected {}", raw.len(), h.raw_len)));
+                return Err(corrupt(format!(
+                    "decompressed to {} bytes, expected {}",
+                    raw.len(),
+                    h.raw_len
+                )));
             }
             raw
         }
     };
     if e.kind.id_of(&raw) != e.id {
-        return Err(corrupt("content digest does not match the object id".into()));
+        return Err(corrupt(
+            "content digest does not match the object id".into(),
+        ));
     }
     Ok(raw)
 }
@@ -277,7 +380,9 @@ pub fn scan_pack(path: &Path) -> Result<Vec<(u64, RecordHeader)>> {
         if file.read_exact_at(&mut hb, off).is_err() {
             break;
         }
-        let Ok(h) = RecordHeader::decode(&hb) else { break };
+        let Ok(h) = RecordHeader::decode(&hb) else {
+            break;
+        };
         let end = off + RECORD_HEADER_LEN as u64 + h.stored_len;
         if end > size {
             break;
@@ -291,7 +396,8 @@ pub fn scan_pack(path: &Path) -> Result<Vec<(u64, RecordHeader)>> {
 /// Check a pack file's 16-byte header.
 pub fn check_pack_header(file: &File) -> std::result::Result<(), String> {
     let mut ph = [0u8; PACK_HEADER_LEN as usize];
-    file.read_exact_at(&mut ph, 0).map_err(|e| format!("cannot read pack header: {e}"))?;
+    file.read_exact_at(&mut ph, 0)
+        .map_err(|e| format!("cannot read pack header: {e}"))?;
     if &ph[0..8] != PACK_MAGIC {
         return Err("bad pack magic".into());
     }

@@ -51,11 +51,20 @@ impl Ledger {
     fn walk_into(&self, tree: &TreeId, prefix: &str, out: &mut Vec<FileEntry>) -> Result<()> {
         let t = self.read_tree(tree)?;
         for e in t.entries {
-            let path = if prefix.is_empty() { e.name.clone() } else { format!("{prefix}/{}", e.name) };
+            let path = if prefix.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{prefix}/{}", e.name)
+            };
             if e.mode == Mode::Tree {
                 self.walk_into(&TreeId(e.id), &path, out)?;
             } else {
-                out.push(FileEntry { path, mode: e.mode, id: e.id, size: e.size });
+                out.push(FileEntry {
+                    path,
+                    mode: e.mode,
+                    id: e.id,
+                    size: e.size,
+                });
             }
         }
         Ok(())
@@ -64,7 +73,12 @@ impl Ledger {
     /// Look up a `/`-separated path in a tree. The empty path (or "/") is the
     /// root, returned as a synthetic tree entry.
     pub fn lookup_path(&self, tree: &TreeId, path: &str) -> Result<Option<TreeEntry>> {
-        let mut cur = TreeEntry { name: String::new(), mode: Mode::Tree, id: tree.0, size: 0 };
+        let mut cur = TreeEntry {
+            name: String::new(),
+            mode: Mode::Tree,
+            id: tree.0,
+            size: 0,
+        };
         for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
             if cur.mode != Mode::Tree {
                 return Ok(None);
@@ -109,23 +123,39 @@ impl Ledger {
     /// directory. Everything is written into a temporary sibling directory,
     /// every byte verified, and only then renamed into place: on any error
     /// `to` is left as it was.
-    pub fn checkout(&self, commit: &CommitId, to: &Path, progress: &dyn Progress, cancel: &AtomicBool) -> Result<CheckoutStats> {
+    pub fn checkout(
+        &self,
+        commit: &CommitId,
+        to: &Path,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<CheckoutStats> {
         let c = self.read_commit(commit)?;
         if to.exists() {
-            let empty = std::fs::read_dir(to).map(|mut d| d.next().is_none()).unwrap_or(false);
+            let empty = std::fs::read_dir(to)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
             if !to.is_dir() || !empty {
-                return Err(Error::DestinationNotEmpty { path: to.to_path_buf() });
+                return Err(Error::DestinationNotEmpty {
+                    path: to.to_path_buf(),
+                });
             }
         }
         let abs = std::path::absolute(to).map_err(io_err("resolve", to))?;
-        let parent = abs.parent().ok_or_else(|| Error::DestinationNotEmpty { path: to.to_path_buf() })?;
+        let parent = abs.parent().ok_or_else(|| Error::DestinationNotEmpty {
+            path: to.to_path_buf(),
+        })?;
         std::fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
         let tmp = tempfile::Builder::new()
             .prefix(".bat-checkout-")
             .tempdir_in(parent)
             .map_err(io_err("create temporary directory in", parent))?;
         let files = self.walk_files(&c.tree)?;
-        let total: u64 = files.iter().filter(|f| f.mode != Mode::Symlink).map(|f| f.size).sum();
+        let total: u64 = files
+            .iter()
+            .filter(|f| f.mode != Mode::Symlink)
+            .map(|f| f.size)
+            .sum();
         progress.start("checking out", Some(total));
         let mut stats = CheckoutStats::default();
         self.checkout_tree(&c.tree, tmp.path(), &mut stats, progress, cancel)?;
@@ -141,7 +171,14 @@ impl Ledger {
         Ok(stats)
     }
 
-    fn checkout_tree(&self, tree: &TreeId, dir: &Path, stats: &mut CheckoutStats, progress: &dyn Progress, cancel: &AtomicBool) -> Result<()> {
+    fn checkout_tree(
+        &self,
+        tree: &TreeId,
+        dir: &Path,
+        stats: &mut CheckoutStats,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::PermissionsExt;
         let t = self.read_tree(tree)?;
@@ -164,9 +201,16 @@ impl Ledger {
                     let f = File::create(&path).map_err(io_err("create", &path))?;
                     let mut w = BufWriter::with_capacity(1 << 20, f);
                     let n = self.read_bytes_to(&e.id, &mut w, cancel)?;
-                    let f = w.into_inner().map_err(|e| io_err("write", &path)(e.into_error()))?;
-                    let mode = if e.mode == Mode::Executable { 0o755 } else { 0o644 };
-                    f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(io_err("chmod", &path))?;
+                    let f = w
+                        .into_inner()
+                        .map_err(|e| io_err("write", &path)(e.into_error()))?;
+                    let mode = if e.mode == Mode::Executable {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    f.set_permissions(std::fs::Permissions::from_mode(mode))
+                        .map_err(io_err("chmod", &path))?;
                     stats.files += 1;
                     stats.bytes += n;
                     progress.inc(n);

@@ -62,20 +62,29 @@ pub struct ReflogEntry {
 
 /// Check a short branch or tag name.
 pub fn validate_ref_name(name: &str) -> Result<()> {
-    let bad = |reason| Err(Error::InvalidRefName { name: name.to_string(), reason });
+    let bad = |reason| {
+        Err(Error::InvalidRefName {
+            name: name.to_string(),
+            reason,
+        })
+    };
     if name.is_empty() {
         return bad("empty");
     }
     if name == "HEAD" {
         return bad("HEAD is reserved");
     }
-    if !name.bytes().all(|c| c.is_ascii_alphanumeric() || b"._-/".contains(&c)) {
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b"._-/".contains(&c))
+    {
         return bad("only ASCII letters, digits and . _ - / are allowed");
     }
     if name.starts_with(['-', '.', '/']) || name.ends_with(['/', '.']) {
         return bad("must not start with - . / or end with / .");
     }
-    if name.contains("..") || name.contains("//") || name.contains("/.") || name.ends_with(".lock") {
+    if name.contains("..") || name.contains("//") || name.contains("/.") || name.ends_with(".lock")
+    {
         return bad("must not contain '..', '//', '/.' or end with .lock");
     }
     Ok(())
@@ -90,10 +99,20 @@ fn commit_of(b: Option<Vec<u8>>) -> Option<CommitId> {
 }
 
 /// Read a ref row: (target, symbolic).
-pub(crate) fn get_ref(conn: &Connection, name: &str) -> Result<Option<(Option<CommitId>, Option<String>)>> {
-    conn.query_row("SELECT target, symbolic FROM refs WHERE name = ?1", [name], |r| {
-        Ok((commit_of(r.get::<_, Option<Vec<u8>>>(0)?), r.get::<_, Option<String>>(1)?))
-    })
+pub(crate) fn get_ref(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<(Option<CommitId>, Option<String>)>> {
+    conn.query_row(
+        "SELECT target, symbolic FROM refs WHERE name = ?1",
+        [name],
+        |r| {
+            Ok((
+                commit_of(r.get::<_, Option<Vec<u8>>>(0)?),
+                r.get::<_, Option<String>>(1)?,
+            ))
+        },
+    )
     .optional()
     .map_err(db_err(format!("reading ref {name}")))
 }
@@ -111,7 +130,10 @@ pub(crate) fn read_head(conn: &Connection) -> Result<Head> {
             Ok(Head::Branch { name: sym, commit })
         }
         Some((Some(c), None)) => Ok(Head::Detached { commit: c }),
-        _ => Ok(Head::Branch { name: format!("{HEADS}main"), commit: None }),
+        _ => Ok(Head::Branch {
+            name: format!("{HEADS}main"),
+            commit: None,
+        }),
     }
 }
 
@@ -122,10 +144,22 @@ pub(crate) fn now() -> i64 {
         .unwrap_or(0)
 }
 
-fn log(conn: &Connection, refname: &str, old: Option<CommitId>, new: Option<CommitId>, msg: &str) -> Result<()> {
+fn log(
+    conn: &Connection,
+    refname: &str,
+    old: Option<CommitId>,
+    new: Option<CommitId>,
+    msg: &str,
+) -> Result<()> {
     conn.execute(
         "INSERT INTO reflog(ref, old, new, time, message) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![refname, old.as_ref().map(blob), new.as_ref().map(blob), now(), msg],
+        params![
+            refname,
+            old.as_ref().map(blob),
+            new.as_ref().map(blob),
+            now(),
+            msg
+        ],
     )
     .map_err(db_err("appending to the reflog"))?;
     Ok(())
@@ -156,7 +190,11 @@ pub(crate) fn cas(
     };
     if let Some(exp) = expected {
         if exp != cur {
-            return Err(Error::BranchMoved { name: name.to_string(), expected: show(exp), found: show(cur) });
+            return Err(Error::BranchMoved {
+                name: name.to_string(),
+                expected: show(exp),
+                found: show(cur),
+            });
         }
     }
     match new {
@@ -193,7 +231,8 @@ impl Ledger {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err("starting a write transaction"))?;
         let v = f(&tx)?;
-        tx.commit().map_err(db_err("committing a write transaction"))?;
+        tx.commit()
+            .map_err(db_err("committing a write transaction"))?;
         Ok(v)
     }
 
@@ -205,7 +244,9 @@ impl Ledger {
             .map_err(db_err("listing refs"))?;
         let hi = format!("{prefix}\u{10FFFF}");
         let rows = st
-            .query_map(params![prefix, hi], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))
+            .query_map(params![prefix, hi], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
             .map_err(db_err("listing refs"))?;
         let mut out = Vec::new();
         for r in rows {
@@ -221,18 +262,33 @@ impl Ledger {
     /// reachability for fsck and gc.
     pub fn root_commits(&self) -> Result<Vec<(String, CommitId)>> {
         let mut out = Vec::new();
-        let mut st = self.db.prepare("SELECT name, target FROM refs WHERE target IS NOT NULL").map_err(db_err("listing refs"))?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))).map_err(db_err("listing refs"))?;
+        let mut st = self
+            .db
+            .prepare("SELECT name, target FROM refs WHERE target IS NOT NULL")
+            .map_err(db_err("listing refs"))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(db_err("listing refs"))?;
         for r in rows {
             let (n, t) = r.map_err(db_err("listing refs"))?;
             if let Some(id) = ObjectId::from_slice(&t) {
                 out.push((n, CommitId(id)));
             }
         }
-        let mut st = self.db.prepare("SELECT ref, seq, old, new FROM reflog").map_err(db_err("reading the reflog"))?;
+        let mut st = self
+            .db
+            .prepare("SELECT ref, seq, old, new FROM reflog")
+            .map_err(db_err("reading the reflog"))?;
         let rows = st
             .query_map([], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<Vec<u8>>>(2)?, r.get::<_, Option<Vec<u8>>>(3)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<Vec<u8>>>(2)?,
+                    r.get::<_, Option<Vec<u8>>>(3)?,
+                ))
             })
             .map_err(db_err("reading the reflog"))?;
         for r in rows {
@@ -252,7 +308,13 @@ impl Ledger {
             if get_ref(c, &full)?.is_some() {
                 return Err(Error::RefExists { name: full.clone() });
             }
-            cas(c, &full, Some(None), Some(at), &format!("branch: created at {at}"))
+            cas(
+                c,
+                &full,
+                Some(None),
+                Some(at),
+                &format!("branch: created at {at}"),
+            )
         })
     }
 
@@ -261,10 +323,13 @@ impl Ledger {
     pub fn delete_branch(&mut self, name: &str) -> Result<CommitId> {
         let full = format!("{HEADS}{name}");
         self.write_tx(|c| {
-            let cur = ref_target(c, &full)?.ok_or_else(|| Error::RefNotFound { name: full.clone() })?;
+            let cur =
+                ref_target(c, &full)?.ok_or_else(|| Error::RefNotFound { name: full.clone() })?;
             if let Head::Branch { name: h, .. } = read_head(c)? {
                 if h == full {
-                    return Err(Error::InvalidInput { message: format!("cannot delete {name}: HEAD is on it (switch first)") });
+                    return Err(Error::InvalidInput {
+                        message: format!("cannot delete {name}: HEAD is on it (switch first)"),
+                    });
                 }
             }
             cas(c, &full, Some(Some(cur)), None, "branch: deleted")?;
@@ -280,7 +345,13 @@ impl Ledger {
             if get_ref(c, &full)?.is_some() {
                 return Err(Error::RefExists { name: full.clone() });
             }
-            cas(c, &full, Some(None), Some(at), &format!("tag: created at {at}"))
+            cas(
+                c,
+                &full,
+                Some(None),
+                Some(at),
+                &format!("tag: created at {at}"),
+            )
         })
     }
 
@@ -288,7 +359,8 @@ impl Ledger {
     pub fn switch(&mut self, branch: &str) -> Result<CommitId> {
         let full = format!("{HEADS}{branch}");
         self.write_tx(|c| {
-            let target = ref_target(c, &full)?.ok_or_else(|| Error::RefNotFound { name: full.clone() })?;
+            let target =
+                ref_target(c, &full)?.ok_or_else(|| Error::RefNotFound { name: full.clone() })?;
             let old = read_head(c)?;
             c.execute(
                 "INSERT INTO refs(name, target, symbolic) VALUES ('HEAD', NULL, ?1)
@@ -296,7 +368,13 @@ impl Ledger {
                 [&full],
             )
             .map_err(db_err("updating HEAD"))?;
-            log(c, "HEAD", old.commit(), Some(target), &format!("switch: to {branch}"))?;
+            log(
+                c,
+                "HEAD",
+                old.commit(),
+                Some(target),
+                &format!("switch: to {branch}"),
+            )?;
             Ok(target)
         })
     }
@@ -304,24 +382,43 @@ impl Ledger {
     /// Move the current branch (or detached HEAD) to `to`. Returns
     /// (ref name, old value). Fails with "branch moved" if it changed since
     /// `expected` (when given).
-    pub fn reset(&mut self, to: CommitId, expected: Option<Option<CommitId>>) -> Result<(String, Option<CommitId>)> {
+    pub fn reset(
+        &mut self,
+        to: CommitId,
+        expected: Option<Option<CommitId>>,
+    ) -> Result<(String, Option<CommitId>)> {
         self.write_tx(|c| {
             let (name, old) = match read_head(c)? {
                 Head::Branch { name, commit } => (name, commit),
                 Head::Detached { commit } => ("HEAD".to_string(), Some(commit)),
             };
-            cas(c, &name, Some(expected.unwrap_or(old)), Some(to), &format!("reset: moving to {to}"))?;
+            cas(
+                c,
+                &name,
+                Some(expected.unwrap_or(old)),
+                Some(to),
+                &format!("reset: moving to {to}"),
+            )?;
             Ok((name, old))
         })
     }
 
     /// Generic compare-and-swap of a full ref name (`refs/...` or `HEAD`).
-    pub fn update_ref(&mut self, name: &str, expected: Option<CommitId>, new: Option<CommitId>, message: &str) -> Result<()> {
+    pub fn update_ref(
+        &mut self,
+        name: &str,
+        expected: Option<CommitId>,
+        new: Option<CommitId>,
+        message: &str,
+    ) -> Result<()> {
         if name != "HEAD" {
             let short = name
                 .strip_prefix(HEADS)
                 .or_else(|| name.strip_prefix(TAGS))
-                .ok_or_else(|| Error::InvalidRefName { name: name.to_string(), reason: "must start with refs/heads/ or refs/tags/" })?;
+                .ok_or_else(|| Error::InvalidRefName {
+                    name: name.to_string(),
+                    reason: "must start with refs/heads/ or refs/tags/",
+                })?;
             validate_ref_name(short)?;
         }
         self.write_tx(|c| cas(c, name, Some(expected), new, message))
@@ -347,7 +444,8 @@ impl Ledger {
                 })
             })
             .map_err(db_err("reading the reflog"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err("reading the reflog"))
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err("reading the reflog"))
     }
 
     /// Expand a short ref name to the full one used in the catalog.
@@ -365,7 +463,9 @@ impl Ledger {
                 return Ok(full);
             }
         }
-        Err(Error::RefNotFound { name: name.to_string() })
+        Err(Error::RefNotFound {
+            name: name.to_string(),
+        })
     }
 
     /// Resolve a revision: full id, unique hex prefix (>= 4), branch, tag,
@@ -381,11 +481,17 @@ impl Ledger {
             let n: usize = if ndigits == 0 {
                 1
             } else {
-                rest[..ndigits].parse().map_err(|_| Error::BadRevision { rev: rev.into(), reason: "number too large".into() })?
+                rest[..ndigits].parse().map_err(|_| Error::BadRevision {
+                    rev: rev.into(),
+                    reason: "number too large".into(),
+                })?
             };
             ops = &rest[ndigits..];
             if ops.starts_with(|c: char| c != '~' && c != '^') {
-                return Err(Error::BadRevision { rev: rev.into(), reason: "expected ~N or ^N".into() });
+                return Err(Error::BadRevision {
+                    rev: rev.into(),
+                    reason: "expected ~N or ^N".into(),
+                });
             }
             if op == b'~' {
                 for _ in 0..n {
@@ -408,7 +514,10 @@ impl Ledger {
 
     fn resolve_base(&self, base: &str, rev: &str) -> Result<CommitId> {
         if base.is_empty() {
-            return Err(Error::BadRevision { rev: rev.into(), reason: "empty revision".into() });
+            return Err(Error::BadRevision {
+                rev: rev.into(),
+                reason: "empty revision".into(),
+            });
         }
         if base == "HEAD" {
             return self.head()?.commit().ok_or_else(|| Error::BadRevision {
@@ -432,10 +541,15 @@ impl Ledger {
             let hi = ObjectId::from_hex(&format!("{lower:f<64}")).expect("valid hex");
             let mut st = self
                 .db
-                .prepare_cached("SELECT id FROM commits WHERE id >= ?1 AND id <= ?2 ORDER BY id LIMIT 11")
+                .prepare_cached(
+                    "SELECT id FROM commits WHERE id >= ?1 AND id <= ?2 ORDER BY id LIMIT 11",
+                )
                 .map_err(db_err("resolving a prefix"))?;
             let rows = st
-                .query_map(params![lo.as_bytes().as_slice(), hi.as_bytes().as_slice()], |r| r.get::<_, Vec<u8>>(0))
+                .query_map(
+                    params![lo.as_bytes().as_slice(), hi.as_bytes().as_slice()],
+                    |r| r.get::<_, Vec<u8>>(0),
+                )
                 .map_err(db_err("resolving a prefix"))?;
             let mut found = Vec::new();
             for r in rows {
@@ -454,6 +568,8 @@ impl Ledger {
                 }
             }
         }
-        Err(Error::UnknownRevision { rev: rev.to_string() })
+        Err(Error::UnknownRevision {
+            rev: rev.to_string(),
+        })
     }
 }

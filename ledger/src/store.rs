@@ -105,24 +105,32 @@ impl Ledger {
             .tempdir_in(path)
             .map_err(io_err("create temporary directory in", path))?;
         let t = tmp.path();
-        std::fs::create_dir(t.join(PACKS_DIR)).map_err(io_err("create directory", t.join(PACKS_DIR)))?;
+        std::fs::create_dir(t.join(PACKS_DIR))
+            .map_err(io_err("create directory", t.join(PACKS_DIR)))?;
         {
-            let mut conn = Connection::open(t.join(CATALOG_FILE)).map_err(db_err("creating the catalog"))?;
-            conn.pragma_update(None, "journal_mode", "WAL").map_err(db_err("enabling WAL"))?;
+            let mut conn =
+                Connection::open(t.join(CATALOG_FILE)).map_err(db_err("creating the catalog"))?;
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(db_err("enabling WAL"))?;
             let tx = conn.transaction().map_err(db_err("creating the schema"))?;
-            tx.execute_batch(catalog::SCHEMA).map_err(db_err("creating the schema"))?;
+            tx.execute_batch(catalog::SCHEMA)
+                .map_err(db_err("creating the schema"))?;
             tx.execute(
                 "INSERT INTO meta(key, value) VALUES ('format_version', ?1)",
                 [FORMAT_VERSION.to_string()],
             )
             .map_err(db_err("writing the format version"))?;
-            tx.execute("INSERT INTO refs(name, target, symbolic) VALUES ('HEAD', NULL, 'refs/heads/main')", [])
-                .map_err(db_err("creating HEAD"))?;
+            tx.execute(
+                "INSERT INTO refs(name, target, symbolic) VALUES ('HEAD', NULL, 'refs/heads/main')",
+                [],
+            )
+            .map_err(db_err("creating HEAD"))?;
             tx.commit().map_err(db_err("creating the schema"))?;
         }
         let vpath = t.join(VERSION_FILE);
         let mut vf = File::create(&vpath).map_err(io_err("create", &vpath))?;
-        vf.write_all(version_text().as_bytes()).map_err(io_err("write", &vpath))?;
+        vf.write_all(version_text().as_bytes())
+            .map_err(io_err("write", &vpath))?;
         vf.sync_all().map_err(io_err("fsync", &vpath))?;
         File::create(t.join(LOCK_FILE)).map_err(io_err("create", t.join(LOCK_FILE)))?;
         pack::sync_dir(t)?;
@@ -152,7 +160,9 @@ impl Ledger {
             }
             cur = d.parent();
         }
-        Err(Error::NotALedger { start: start.to_path_buf() })
+        Err(Error::NotALedger {
+            start: start.to_path_buf(),
+        })
     }
 
     /// Open the ledger whose `.bat` directory is `dir`, shared lock.
@@ -174,13 +184,19 @@ impl Ledger {
             });
         }
         let lpath = dir.join(LOCK_FILE);
-        let lock = File::options().read(true).write(true).open(&lpath).map_err(io_err("open", &lpath))?;
+        let lock = File::options()
+            .read(true)
+            .write(true)
+            .open(&lpath)
+            .map_err(io_err("open", &lpath))?;
         match mode {
             LockMode::Shared => lock.lock_shared().map_err(io_err("lock", &lpath))?,
             LockMode::Exclusive => match lock.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(Error::Busy { reason: "another bat process is using the ledger".into() })
+                    return Err(Error::Busy {
+                        reason: "another bat process is using the ledger".into(),
+                    })
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(io_err("lock", &lpath)(e)),
             },
@@ -188,10 +204,18 @@ impl Ledger {
         let db = Connection::open(dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
         catalog::configure(&db)?;
         let v: String = db
-            .query_row("SELECT value FROM meta WHERE key = 'format_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'format_version'",
+                [],
+                |r| r.get(0),
+            )
             .map_err(db_err("reading the format version"))?;
         if v != FORMAT_VERSION.to_string() {
-            return Err(Error::UnsupportedVersion { path: dir.to_path_buf(), found: v, supported: FORMAT_VERSION });
+            return Err(Error::UnsupportedVersion {
+                path: dir.to_path_buf(),
+                found: v,
+                supported: FORMAT_VERSION,
+            });
         }
         Ok(Ledger {
             dir: dir.to_path_buf(),
@@ -214,7 +238,8 @@ impl Ledger {
 
     /// Open a fresh read-only-use connection (for worker threads).
     pub(crate) fn extra_connection(&self) -> Result<Connection> {
-        let c = Connection::open(self.dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
+        let c =
+            Connection::open(self.dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
         catalog::configure(&c)?;
         Ok(c)
     }
@@ -231,7 +256,11 @@ impl Ledger {
         }
         let name: String = self
             .db
-            .query_row("SELECT name FROM packs WHERE pack_id = ?1", [pack_id], |r| r.get(0))
+            .query_row(
+                "SELECT name FROM packs WHERE pack_id = ?1",
+                [pack_id],
+                |r| r.get(0),
+            )
             .map_err(|_| Error::Corrupt {
                 id: *id,
                 pack: format!("#{pack_id}"),
@@ -272,12 +301,22 @@ impl Ledger {
     /// Read a record-stored object of `kind`, verified.
     pub(crate) fn read_packed(&self, row: &ObjectRow) -> Result<Vec<u8>> {
         match &row.location {
-            Location::Packed { pack_id, offset, stored_len } => {
+            Location::Packed {
+                pack_id,
+                offset,
+                stored_len,
+            } => {
                 let (name, file) = self.pack_file(*pack_id, &row.id)?;
                 pack::read_record(
                     &file,
                     &name,
-                    &Expect { id: row.id, kind: row.kind, offset: *offset, raw_len: row.raw_len, stored_len: *stored_len },
+                    &Expect {
+                        id: row.id,
+                        kind: row.kind,
+                        offset: *offset,
+                        raw_len: row.raw_len,
+                        stored_len: *stored_len,
+                    },
                 )
             }
             Location::Chunked { .. } => Err(Error::BadObject {
@@ -292,7 +331,11 @@ impl Ledger {
     pub fn read_object(&self, id: &ObjectId, kind: Kind) -> Result<Vec<u8>> {
         let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
         if row.kind != kind {
-            return Err(Error::BadObject { id: *id, kind: kind.name(), reason: format!("it is a {}", row.kind.name()) });
+            return Err(Error::BadObject {
+                id: *id,
+                kind: kind.name(),
+                reason: format!("it is a {}", row.kind.name()),
+            });
         }
         self.read_packed(&row)
     }
@@ -300,29 +343,50 @@ impl Ledger {
     /// Read and decode a tree.
     pub fn read_tree(&self, id: &TreeId) -> Result<Tree> {
         let raw = self.read_object(&id.0, Kind::Tree)?;
-        Tree::decode(&raw).map_err(|reason| Error::BadObject { id: id.0, kind: "tree", reason })
+        Tree::decode(&raw).map_err(|reason| Error::BadObject {
+            id: id.0,
+            kind: "tree",
+            reason,
+        })
     }
 
     /// Read and decode a commit.
     pub fn read_commit(&self, id: &CommitId) -> Result<Commit> {
         let raw = self.read_object(&id.0, Kind::Commit)?;
-        Commit::decode(&raw).map_err(|reason| Error::BadObject { id: id.0, kind: "commit", reason })
+        Commit::decode(&raw).map_err(|reason| Error::BadObject {
+            id: id.0,
+            kind: "commit",
+            reason,
+        })
     }
 
     /// Read and decode a chunk list.
     pub fn read_chunk_list(&self, id: &ObjectId) -> Result<ChunkList> {
         let raw = self.read_object(id, Kind::ChunkList)?;
-        ChunkList::decode(&raw).map_err(|reason| Error::BadObject { id: *id, kind: "chunk list", reason })
+        ChunkList::decode(&raw).map_err(|reason| Error::BadObject {
+            id: *id,
+            kind: "chunk list",
+            reason,
+        })
     }
 
     /// Stream a bytes object (file contents) to `out`, verifying every chunk
     /// before it is written and the whole-file digest at the end. Chunks are
     /// decompressed in parallel a window at a time, in bounded memory.
     /// Returns the byte count.
-    pub fn read_bytes_to(&self, id: &ObjectId, out: &mut dyn Write, cancel: &AtomicBool) -> Result<u64> {
+    pub fn read_bytes_to(
+        &self,
+        id: &ObjectId,
+        out: &mut dyn Write,
+        cancel: &AtomicBool,
+    ) -> Result<u64> {
         let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
         if row.kind != Kind::Bytes {
-            return Err(Error::BadObject { id: *id, kind: "bytes", reason: format!("it is a {}", row.kind.name()) });
+            return Err(Error::BadObject {
+                id: *id,
+                kind: "bytes",
+                reason: format!("it is a {}", row.kind.name()),
+            });
         }
         match &row.location {
             Location::Packed { .. } => {
@@ -336,28 +400,58 @@ impl Ledger {
                     return Err(Error::BadObject {
                         id: *list,
                         kind: "chunk list",
-                        reason: format!("describes {} ({} bytes), expected {id}", cl.file, cl.total),
+                        reason: format!(
+                            "describes {} ({} bytes), expected {id}",
+                            cl.file, cl.total
+                        ),
                     });
                 }
                 let mut jobs = Vec::with_capacity(cl.chunks.len());
                 for c in &cl.chunks {
-                    let crow = self.locate(&c.id)?.ok_or(Error::ObjectMissing { id: c.id })?;
-                    let Location::Packed { pack_id, offset, stored_len } = crow.location else {
-                        return Err(Error::BadObject { id: c.id, kind: "chunk", reason: "chunk is not a record".into() });
+                    let crow = self
+                        .locate(&c.id)?
+                        .ok_or(Error::ObjectMissing { id: c.id })?;
+                    let Location::Packed {
+                        pack_id,
+                        offset,
+                        stored_len,
+                    } = crow.location
+                    else {
+                        return Err(Error::BadObject {
+                            id: c.id,
+                            kind: "chunk",
+                            reason: "chunk is not a record".into(),
+                        });
                     };
                     if crow.kind != Kind::Bytes || crow.raw_len != u64::from(c.len) {
-                        return Err(Error::BadObject { id: c.id, kind: "chunk", reason: "length or kind differs from the chunk list".into() });
+                        return Err(Error::BadObject {
+                            id: c.id,
+                            kind: "chunk",
+                            reason: "length or kind differs from the chunk list".into(),
+                        });
                     }
                     let (name, file) = self.pack_file(pack_id, &c.id)?;
-                    jobs.push((name, file, Expect { id: c.id, kind: Kind::Bytes, offset, raw_len: crow.raw_len, stored_len }));
+                    jobs.push((
+                        name,
+                        file,
+                        Expect {
+                            id: c.id,
+                            kind: Kind::Bytes,
+                            offset,
+                            raw_len: crow.raw_len,
+                            stored_len,
+                        },
+                    ));
                 }
                 let mut whole = blake3::Hasher::new();
                 let mut total = 0u64;
                 let window = rayon::current_num_threads().max(1) * 4;
                 for batch in jobs.chunks(window) {
                     check_cancel(cancel)?;
-                    let datas: Vec<Result<Vec<u8>>> =
-                        batch.par_iter().map(|(name, file, e)| pack::read_record(file, name, e)).collect();
+                    let datas: Vec<Result<Vec<u8>>> = batch
+                        .par_iter()
+                        .map(|(name, file, e)| pack::read_record(file, name, e))
+                        .collect();
                     for d in datas {
                         let d = d?;
                         whole.update(&d);
@@ -441,10 +535,12 @@ impl Staging {
             return Ok(id);
         }
         if self.compressor.is_none() {
-            self.compressor = Some(
-                zstd::bulk::Compressor::new(self.level)
-                    .map_err(|e| Error::InvalidInput { message: format!("zstd level {}: {e}", self.level) })?,
-            );
+            self.compressor =
+                Some(
+                    zstd::bulk::Compressor::new(self.level).map_err(|e| Error::InvalidInput {
+                        message: format!("zstd level {}: {e}", self.level),
+                    })?,
+                );
         }
         let (comp, payload) = pack::compress(self.compressor.as_mut().expect("set above"), raw);
         let header = RecordHeader::for_payload(kind, comp, id, raw.len() as u64, &payload);
@@ -455,7 +551,13 @@ impl Staging {
     /// Record that file `id` is stored as the chunks of `list`.
     pub(crate) fn put_chunked(&mut self, id: ObjectId, raw_len: u64, list: ObjectId) {
         if self.seen.insert(id) {
-            self.rows.push(StagedRow { id, kind: Kind::Bytes, raw_len, packed: None, chunk_list: Some(list) });
+            self.rows.push(StagedRow {
+                id,
+                kind: Kind::Bytes,
+                raw_len,
+                packed: None,
+                chunk_list: Some(list),
+            });
         }
     }
 

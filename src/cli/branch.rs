@@ -56,7 +56,11 @@ pub fn run(args: BranchArgs, g: &Globals) -> CliResult {
         print_json(&serde_json::json!({"head": head, "branches": arr}))?;
     } else {
         for (n, c) in list {
-            let mark = if current.as_deref() == Some(n.as_str()) { "*" } else { " " };
+            let mark = if current.as_deref() == Some(n.as_str()) {
+                "*"
+            } else {
+                " "
+            };
             println!("{mark} {n} {c}");
         }
     }

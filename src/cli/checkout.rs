@@ -24,11 +24,18 @@ pub fn run(args: CheckoutArgs, g: &Globals) -> CliResult {
     let l = open(g)?;
     let id = resolve(&l, &args.rev)?;
     let bars = Bars::new(g);
-    let st = l.checkout(&id, &args.to, &bars, &NEVER_CANCEL).map_err(lerr)?;
+    let st = l
+        .checkout(&id, &args.to, &bars, &NEVER_CANCEL)
+        .map_err(lerr)?;
     if g.json {
         print_json(&serde_json::json!({"commit": id, "to": display_path(&args.to), "stats": st}))?;
     } else {
-        println!("Checked out {id} into {} ({} files, {} bytes)", args.to.display(), st.files, st.bytes);
+        println!(
+            "Checked out {id} into {} ({} files, {} bytes)",
+            args.to.display(),
+            st.files,
+            st.bytes
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

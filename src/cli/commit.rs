@@ -13,8 +13,10 @@ use super::{print_json, CliError, CliResult, Globals};
 /// A `.bat` folder inside DIR is never recorded.
 #[derive(Debug, Args)]
 pub struct CommitArgs {
-    /// The directory to record.
-    pub dir: PathBuf,
+    /// The directory to record. (Named `source` so its clap id does not
+    /// collide with the global `-C DIR`.)
+    #[arg(value_name = "DIR")]
+    pub source: PathBuf,
     /// Commit message.
     #[arg(short = 'm', long = "message")]
     pub message: String,
@@ -42,20 +44,24 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     if let Some(p) = &args.meta {
         let text = std::fs::read(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
-        let v: serde_json::Value = serde_json::from_slice(&text)
-            .map_err(|e| CliError::new(format!("{} is not valid JSON: {e}", p.display())).with_code(2))?;
+        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+            CliError::new(format!("{} is not valid JSON: {e}", p.display())).with_code(2)
+        })?;
         if let Some(fields) = v.get("fields").and_then(|f| f.as_object()) {
             for (k, val) in fields {
                 let fv = FieldValue::from_json(val).ok_or_else(|| {
-                    CliError::new(format!("field {k:?} in {} is not a scalar (string, number, bool)", p.display()))
-                        .with_code(2)
+                    CliError::new(format!(
+                        "field {k:?} in {} is not a scalar (string, number, bool)",
+                        p.display()
+                    ))
+                    .with_code(2)
                 })?;
                 req.fields.insert(k.clone(), fv);
             }
         }
         req.metadata = v;
     }
-    let dir = args.dir;
+    let dir = args.source;
     if !dir.exists() {
         return Err(CliError::new(format!("{} does not exist", dir.display()))
             .with_hint("give the directory to record")
@@ -63,11 +69,16 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     }
     let mut l = open(g)?;
     let bars = Bars::new(g);
-    let out = l.commit_dir(&dir, &req, &bars, &NEVER_CANCEL).map_err(lerr)?;
+    let out = l
+        .commit_dir(&dir, &req, &bars, &NEVER_CANCEL)
+        .map_err(lerr)?;
     if g.json {
         print_json(&out)?;
     } else {
-        let branch = out.refname.strip_prefix("refs/heads/").unwrap_or(&out.refname);
+        let branch = out
+            .refname
+            .strip_prefix("refs/heads/")
+            .unwrap_or(&out.refname);
         println!(
             "[{branch} {}] {} ({} files, {} bytes, {} new objects)",
             short(&out.commit),

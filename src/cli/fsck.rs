@@ -40,5 +40,9 @@ pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
             rep.problems.len()
         );
     }
-    Ok(if rep.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if rep.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

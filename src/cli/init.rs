@@ -22,7 +22,9 @@ pub fn run(args: InitArgs, g: &Globals) -> CliResult {
     let l = bat_ledger::Ledger::init(&path).map_err(lerr)?;
     let dir = display_path(l.dir());
     if g.json {
-        print_json(&serde_json::json!({ "ledger": dir, "format_version": bat_ledger::FORMAT_VERSION }))?;
+        print_json(
+            &serde_json::json!({ "ledger": dir, "format_version": bat_ledger::FORMAT_VERSION }),
+        )?;
     } else {
         println!("Initialized empty bat ledger in {}", dir.display());
     }

@@ -19,20 +19,33 @@ pub static NEVER_CANCEL: AtomicBool = AtomicBool::new(false);
 pub fn lerr(e: Error) -> CliError {
     let hint = match &e {
         Error::NotALedger { .. } => Some("run `bat init` first, or pass -C DIR / set BAT_DIR"),
-        Error::UnsupportedVersion { .. } => Some("use a bat build that supports this format version"),
+        Error::UnsupportedVersion { .. } => {
+            Some("use a bat build that supports this format version")
+        }
         Error::AmbiguousPrefix { .. } => Some("use more hex digits"),
-        Error::UnknownRevision { .. } => Some("use a branch, tag, HEAD, or a commit id prefix of at least 4 hex digits"),
-        Error::Corrupt { .. } | Error::ObjectMissing { .. } => Some("run `bat fsck` to list all damage"),
+        Error::UnknownRevision { .. } => {
+            Some("use a branch, tag, HEAD, or a commit id prefix of at least 4 hex digits")
+        }
+        Error::Corrupt { .. } | Error::ObjectMissing { .. } => {
+            Some("run `bat fsck` to list all damage")
+        }
         Error::BranchMoved { .. } => Some("another process moved the branch; re-run the command"),
-        Error::SymlinkEscapes { .. } => Some("only relative symlinks that stay inside the committed directory can be recorded"),
-        Error::UnsupportedFileType { .. } => Some("remove or move special files out of the directory"),
+        Error::SymlinkEscapes { .. } => {
+            Some("only relative symlinks that stay inside the committed directory can be recorded")
+        }
+        Error::UnsupportedFileType { .. } => {
+            Some("remove or move special files out of the directory")
+        }
         Error::DestinationNotEmpty { .. } => Some("check out into a new or empty directory"),
         Error::Busy { .. } => Some("wait for the other bat process to finish"),
         Error::RefNotFound { .. } => Some("list branches with `bat branch`"),
         _ => None,
     };
     let code = match &e {
-        Error::Corrupt { .. } | Error::ObjectMissing { .. } | Error::Io { .. } | Error::Catalog { .. } => 1,
+        Error::Corrupt { .. }
+        | Error::ObjectMissing { .. }
+        | Error::Io { .. }
+        | Error::Catalog { .. } => 1,
         _ => 2,
     };
     let mut c = CliError::new(e.to_string()).with_code(code);
@@ -74,7 +87,10 @@ pub struct Bars {
 impl Bars {
     /// A renderer that draws only on a terminal (and never in --json mode).
     pub fn new(g: &Globals) -> Bars {
-        Bars { enabled: !g.json && std::io::stderr().is_terminal(), bar: Mutex::new(None) }
+        Bars {
+            enabled: !g.json && std::io::stderr().is_terminal(),
+            bar: Mutex::new(None),
+        }
     }
 }
 
@@ -86,7 +102,9 @@ impl Progress for Bars {
         let pb = match total {
             Some(t) => {
                 let pb = ProgressBar::new(t);
-                if let Ok(s) = ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}") {
+                if let Ok(s) = ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+                ) {
                     pb.set_style(s);
                 }
                 pb

@@ -2,22 +2,22 @@
 //! comments are the help, and a `run` function that calls the library and
 //! prints. No domain logic lives here.
 
-pub mod ledger_common;
-pub mod init;
-pub mod commit;
-pub mod log;
-pub mod show;
-pub mod ls;
+pub mod branch;
 pub mod cat;
 pub mod checkout;
-pub mod switch;
-pub mod branch;
-pub mod tag;
-pub mod reflog;
-pub mod reset;
+pub mod commit;
 pub mod fsck;
 pub mod gc;
+pub mod init;
+pub mod ledger_common;
+pub mod log;
+pub mod ls;
+pub mod reflog;
+pub mod reset;
+pub mod show;
 pub mod stats;
+pub mod switch;
+pub mod tag;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,7 +93,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -138,8 +142,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {

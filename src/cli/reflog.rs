@@ -18,13 +18,24 @@ pub struct ReflogArgs {
 /// Run `bat reflog`.
 pub fn run(args: ReflogArgs, g: &Globals) -> CliResult {
     let l = open(g)?;
-    let entries = l.reflog(args.refname.as_deref().unwrap_or("HEAD")).map_err(lerr)?;
+    let entries = l
+        .reflog(args.refname.as_deref().unwrap_or("HEAD"))
+        .map_err(lerr)?;
     if g.json {
         print_json(&entries)?;
     } else {
-        let s = |c: &Option<bat_ledger::CommitId>| c.map(|c| short(&c)).unwrap_or_else(|| "(none)".into());
+        let s = |c: &Option<bat_ledger::CommitId>| {
+            c.map(|c| short(&c)).unwrap_or_else(|| "(none)".into())
+        };
         for e in entries {
-            println!("{} {} -> {} {}: {}", e.seq, s(&e.old), s(&e.new), e.refname, e.message);
+            println!(
+                "{} {} -> {} {}: {}",
+                e.seq,
+                s(&e.old),
+                s(&e.new),
+                e.refname,
+                e.message
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -23,7 +23,9 @@ pub fn run(args: ResetArgs, g: &Globals) -> CliResult {
     if g.json {
         print_json(&serde_json::json!({"ref": name, "old": old, "new": to}))?;
     } else {
-        let o = old.map(|c| c.to_string()).unwrap_or_else(|| "(none)".into());
+        let o = old
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "(none)".into());
         println!("{name}: {o} -> {to}");
     }
     Ok(ExitCode::SUCCESS)

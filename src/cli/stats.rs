@@ -25,7 +25,10 @@ pub fn run(_args: StatsArgs, g: &Globals) -> CliResult {
         println!("unique bytes   {}", s.unique_bytes);
         println!("stored bytes   {}", s.stored_bytes);
         if s.logical_bytes > 0 {
-            println!("ratio          {:.3}", s.stored_bytes as f64 / s.logical_bytes as f64);
+            println!(
+                "ratio          {:.3}",
+                s.stored_bytes as f64 / s.logical_bytes as f64
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -32,7 +32,10 @@ pub fn run(args: TagArgs, g: &Globals) -> CliResult {
         None => {
             let list = l.list_refs("refs/tags/").map_err(lerr)?;
             if g.json {
-                let arr: Vec<_> = list.iter().map(|(n, c)| serde_json::json!({"name": n, "commit": c})).collect();
+                let arr: Vec<_> = list
+                    .iter()
+                    .map(|(n, c)| serde_json::json!({"name": n, "commit": c}))
+                    .collect();
                 print_json(&arr)?;
             } else {
                 for (n, c) in list {

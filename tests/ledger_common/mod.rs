@@ -12,7 +12,9 @@ use assert_cmd::Command;
 /// A `bat` command running in `cwd` with a clean environment for discovery.
 pub fn bat(cwd: &Path) -> Command {
     let mut c = Command::cargo_bin("bat").expect("bat binary is built by cargo test");
-    c.current_dir(cwd).env_remove("BAT_DIR").env("BAT_AUTHOR", "tester");
+    c.current_dir(cwd)
+        .env_remove("BAT_DIR")
+        .env("BAT_AUTHOR", "tester");
     c
 }
 
@@ -24,14 +26,27 @@ pub fn bat_path() -> PathBuf {
 /// Run and parse stdout as one JSON document; panics with stderr on failure.
 pub fn json(cmd: &mut Command) -> serde_json::Value {
     let out = cmd.arg("--json").output().expect("spawn bat");
-    assert!(out.status.success(), "command failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success(),
+        "command failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// Run expecting failure; returns the output.
 pub fn fails(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn bat");
-    assert!(!out.status.success(), "command unexpectedly succeeded: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "command unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     out
 }
 
@@ -96,20 +111,36 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, String> {
 }
 
 fn walk(root: &Path, d: &Path, out: &mut BTreeMap<String, String>) {
-    let mut names: Vec<_> = std::fs::read_dir(d).expect("read_dir").map(|e| e.expect("entry").path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(d)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     names.sort();
     for p in names {
-        let rel = p.strip_prefix(root).expect("under root").to_string_lossy().to_string();
+        let rel = p
+            .strip_prefix(root)
+            .expect("under root")
+            .to_string_lossy()
+            .to_string();
         let md = std::fs::symlink_metadata(&p).expect("stat");
         if md.file_type().is_symlink() {
-            out.insert(rel, format!("link:{}", std::fs::read_link(&p).expect("readlink").display()));
+            out.insert(
+                rel,
+                format!(
+                    "link:{}",
+                    std::fs::read_link(&p).expect("readlink").display()
+                ),
+            );
         } else if md.is_dir() {
             out.insert(rel.clone() + "/", "dir".into());
             walk(root, &p, out);
         } else {
             use std::os::unix::fs::PermissionsExt;
             let x = md.permissions().mode() & 0o111 != 0;
-            out.insert(rel, format!("{}:{}", hash_file(&p), if x { "x" } else { "-" }));
+            out.insert(
+                rel,
+                format!("{}:{}", hash_file(&p), if x { "x" } else { "-" }),
+            );
         }
     }
 }
