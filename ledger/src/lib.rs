@@ -1,3 +1,37 @@
 //! bat-ledger: a domain-free content-addressed store with git-like history.
+//!
+//! Files are identified by the plain BLAKE3 of their bytes; large files are
+//! cut by content-defined chunking into chunk objects plus a chunk list.
+//! Trees, commits and chunk lists have canonical binary encodings hashed in
+//! BLAKE3 derive-key mode (domain separation). Objects live as zstd records
+//! in append-only pack segments located through a SQLite catalog, which also
+//! holds refs, HEAD, the reflog and an index of commits and their declared
+//! fields. See `FORMAT.md` for the bytes.
+//!
+//! The crate does no terminal I/O and reads no environment; long operations
+//! report through [`Progress`] and honour a cancellation flag.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod catalog;
+pub mod commit;
+pub mod error;
+pub mod id;
+pub mod maint;
+pub mod object;
+pub mod pack;
+pub mod progress;
+pub mod read;
+pub mod refs;
+pub mod store;
+
+pub use catalog::{Location, ObjectRow, FORMAT_VERSION};
+pub use commit::{CommitOutcome, CommitRequest, OnMoved};
+pub use error::{Error, Result};
+pub use id::{CommitId, ObjectId, TreeId};
+pub use maint::{FsckReport, GcReport, Problem, Stats};
+pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, TreeEntry};
+pub use progress::{NoProgress, Progress};
+pub use read::{CheckoutStats, FileEntry};
+pub use refs::{Head, ReflogEntry};
+pub use store::{Ledger, LockMode, WriteConfig};

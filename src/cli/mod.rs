@@ -2,19 +2,36 @@
 //! comments are the help, and a `run` function that calls the library and
 //! prints. No domain logic lives here.
 
+pub mod bind;
+pub mod branch;
+pub mod cat;
+pub mod checkout;
+pub mod commit;
+pub mod conformance;
+pub mod eval;
+pub mod firewall;
+pub mod fsck;
+pub mod gate;
+pub mod gc;
+pub mod init;
+pub mod ledger_common;
+pub mod log;
+pub mod ls;
+pub mod pack;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub mod bind;
-pub mod conformance;
-pub mod eval;
-pub mod firewall;
-pub mod gate;
-pub mod pack;
+pub mod reflog;
+pub mod reset;
 pub mod round;
+pub mod show;
 pub mod source;
+pub mod stats;
+pub mod switch;
+pub mod tag;
 
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
@@ -38,6 +55,36 @@ pub struct Cli {
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a new ledger.
+    Init(init::InitArgs),
+    /// Record a directory as a new commit.
+    Commit(commit::CommitArgs),
+    /// Show history.
+    Log(log::LogArgs),
+    /// Show a commit and its files.
+    Show(show::ShowArgs),
+    /// List a directory of a commit.
+    Ls(ls::LsArgs),
+    /// Print a file's bytes.
+    Cat(cat::CatArgs),
+    /// Write a commit's files into a new directory.
+    Checkout(checkout::CheckoutArgs),
+    /// Attach HEAD to a branch.
+    Switch(switch::SwitchArgs),
+    /// List, create or delete branches.
+    Branch(branch::BranchArgs),
+    /// Create or list tags.
+    Tag(tag::TagArgs),
+    /// Show how a ref moved.
+    Reflog(reflog::ReflogArgs),
+    /// Move the current branch.
+    Reset(reset::ResetArgs),
+    /// Verify the ledger.
+    Fsck(fsck::FsckArgs),
+    /// Remove unreachable objects.
+    Gc(gc::GcArgs),
+    /// Show sizes and counts.
+    Stats(stats::StatsArgs),
     /// Show or validate benchmark packs.
     Pack(pack::PackArgs),
     /// Build the safe source grid.
@@ -141,6 +188,21 @@ pub fn main() -> ExitCode {
 
 fn dispatch(command: Command, g: &Globals) -> CliResult {
     match command {
+        Command::Init(a) => init::run(a, g),
+        Command::Commit(a) => commit::run(a, g),
+        Command::Log(a) => log::run(a, g),
+        Command::Show(a) => show::run(a, g),
+        Command::Ls(a) => ls::run(a, g),
+        Command::Cat(a) => cat::run(a, g),
+        Command::Checkout(a) => checkout::run(a, g),
+        Command::Switch(a) => switch::run(a, g),
+        Command::Branch(a) => branch::run(a, g),
+        Command::Tag(a) => tag::run(a, g),
+        Command::Reflog(a) => reflog::run(a, g),
+        Command::Reset(a) => reset::run(a, g),
+        Command::Fsck(a) => fsck::run(a, g),
+        Command::Gc(a) => gc::run(a, g),
+        Command::Stats(a) => stats::run(a, g),
         Command::Pack(a) => pack::run(a, g),
         Command::Source(a) => source::run(a, g),
         Command::Round(a) => round::run(a, g),

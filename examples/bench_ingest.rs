@@ -1,0 +1,187 @@
+//! Ingest benchmark: commit a series of round directories (DIR/r00, r01, ...)
+//! into a fresh ledger through the library, and in the same run time `b3sum`
+//! (if installed) and `tar -cf - rXX | zstd -1 -T0` over the same files.
+//!
+//! Usage: cargo run --release --example bench_ingest -- SERIES_DIR [WORK_DIR]
+//!
+//! Generate the series once with
+//! `python3 shared/bench/make_series.py --out SERIES_DIR --lr 2.5e-7`.
+//! WORK_DIR (default: a temp dir next to SERIES_DIR) receives the ledger and
+//! the tar.zst files; it is deleted at the end.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use bat_ledger::{CommitRequest, Ledger, NoProgress};
+
+fn dir_bytes(p: &Path) -> u64 {
+    bat_ledger::maint::dir_size(p)
+}
+
+fn sync() {
+    let _ = Command::new("sync").status();
+}
+
+fn sh(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+struct Row {
+    tool: String,
+    secs: f64,
+    stored: Option<u64>,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let series = PathBuf::from(
+        args.get(1)
+            .ok_or("usage: bench_ingest SERIES_DIR [WORK_DIR]")?,
+    );
+    let mut rounds: Vec<String> = std::fs::read_dir(&series)?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    rounds.sort();
+    if rounds.is_empty() {
+        return Err("no round directories in SERIES_DIR".into());
+    }
+    let work_parent = args
+        .get(2)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| series.parent().unwrap_or(Path::new(".")).to_path_buf());
+    std::fs::create_dir_all(&work_parent)?;
+    let work = tempfile::Builder::new()
+        .prefix("bench-work-")
+        .tempdir_in(&work_parent)?;
+    let raw: u64 = rounds.iter().map(|r| dir_bytes(&series.join(r))).sum();
+    println!(
+        "series {} : {} rounds, {} bytes raw ({:.1} MiB)",
+        series.display(),
+        rounds.len(),
+        raw,
+        raw as f64 / 1048576.0
+    );
+
+    // Warm the page cache so every tool reads from memory (as in ANCHORS.md).
+    sh(&format!("cat {}/*/* > /dev/null", series.display()));
+
+    let mut rows = Vec::new();
+
+    // bat: one commit per round through the library, then sync.
+    let ledger_dir = work.path().join("ledger");
+    let mut ledger = Ledger::init(&ledger_dir)?;
+    let cancel = AtomicBool::new(false);
+    let t = Instant::now();
+    let mut per_round = Vec::new();
+    for r in &rounds {
+        let t0 = Instant::now();
+        let out = ledger.commit_dir(
+            &series.join(r),
+            &CommitRequest::new(r.clone()),
+            &NoProgress,
+            &cancel,
+        )?;
+        per_round.push((r.clone(), t0.elapsed().as_secs_f64(), out.pack_bytes));
+    }
+    sync();
+    let bat_secs = t.elapsed().as_secs_f64();
+    let stats = ledger.stats()?;
+    rows.push(Row {
+        tool: "bat commit (library, zstd -1, CDC)".into(),
+        secs: bat_secs,
+        stored: Some(stats.stored_bytes),
+    });
+    for (r, s, b) in &per_round {
+        println!("  bat {r}: {s:.2} s, {b} pack bytes");
+    }
+
+    // restore one round (warm), verified by bat itself
+    let mid = &rounds[rounds.len() / 2];
+    let mid_id = ledger.resolve(&format!("HEAD~{}", rounds.len() - 1 - rounds.len() / 2))?;
+    let t = Instant::now();
+    ledger.checkout(&mid_id, &work.path().join("restore"), &NoProgress, &cancel)?;
+    sync();
+    let restore_secs = t.elapsed().as_secs_f64();
+    drop(ledger);
+
+    // b3sum over the same files (if installed)
+    if Command::new("b3sum").arg("--version").output().is_ok() {
+        let t = Instant::now();
+        let ok = rounds
+            .iter()
+            .all(|r| sh(&format!("b3sum {}/{}/* > /dev/null", series.display(), r)));
+        if ok {
+            rows.push(Row {
+                tool: "b3sum (hash only)".into(),
+                secs: t.elapsed().as_secs_f64(),
+                stored: None,
+            });
+        }
+    } else {
+        println!("b3sum not on PATH; skipped (cargo install b3sum)");
+    }
+
+    // tar | zstd -1 -T0 per round, then sync
+    let tar_dir = work.path().join("tar");
+    std::fs::create_dir_all(&tar_dir)?;
+    let t = Instant::now();
+    for r in &rounds {
+        let cmd = format!(
+            "tar -C {} -cf - {r} | zstd -q -1 -T0 -o {}/{r}.tar.zst",
+            series.display(),
+            tar_dir.display()
+        );
+        if !sh(&cmd) {
+            return Err(format!("failed: {cmd}").into());
+        }
+    }
+    sync();
+    rows.push(Row {
+        tool: "tar | zstd -1 -T0".into(),
+        secs: t.elapsed().as_secs_f64(),
+        stored: Some(dir_bytes(&tar_dir)),
+    });
+
+    println!();
+    println!("| tool | seconds | MB/s | stored bytes | ratio to raw |");
+    println!("|---|---|---|---|---|");
+    for r in &rows {
+        let st = r
+            .stored
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "-".into());
+        let ratio = r
+            .stored
+            .map(|s| format!("{:.3}", s as f64 / raw as f64))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "| {} | {:.2} | {:.0} | {} | {} |",
+            r.tool,
+            r.secs,
+            raw as f64 / 1e6 / r.secs,
+            st,
+            ratio
+        );
+    }
+    let tar = rows
+        .iter()
+        .find(|r| r.tool.starts_with("tar"))
+        .map(|r| r.secs)
+        .unwrap_or(f64::NAN);
+    println!();
+    println!(
+        "bat throughput / tar+zstd throughput = {:.2}x",
+        tar / bat_secs
+    );
+    println!("bat restore of {mid} (warm, verified, incl. sync): {restore_secs:.2} s");
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! The SQLite catalog: schema, format version, and row helpers. It locates
+//! objects in packs, holds refs/HEAD/reflog, and indexes commits. Everything
+//! but refs and the reflog can be re-derived from the packs.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::{db_err, Result};
+use crate::id::ObjectId;
+use crate::object::Kind;
+
+/// The on-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Encoding code: the object is one record in a pack.
+pub const ENC_PACKED: i64 = 1;
+/// Encoding code: the object is a large file described by a chunk list.
+pub const ENC_CHUNKED: i64 = 2;
+
+/// Schema, created by `init` in one transaction.
+pub const SCHEMA: &str = r#"
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE packs(pack_id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE objects(
+    id BLOB PRIMARY KEY,
+    kind INTEGER NOT NULL,
+    raw_len INTEGER NOT NULL,
+    encoding INTEGER NOT NULL,
+    pack_id INTEGER REFERENCES packs(pack_id),
+    offset INTEGER,
+    stored_len INTEGER,
+    base BLOB
+) WITHOUT ROWID;
+CREATE INDEX objects_pack ON objects(pack_id);
+CREATE TABLE refs(name TEXT PRIMARY KEY, target BLOB, symbolic TEXT);
+CREATE TABLE reflog(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ref TEXT NOT NULL,
+    old BLOB,
+    new BLOB,
+    time INTEGER NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX reflog_ref ON reflog(ref, seq);
+CREATE TABLE commits(
+    id BLOB PRIMARY KEY,
+    tree BLOB NOT NULL,
+    time INTEGER NOT NULL,
+    author TEXT NOT NULL,
+    message TEXT NOT NULL,
+    logical_bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE commit_parents(
+    commit_id BLOB NOT NULL, idx INTEGER NOT NULL, parent BLOB NOT NULL,
+    PRIMARY KEY(commit_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE commit_fields(
+    commit_id BLOB NOT NULL, key TEXT NOT NULL, type TEXT NOT NULL, value,
+    PRIMARY KEY(commit_id, key)
+) WITHOUT ROWID;
+CREATE INDEX commit_fields_kv ON commit_fields(key, value);
+"#;
+
+/// Where and how an object is stored. New storage encodings (e.g. a delta
+/// against a base object) become new variants; ids never change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// One record in a pack segment.
+    Packed {
+        /// Catalog pack id.
+        pack_id: i64,
+        /// Record offset in the pack file.
+        offset: u64,
+        /// Stored payload length.
+        stored_len: u64,
+    },
+    /// A large file: its bytes are the chunks of the chunk-list object `list`.
+    Chunked {
+        /// Id of the chunk-list object.
+        list: ObjectId,
+    },
+}
+
+/// One catalog row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRow {
+    /// Object id.
+    pub id: ObjectId,
+    /// Kind.
+    pub kind: Kind,
+    /// Uncompressed length.
+    pub raw_len: u64,
+    /// Location.
+    pub location: Location,
+}
+
+/// A row whose pack is not yet known (staged by a writer before its pack
+/// segment is registered in the transaction).
+#[derive(Debug, Clone)]
+pub(crate) struct StagedRow {
+    pub id: ObjectId,
+    pub kind: Kind,
+    pub raw_len: u64,
+    /// `Some((offset, stored_len))` in this session's pack, or chunked.
+    pub packed: Option<(u64, u64)>,
+    pub chunk_list: Option<ObjectId>,
+}
+
+/// Set the pragmas every connection uses.
+pub(crate) fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(120))
+        .map_err(db_err("setting busy_timeout"))?;
+    // FULL: a committed transaction survives power loss, which the ref
+    // durability rule (refs only after data) relies on.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(db_err("setting synchronous"))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row_to_object(
+    id: ObjectId,
+    kind: i64,
+    raw_len: i64,
+    enc: i64,
+    pack_id: Option<i64>,
+    offset: Option<i64>,
+    stored: Option<i64>,
+    base: Option<Vec<u8>>,
+) -> Option<ObjectRow> {
+    let kind = Kind::from_code(u8::try_from(kind).ok()?)?;
+    let location = match enc {
+        ENC_PACKED => Location::Packed {
+            pack_id: pack_id?,
+            offset: u64::try_from(offset?).ok()?,
+            stored_len: u64::try_from(stored?).ok()?,
+        },
+        ENC_CHUNKED => Location::Chunked {
+            list: ObjectId::from_slice(&base?)?,
+        },
+        _ => return None,
+    };
+    Some(ObjectRow {
+        id,
+        kind,
+        raw_len: u64::try_from(raw_len).ok()?,
+        location,
+    })
+}
+
+/// Raw columns of an objects row.
+type RawRow = (
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<Vec<u8>>,
+);
+
+fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+/// Decode raw columns; `Err(id bytes)` for a row that makes no sense.
+pub(crate) fn decode_raw(r: RawRow) -> std::result::Result<ObjectRow, Vec<u8>> {
+    let (idb, kind, raw_len, enc, pack_id, offset, stored, base) = r;
+    let Some(id) = ObjectId::from_slice(&idb) else {
+        return Err(idb);
+    };
+    row_to_object(id, kind, raw_len, enc, pack_id, offset, stored, base).ok_or(idb)
+}
+
+const OBJECT_COLS: &str = "id, kind, raw_len, encoding, pack_id, offset, stored_len, base";
+
+/// Look up one object.
+pub(crate) fn get_object(
+    conn: &Connection,
+    id: &ObjectId,
+) -> Result<Option<std::result::Result<ObjectRow, Vec<u8>>>> {
+    let mut st = conn
+        .prepare_cached(&format!("SELECT {OBJECT_COLS} FROM objects WHERE id = ?1"))
+        .map_err(db_err("preparing object lookup"))?;
+    let r = st
+        .query_row(params![id.as_bytes().as_slice()], raw_row)
+        .optional()
+        .map_err(db_err("looking up an object"))?;
+    Ok(r.map(decode_raw))
+}
+
+/// Every object row (decoded or not).
+pub(crate) fn all_objects(
+    conn: &Connection,
+) -> Result<Vec<std::result::Result<ObjectRow, Vec<u8>>>> {
+    let mut st = conn
+        .prepare(&format!("SELECT {OBJECT_COLS} FROM objects"))
+        .map_err(db_err("listing objects"))?;
+    let rows = st
+        .query_map([], raw_row)
+        .map_err(db_err("listing objects"))?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(decode_raw(r.map_err(db_err("listing objects"))?));
+    }
+    Ok(out)
+}
+
+/// Does the catalog know this object?
+pub(crate) fn has_object(conn: &Connection, id: &ObjectId) -> Result<bool> {
+    let mut st = conn
+        .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
+        .map_err(db_err("preparing object lookup"))?;
+    st.exists(params![id.as_bytes().as_slice()])
+        .map_err(db_err("looking up an object"))
+}
+
+/// All packs: (pack_id, name).
+pub(crate) fn packs(conn: &Connection) -> Result<Vec<(i64, String)>> {
+    let mut st = conn
+        .prepare("SELECT pack_id, name FROM packs ORDER BY pack_id")
+        .map_err(db_err("listing packs"))?;
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(db_err("listing packs"))?;
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err("listing packs"))
+}
+
+/// Insert staged rows of a session whose pack segment is `pack_name`.
+pub(crate) fn insert_staged(
+    conn: &Connection,
+    pack_name: Option<&str>,
+    rows: &[StagedRow],
+) -> Result<()> {
+    let pack_id: Option<i64> = match pack_name {
+        Some(name) => {
+            conn.execute(
+                "INSERT OR IGNORE INTO packs(name) VALUES (?1)",
+                params![name],
+            )
+            .map_err(db_err("registering a pack"))?;
+            Some(
+                conn.query_row(
+                    "SELECT pack_id FROM packs WHERE name = ?1",
+                    params![name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err("registering a pack"))?,
+            )
+        }
+        None => None,
+    };
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(db_err("preparing object insert"))?;
+    for r in rows {
+        let (enc, pid, off, stored, base) = match (r.packed, r.chunk_list) {
+            (Some((off, stored)), _) => (
+                ENC_PACKED,
+                pack_id,
+                Some(off as i64),
+                Some(stored as i64),
+                None,
+            ),
+            (None, Some(list)) => (
+                ENC_CHUNKED,
+                None,
+                None,
+                None,
+                Some(list.as_bytes().to_vec()),
+            ),
+            (None, None) => unreachable!("a staged row is either packed or chunked"),
+        };
+        st.execute(params![
+            r.id.as_bytes().as_slice(),
+            i64::from(r.kind.code()),
+            r.raw_len as i64,
+            enc,
+            pid,
+            off,
+            stored,
+            base
+        ])
+        .map_err(db_err("inserting objects"))?;
+    }
+    Ok(())
+}

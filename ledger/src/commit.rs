@@ -1,0 +1,758 @@
+//! Recording a directory as a commit: scan and validate the directory,
+//! stream every file through a bounded parallel pipeline (read + CDC +
+//! whole-file hash on the calling thread; BLAKE3 + zstd on worker threads;
+//! one pack writer thread), build trees, and commit in one transaction.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+
+use crate::catalog;
+use crate::error::{db_err, io_err, Error, Result};
+use crate::id::{CommitId, ObjectId, TreeId};
+use crate::object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, TreeEntry};
+use crate::pack::{self, RecordHeader};
+use crate::progress::{check_cancel, Progress};
+use crate::refs::{self, Head, HEADS};
+use crate::store::{Ledger, Staging, LEDGER_DIR};
+
+/// What to do when the target branch moved between the start of a commit
+/// and its catalog transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMoved {
+    /// Re-parent onto the new tip (the tree does not depend on the parent).
+    Reparent,
+    /// Fail with a "branch moved" error.
+    Fail,
+}
+
+/// Everything about a commit except its tree.
+#[derive(Debug, Clone)]
+pub struct CommitRequest {
+    /// The message.
+    pub message: String,
+    /// Author (free text).
+    pub author: String,
+    /// Seconds since the epoch; `None` = now.
+    pub time: Option<i64>,
+    /// Opaque metadata.
+    pub metadata: serde_json::Value,
+    /// Indexed scalar fields.
+    pub fields: BTreeMap<String, FieldValue>,
+    /// Target branch short name; `None` = where HEAD points. A branch that
+    /// does not exist is created, forking from HEAD's commit.
+    pub branch: Option<String>,
+    /// Concurrency policy.
+    pub on_moved: OnMoved,
+}
+
+impl CommitRequest {
+    /// A request with just a message (author "unknown", no metadata).
+    pub fn new(message: impl Into<String>) -> Self {
+        CommitRequest {
+            message: message.into(),
+            author: "unknown".into(),
+            time: None,
+            metadata: serde_json::Value::Null,
+            fields: BTreeMap::new(),
+            branch: None,
+            on_moved: OnMoved::Reparent,
+        }
+    }
+}
+
+/// Result of a commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitOutcome {
+    /// The new commit.
+    pub commit: CommitId,
+    /// Its tree.
+    pub tree: TreeId,
+    /// Its parents.
+    pub parents: Vec<CommitId>,
+    /// The ref that was moved (full name or `HEAD`).
+    #[serde(rename = "ref")]
+    pub refname: String,
+    /// Regular files recorded.
+    pub files: u64,
+    /// Sum of their sizes.
+    pub logical_bytes: u64,
+    /// New objects added to the catalog by this commit.
+    pub new_objects: u64,
+    /// Bytes appended to the new pack segment.
+    pub pack_bytes: u64,
+}
+
+/// The scanned directory: a tree of nodes whose files get ids later.
+enum Node {
+    File { slot: usize, exec: bool },
+    Symlink { target: Vec<u8> },
+    Dir(Vec<(String, Node)>),
+}
+
+struct FileTask {
+    path: PathBuf,
+    size: u64,
+}
+
+fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let rd = std::fs::read_dir(dir).map_err(io_err("read directory", dir))?;
+    let mut names = Vec::new();
+    for e in rd {
+        let e = e.map_err(io_err("read directory", dir))?;
+        names.push(e.file_name());
+    }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut out = Vec::with_capacity(names.len());
+    for os in names {
+        let path = dir.join(&os);
+        let name = os.to_str().ok_or_else(|| Error::InvalidName {
+            path: path.clone(),
+            reason: "file name is not valid UTF-8".into(),
+        })?;
+        if name == LEDGER_DIR {
+            continue; // a ledger inside the committed directory is never recorded
+        }
+        crate::object::validate_name(name).map_err(|reason| Error::InvalidName {
+            path: path.clone(),
+            reason,
+        })?;
+        let md = std::fs::symlink_metadata(&path).map_err(io_err("stat", &path))?;
+        let ft = md.file_type();
+        let node = if ft.is_symlink() {
+            let target = std::fs::read_link(&path).map_err(io_err("read symlink", &path))?;
+            check_symlink(root, &path, &target)?;
+            Node::Symlink {
+                target: target.as_os_str().as_bytes().to_vec(),
+            }
+        } else if ft.is_dir() {
+            scan(root, &path, files)?
+        } else if ft.is_file() {
+            // Open now so unreadable files fail before anything is written.
+            File::open(&path).map_err(io_err("open", &path))?;
+            files.push(FileTask {
+                path: path.clone(),
+                size: md.len(),
+            });
+            Node::File {
+                slot: files.len() - 1,
+                exec: md.permissions().mode() & 0o111 != 0,
+            }
+        } else {
+            let kind = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else if ft.is_block_device() || ft.is_char_device() {
+                "a device"
+            } else {
+                "an unknown file type"
+            };
+            return Err(Error::UnsupportedFileType { path, kind });
+        };
+        out.push((name.to_string(), node));
+    }
+    Ok(Node::Dir(out))
+}
+
+/// Refuse absolute symlinks and relative ones that climb above `root`.
+fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
+    let escapes = || Error::SymlinkEscapes {
+        path: link.to_path_buf(),
+        target: target.display().to_string(),
+    };
+    if target.is_absolute() {
+        return Err(escapes());
+    }
+    let rel_parent = link
+        .parent()
+        .and_then(|p| p.strip_prefix(root).ok())
+        .ok_or_else(escapes)?;
+    let mut depth: i64 = rel_parent
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count() as i64;
+    for c in target.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(escapes());
+                }
+            }
+            Component::CurDir => {}
+            _ => return Err(escapes()),
+        }
+    }
+    Ok(())
+}
+
+/// A unit of work for the hashing/compression workers.
+struct Job {
+    slot: usize,
+    index: u32,
+    data: Vec<u8>,
+}
+
+/// A worker's answer: the chunk (or small file) id and, if the catalog does
+/// not have it yet, the ready-to-append record.
+struct Done {
+    slot: usize,
+    index: u32,
+    id: ObjectId,
+    len: u64,
+    record: Option<(RecordHeader, Vec<u8>)>,
+}
+
+/// Per-file result of the pipeline.
+#[derive(Default, Clone)]
+struct FileResult {
+    /// Whole-file id for chunked files (computed while reading).
+    whole: Option<ObjectId>,
+    size: u64,
+    chunks: Vec<(u32, ObjectId, u64)>,
+}
+
+fn worker(
+    ledger_conn: Connection,
+    level: i32,
+    jobs: &Mutex<Receiver<Job>>,
+    done: SyncSender<Result<Done>>,
+) {
+    let mut comp = match zstd::bulk::Compressor::new(level) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = done.send(Err(Error::InvalidInput {
+                message: format!("zstd level {level}: {e}"),
+            }));
+            return;
+        }
+    };
+    loop {
+        let job = {
+            let rx = jobs
+                .lock()
+                .expect("job queue lock poisoned only if a worker panicked");
+            rx.recv()
+        };
+        let Ok(job) = job else { return };
+        let id = ObjectId::of_bytes(&job.data);
+        let known = match catalog::has_object(&ledger_conn, &id) {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = done.send(Err(e));
+                return;
+            }
+        };
+        let record = if known {
+            None
+        } else {
+            let (c, payload) = pack::compress(&mut comp, &job.data);
+            Some((
+                RecordHeader::for_payload(Kind::Bytes, c, id, job.data.len() as u64, &payload),
+                payload,
+            ))
+        };
+        let d = Done {
+            slot: job.slot,
+            index: job.index,
+            id,
+            len: job.data.len() as u64,
+            record,
+        };
+        if done.send(Ok(d)).is_err() {
+            return;
+        }
+    }
+}
+
+impl Ledger {
+    /// Record directory `dir` as a new commit. Nothing is referenced by the
+    /// catalog until all data is durable; a failure or kill at any point
+    /// leaves the ledger as it was (plus unreferenced garbage for gc).
+    pub fn commit_dir(
+        &mut self,
+        dir: &Path,
+        req: &CommitRequest,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<CommitOutcome> {
+        let md = std::fs::metadata(dir).map_err(io_err("stat", dir))?;
+        if !md.is_dir() {
+            return Err(Error::WrongKind {
+                path: dir.display().to_string(),
+                what: "not a directory",
+            });
+        }
+        if let Some(b) = &req.branch {
+            refs::validate_ref_name(b)?;
+        }
+        // Fail on bad metadata before reading gigabytes.
+        let probe = Commit {
+            tree: TreeId(ObjectId([0; 32])),
+            parents: vec![],
+            author: req.author.clone(),
+            time: 0,
+            message: req.message.clone(),
+            metadata: req.metadata.clone(),
+            fields: req.fields.clone(),
+        };
+        probe
+            .encode()
+            .map_err(|message| Error::InvalidInput { message })?;
+        let expected_tip = self.branch_tip_for(req)?;
+
+        let mut files = Vec::new();
+        let root = scan(dir, dir, &mut files)?;
+        let total: u64 = files.iter().map(|f| f.size).sum();
+        let mut staging = Staging::new(self);
+        progress.start("recording", Some(total));
+        let results = self.run_pipeline(&files, &mut staging, progress, cancel)?;
+        progress.finish();
+        check_cancel(cancel)?;
+
+        // Chunk lists for large files, then trees bottom-up.
+        let mut ids = Vec::with_capacity(files.len());
+        for r in results.into_iter() {
+            match r.whole {
+                None => {
+                    let (_, id, _) = r
+                        .chunks
+                        .first()
+                        .copied()
+                        .expect("a small file has exactly one piece");
+                    ids.push((id, r.size));
+                }
+                Some(whole) => {
+                    let mut chunks = r.chunks;
+                    chunks.sort_by_key(|c| c.0);
+                    if !(staging.seen.contains(&whole) || self.contains(&whole)?) {
+                        let list = ChunkList {
+                            file: whole,
+                            total: r.size,
+                            chunks: chunks
+                                .iter()
+                                .map(|&(_, id, len)| ChunkRef {
+                                    id,
+                                    len: len as u32,
+                                })
+                                .collect(),
+                        };
+                        let lid = staging.put(self, Kind::ChunkList, &list.encode())?;
+                        staging.put_chunked(whole, r.size, lid);
+                    }
+                    ids.push((whole, r.size));
+                }
+            }
+        }
+        let (tree, _) = self.build_tree(root, &ids, &mut staging)?;
+        let tree = TreeId(tree);
+        let logical: u64 = ids.iter().map(|x| x.1).sum();
+        let mut out = self.finish_commit(staging, tree, logical, req, expected_tip)?;
+        out.files = files.len() as u64;
+        Ok(out)
+    }
+
+    /// Commit an already-stored tree (for callers that build trees
+    /// themselves). `logical_bytes` is computed by walking it.
+    pub fn commit_tree(&mut self, tree: TreeId, req: &CommitRequest) -> Result<CommitOutcome> {
+        let expected = self.branch_tip_for(req)?;
+        let files = self.walk_files(&tree)?;
+        let logical = files.iter().map(|f| f.size).sum();
+        let staging = Staging::new(self);
+        let mut out = self.finish_commit(staging, tree, logical, req, expected)?;
+        out.files = files.len() as u64;
+        Ok(out)
+    }
+
+    /// Store bytes and a tree built by the caller in one go: `blobs` are
+    /// stored as bytes objects, then `tree` (whose entries may reference
+    /// them). Returns the tree id. Durable and catalogued on return.
+    pub fn write_objects(&mut self, blobs: &[&[u8]], trees: &[Tree]) -> Result<Vec<ObjectId>> {
+        let mut st = Staging::new(self);
+        let mut ids = Vec::new();
+        for b in blobs {
+            ids.push(st.put(self, Kind::Bytes, b)?);
+        }
+        for t in trees {
+            ids.push(st.put(self, Kind::Tree, &t.encode())?);
+        }
+        st.sync()?;
+        let name = st.pack.as_ref().map(|p| p.name().to_string());
+        let rows = std::mem::take(&mut st.rows);
+        self.write_tx(|c| catalog::insert_staged(c, name.as_deref(), &rows))?;
+        Ok(ids)
+    }
+
+    fn branch_ref_for(&self, req: &CommitRequest) -> Result<String> {
+        Ok(match &req.branch {
+            Some(b) => format!("{HEADS}{b}"),
+            None => match self.head()? {
+                Head::Branch { name, .. } => name,
+                Head::Detached { .. } => "HEAD".into(),
+            },
+        })
+    }
+
+    fn branch_tip_for(&self, req: &CommitRequest) -> Result<Option<CommitId>> {
+        let name = self.branch_ref_for(req)?;
+        if name == "HEAD" {
+            Ok(self.head()?.commit())
+        } else {
+            refs::ref_target(&self.db, &name)
+        }
+    }
+
+    fn build_tree(
+        &self,
+        node: Node,
+        ids: &[(ObjectId, u64)],
+        st: &mut Staging,
+    ) -> Result<(ObjectId, u64)> {
+        match node {
+            Node::File { slot, .. } => Ok(ids[slot]),
+            Node::Symlink { target } => {
+                Ok((st.put(self, Kind::Bytes, &target)?, target.len() as u64))
+            }
+            Node::Dir(children) => {
+                let mut entries = Vec::with_capacity(children.len());
+                for (name, child) in children {
+                    let mode = match &child {
+                        Node::File { exec: true, .. } => Mode::Executable,
+                        Node::File { .. } => Mode::File,
+                        Node::Symlink { .. } => Mode::Symlink,
+                        Node::Dir(_) => Mode::Tree,
+                    };
+                    let (id, size) = self.build_tree(child, ids, st)?;
+                    let size = if mode == Mode::Tree { 0 } else { size };
+                    entries.push(TreeEntry {
+                        name,
+                        mode,
+                        id,
+                        size,
+                    });
+                }
+                let tree = Tree::new(entries).map_err(|message| Error::InvalidInput { message })?;
+                Ok((st.put(self, Kind::Tree, &tree.encode())?, 0))
+            }
+        }
+    }
+
+    fn run_pipeline(
+        &self,
+        files: &[FileTask],
+        staging: &mut Staging,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<FileResult>> {
+        let threads = if self.config.threads == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        } else {
+            self.config.threads
+        };
+        let cfg = self.config;
+        let (job_tx, job_rx) = sync_channel::<Job>(threads * 2);
+        let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 2);
+        let job_rx = Mutex::new(job_rx);
+        let mut conns = Vec::new();
+        for _ in 0..threads {
+            conns.push(self.extra_connection()?);
+        }
+        let mut results: Vec<FileResult> = vec![FileResult::default(); files.len()];
+        let (read_res, write_res) = std::thread::scope(|s| {
+            for conn in conns {
+                let done = done_tx.clone();
+                let jr = &job_rx;
+                s.spawn(move || worker(conn, cfg.zstd_level, jr, done));
+            }
+            drop(done_tx);
+            let writer = s.spawn(|| -> Result<Vec<Done>> {
+                let mut pieces = Vec::new();
+                for d in done_rx {
+                    let mut d = d?;
+                    if let Some((h, payload)) = d.record.take() {
+                        staging.append_record(&h, &payload)?;
+                    }
+                    progress.inc(d.len);
+                    pieces.push(d);
+                }
+                Ok(pieces)
+            });
+            let read_res = read_files(files, &cfg, &job_tx, &mut results, cancel);
+            drop(job_tx);
+            let write_res = writer.join().expect("writer thread does not panic");
+            (read_res, write_res)
+        });
+        // A writer error explains a reader's "pipeline stopped"; report it first.
+        let pieces = write_res?;
+        read_res?;
+        for d in pieces {
+            let r = &mut results[d.slot];
+            r.chunks.push((d.index, d.id, d.len));
+            if r.whole.is_none() {
+                r.size = d.len;
+            }
+        }
+        Ok(results)
+    }
+
+    /// Sync data, then in one IMMEDIATE transaction: write the commit object
+    /// (parented on the tip seen inside the transaction), register pack and
+    /// rows, index the commit, move the ref.
+    fn finish_commit(
+        &mut self,
+        mut staging: Staging,
+        tree: TreeId,
+        logical: u64,
+        req: &CommitRequest,
+        expected_tip: Option<CommitId>,
+    ) -> Result<CommitOutcome> {
+        staging.sync()?;
+        let refname = self.branch_ref_for(req)?;
+        let time = req.time.unwrap_or_else(refs::now);
+        let this = &*self;
+        // IMMEDIATE: the catalog write lock is held from the tip read to the
+        // ref update, which makes the compare-and-swap atomic.
+        let tx = ImmediateTx::begin(&this.db)?;
+        let cur = if refname == "HEAD" {
+            refs::read_head(&tx)?.commit()
+        } else {
+            refs::ref_target(&tx, &refname)?
+        };
+        if cur != expected_tip && req.on_moved == OnMoved::Fail {
+            return Err(Error::BranchMoved {
+                name: refname,
+                expected: expected_tip
+                    .map(|c| c.to_string())
+                    .unwrap_or("(none)".into()),
+                found: cur.map(|c| c.to_string()).unwrap_or("(none)".into()),
+            });
+        }
+        let parent = match cur {
+            Some(c) => Some(c),
+            // A new branch forks from HEAD's commit.
+            None if req.branch.is_some() => refs::read_head(&tx)?.commit(),
+            None => None,
+        };
+        let commit = Commit {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: req.author.clone(),
+            time,
+            message: req.message.clone(),
+            metadata: req.metadata.clone(),
+            fields: req.fields.clone(),
+        };
+        let enc = commit
+            .encode()
+            .map_err(|message| Error::InvalidInput { message })?;
+        let cid = CommitId(staging.put(this, Kind::Commit, &enc)?);
+        staging.sync()?;
+        let pack_name = staging.pack.as_ref().map(|p| p.name().to_string());
+        catalog::insert_staged(&tx, pack_name.as_deref(), &staging.rows)?;
+        index_commit(&tx, &cid, &commit, logical)?;
+        let first_line = req.message.lines().next().unwrap_or("");
+        refs::cas(
+            &tx,
+            &refname,
+            Some(cur),
+            Some(cid),
+            &format!("commit: {first_line}"),
+        )?;
+        tx.commit()?;
+        let new_objects = staging.rows.len() as u64;
+        let pack_bytes = staging.pack_len();
+        Ok(CommitOutcome {
+            commit: cid,
+            tree,
+            parents: commit.parents,
+            refname,
+            files: 0,
+            logical_bytes: logical,
+            new_objects,
+            pack_bytes,
+        })
+    }
+}
+
+/// Add a commit to the catalog's commit index (idempotent).
+pub(crate) fn index_commit(
+    conn: &Connection,
+    id: &CommitId,
+    c: &Commit,
+    logical: u64,
+) -> Result<()> {
+    let idb = id.0.as_bytes().as_slice();
+    conn.execute(
+        "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![idb, c.tree.0.as_bytes().as_slice(), c.time, c.author, c.message, logical as i64],
+    )
+    .map_err(db_err("indexing a commit"))?;
+    for (i, p) in c.parents.iter().enumerate() {
+        conn.execute(
+            "INSERT OR IGNORE INTO commit_parents(commit_id, idx, parent) VALUES (?1, ?2, ?3)",
+            params![idb, i as i64, p.0.as_bytes().as_slice()],
+        )
+        .map_err(db_err("indexing a commit"))?;
+    }
+    for (k, v) in &c.fields {
+        let (ty, val): (&str, rusqlite::types::Value) = match v {
+            FieldValue::Str(s) => ("str", s.clone().into()),
+            FieldValue::Int(i) => ("int", (*i).into()),
+            FieldValue::Float(f) => ("float", (*f).into()),
+            FieldValue::Bool(b) => ("bool", i64::from(*b).into()),
+        };
+        conn.execute(
+            "INSERT OR IGNORE INTO commit_fields(commit_id, key, type, value) VALUES (?1, ?2, ?3, ?4)",
+            params![idb, k, ty, val],
+        )
+        .map_err(db_err("indexing a commit"))?;
+    }
+    Ok(())
+}
+
+/// The calling thread's part of the pipeline: read every file, cut large
+/// ones with FastCDC over a reusable buffer (one copy per chunk into the job),
+/// hash whole large files as they stream by, feed the workers.
+fn read_files(
+    files: &[FileTask],
+    cfg: &crate::store::WriteConfig,
+    jobs: &SyncSender<Job>,
+    results: &mut [FileResult],
+    cancel: &AtomicBool,
+) -> Result<()> {
+    let stopped = || Error::InvalidInput {
+        message: "ingest pipeline stopped".into(),
+    };
+    let (mask_s, mask_l) = fastcdc::v2020::select_masks(
+        cfg.chunk_avg as usize,
+        fastcdc::v2020::Normalization::Level1,
+    );
+    let max = cfg.chunk_max as usize;
+    let bufsize = (16 << 20).max(4 * max);
+    let mut buf: Vec<u8> = Vec::new();
+    for (slot, f) in files.iter().enumerate() {
+        check_cancel(cancel)?;
+        let mut file = File::open(&f.path).map_err(io_err("open", &f.path))?;
+        if f.size <= cfg.chunk_threshold {
+            let mut data = Vec::with_capacity(f.size as usize);
+            (&mut file)
+                .take(cfg.chunk_threshold + 1)
+                .read_to_end(&mut data)
+                .map_err(io_err("read", &f.path))?;
+            if data.len() as u64 > cfg.chunk_threshold {
+                return Err(Error::InvalidInput {
+                    message: format!("{} grew while being recorded", f.path.display()),
+                });
+            }
+            jobs.send(Job {
+                slot,
+                index: 0,
+                data,
+            })
+            .map_err(|_| stopped())?;
+            continue;
+        }
+        if buf.len() != bufsize {
+            buf = vec![0u8; bufsize];
+        }
+        let mut hasher = blake3::Hasher::new();
+        let (mut start, mut end, mut eof) = (0usize, 0usize, false);
+        let mut index = 0u32;
+        let mut size = 0u64;
+        loop {
+            if !eof && end - start < max {
+                buf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+                while end < buf.len() {
+                    let n = file
+                        .read(&mut buf[end..])
+                        .map_err(io_err("read", &f.path))?;
+                    if n == 0 {
+                        eof = true;
+                        break;
+                    }
+                    hasher.update(&buf[end..end + n]);
+                    end += n;
+                }
+            }
+            if start == end {
+                break;
+            }
+            let (_, cut) = fastcdc::v2020::cut(
+                &buf[start..end],
+                cfg.chunk_min as usize,
+                cfg.chunk_avg as usize,
+                max,
+                mask_s,
+                mask_l,
+                mask_s << 1,
+                mask_l << 1,
+            );
+            let cut = cut.max(1).min(end - start);
+            check_cancel(cancel)?;
+            jobs.send(Job {
+                slot,
+                index,
+                data: buf[start..start + cut].to_vec(),
+            })
+            .map_err(|_| stopped())?;
+            index += 1;
+            size += cut as u64;
+            start += cut;
+        }
+        results[slot].whole = Some(ObjectId(*hasher.finalize().as_bytes()));
+        results[slot].size = size;
+    }
+    Ok(())
+}
+
+/// A `BEGIN IMMEDIATE` transaction on a shared connection reference, rolled
+/// back on drop unless committed.
+pub(crate) struct ImmediateTx<'a> {
+    conn: &'a Connection,
+    done: bool,
+}
+
+impl<'a> ImmediateTx<'a> {
+    pub(crate) fn begin(conn: &'a Connection) -> Result<Self> {
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_err("starting a write transaction"))?;
+        Ok(ImmediateTx { conn, done: false })
+    }
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(db_err("committing a write transaction"))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for ImmediateTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for ImmediateTx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The crate's error type: one enum whose struct variants carry the path,
+//! object id or ref that went wrong, so messages say what and where.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::id::ObjectId;
+
+/// Everything that can go wrong in bat-ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file-system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "create", ...).
+        op: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The SQLite catalog failed.
+    #[error("catalog error while {context}: {source}")]
+    Catalog {
+        /// What was being done.
+        context: String,
+        /// The SQLite error.
+        source: rusqlite::Error,
+    },
+    /// No `.bat` directory found walking up from `start`.
+    #[error("not inside a bat ledger (no .bat directory found from {start} upwards)")]
+    NotALedger {
+        /// Where the search started.
+        start: PathBuf,
+    },
+    /// `init` on a directory that already has a ledger.
+    #[error("a ledger already exists at {path}")]
+    AlreadyInitialized {
+        /// The existing `.bat` directory.
+        path: PathBuf,
+    },
+    /// The ledger was written by an unknown format version.
+    #[error(
+        "ledger at {path} has format version {found:?}, this build understands version {supported}"
+    )]
+    UnsupportedVersion {
+        /// The `.bat` directory.
+        path: PathBuf,
+        /// What was found.
+        found: String,
+        /// What we support.
+        supported: u32,
+    },
+    /// An object the catalog or a tree refers to is not stored.
+    #[error("object {id} is missing from the ledger")]
+    ObjectMissing {
+        /// The missing object.
+        id: ObjectId,
+    },
+    /// Stored bytes do not verify (digest, header, checksum, decompression).
+    #[error("object {id} is corrupt in pack {pack} at offset {offset}: {reason}")]
+    Corrupt {
+        /// The damaged object.
+        id: ObjectId,
+        /// Pack file name.
+        pack: String,
+        /// Record offset in the pack.
+        offset: u64,
+        /// What did not verify.
+        reason: String,
+    },
+    /// An object's bytes verify but do not decode as the expected kind.
+    #[error("object {id} is not a valid {kind}: {reason}")]
+    BadObject {
+        /// The object.
+        id: ObjectId,
+        /// Expected kind.
+        kind: &'static str,
+        /// Decoder message.
+        reason: String,
+    },
+    /// A file name cannot be recorded.
+    #[error("cannot record {path}: {reason}")]
+    InvalidName {
+        /// The offending path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A symlink points outside the committed directory.
+    #[error("symlink {path} -> {target} points outside the committed directory")]
+    SymlinkEscapes {
+        /// The link.
+        path: PathBuf,
+        /// Its target.
+        target: String,
+    },
+    /// A special file (FIFO, socket, device) cannot be recorded.
+    #[error("cannot record {path}: {kind} is not a regular file, directory or symlink")]
+    UnsupportedFileType {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A revision does not name anything.
+    #[error("unknown revision {rev:?}")]
+    UnknownRevision {
+        /// The revision text.
+        rev: String,
+    },
+    /// A hex prefix matches several commits.
+    #[error("ambiguous id prefix {prefix:?}; candidates: {}", candidates.join(", "))]
+    AmbiguousPrefix {
+        /// The prefix.
+        prefix: String,
+        /// Matching ids.
+        candidates: Vec<String>,
+    },
+    /// A revision is syntactically wrong or walks past a root commit.
+    #[error("bad revision {rev:?}: {reason}")]
+    BadRevision {
+        /// The revision text.
+        rev: String,
+        /// Why.
+        reason: String,
+    },
+    /// A path does not exist in a commit's tree.
+    #[error("path {path:?} not found in {rev}")]
+    PathNotFound {
+        /// The revision.
+        rev: String,
+        /// The path.
+        path: String,
+    },
+    /// A path names a directory where a file was expected (or vice versa).
+    #[error("{path:?} is {what}")]
+    WrongKind {
+        /// The path.
+        path: String,
+        /// Description, e.g. "a directory, not a file".
+        what: &'static str,
+    },
+    /// A ref name is not acceptable.
+    #[error("invalid ref name {name:?}: {reason}")]
+    InvalidRefName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Creating a ref that exists.
+    #[error("{name} already exists")]
+    RefExists {
+        /// Full ref name.
+        name: String,
+    },
+    /// A ref that does not exist.
+    #[error("{name} does not exist")]
+    RefNotFound {
+        /// Full ref name.
+        name: String,
+    },
+    /// Compare-and-swap on a ref failed: someone else moved it.
+    #[error("branch moved: {name} was expected at {expected} but is at {found}")]
+    BranchMoved {
+        /// Full ref name.
+        name: String,
+        /// What we expected ("(none)" for unborn).
+        expected: String,
+        /// What it is now.
+        found: String,
+    },
+    /// Checkout into a non-empty directory.
+    #[error("destination {path} exists and is not an empty directory")]
+    DestinationNotEmpty {
+        /// The destination.
+        path: PathBuf,
+    },
+    /// Another process holds the ledger lock.
+    #[error("ledger is busy: {reason}")]
+    Busy {
+        /// Who holds it.
+        reason: String,
+    },
+    /// The caller's cancellation flag was set.
+    #[error("operation cancelled")]
+    Cancelled,
+    /// Invalid caller input (metadata, fields, messages).
+    #[error("invalid input: {message}")]
+    InvalidInput {
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Result alias for the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attach an operation and path to an io::Error.
+pub(crate) fn io_err(
+    op: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { op, path, source }
+}
+
+/// Attach context to a SQLite error.
+pub(crate) fn db_err(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Catalog { context, source }
+}

@@ -1,0 +1,753 @@
+//! Maintenance: fsck (verify everything), gc (drop unreachable objects and
+//! rewrite packs crash-safely), stats, and rebuilding the derived parts of
+//! the catalog from the packs.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use rusqlite::params;
+use serde::Serialize;
+
+use crate::catalog::{self, Location, ObjectRow};
+use crate::commit::{index_commit, ImmediateTx};
+use crate::error::{db_err, io_err, Error, Result};
+use crate::id::{CommitId, ObjectId, TreeId};
+use crate::object::{Kind, Mode};
+use crate::pack::{self, PackWriter, RecordHeader, PACK_HEADER_LEN, RECORD_HEADER_LEN};
+use crate::progress::{check_cancel, Progress};
+use crate::store::{Ledger, LockMode};
+
+/// One problem found by fsck.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The object concerned, if any.
+    pub object: Option<ObjectId>,
+    /// The pack concerned, if any.
+    pub pack: Option<String>,
+    /// Record offset, if any.
+    pub offset: Option<u64>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(o) = &self.object {
+            write!(f, "object {o}: ")?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(p) = &self.pack {
+            write!(f, " (pack {p}")?;
+            if let Some(off) = self.offset {
+                write!(f, " offset {off}")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+fn problem_of(e: &Error, what: &str) -> Problem {
+    match e {
+        Error::Corrupt {
+            id,
+            pack,
+            offset,
+            reason,
+        } => Problem {
+            object: Some(*id),
+            pack: Some(pack.clone()),
+            offset: Some(*offset),
+            message: format!("{what}: {reason}"),
+        },
+        Error::ObjectMissing { id } => Problem {
+            object: Some(*id),
+            pack: None,
+            offset: None,
+            message: format!("{what}: missing"),
+        },
+        Error::BadObject { id, .. } => Problem {
+            object: Some(*id),
+            pack: None,
+            offset: None,
+            message: format!("{what}: {e}"),
+        },
+        _ => Problem {
+            object: None,
+            pack: None,
+            offset: None,
+            message: format!("{what}: {e}"),
+        },
+    }
+}
+
+/// Result of fsck.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FsckReport {
+    /// Catalog rows checked.
+    pub objects_checked: u64,
+    /// Reachable commits verified.
+    pub commits_reachable: u64,
+    /// Reachable objects fully verified (decompressed + digest).
+    pub objects_verified: u64,
+    /// Pack files on disk that the catalog does not reference (left by an
+    /// interrupted writer or gc; harmless, removed by gc).
+    pub unreferenced_packs: Vec<String>,
+    /// Problems; empty means the ledger is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl FsckReport {
+    /// True when nothing is wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Result of gc.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    /// Objects kept.
+    pub kept_objects: u64,
+    /// Catalog rows removed.
+    pub removed_objects: u64,
+    /// Packs rewritten.
+    pub rewritten_packs: u64,
+    /// Pack files deleted.
+    pub deleted_packs: u64,
+    /// Bytes under `.bat/packs` before.
+    pub bytes_before: u64,
+    /// Bytes under `.bat/packs` after.
+    pub bytes_after: u64,
+}
+
+/// Ledger statistics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Catalog rows (distinct objects).
+    pub objects: u64,
+    /// Commits in the catalog.
+    pub commits: u64,
+    /// Registered packs.
+    pub packs: u64,
+    /// Sum over all commits of the sizes of all files in their trees.
+    pub logical_bytes: u64,
+    /// Bytes on disk under `.bat`.
+    pub stored_bytes: u64,
+    /// Bytes of pack files.
+    pub pack_bytes: u64,
+    /// Sum of distinct objects' raw lengths (chunked files counted once, via
+    /// their chunks).
+    pub unique_bytes: u64,
+}
+
+/// Sum of file sizes under a directory.
+pub fn dir_size(p: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            if let Ok(md) = e.metadata() {
+                total += if md.is_dir() {
+                    dir_size(&e.path())
+                } else {
+                    md.len()
+                };
+            }
+        }
+    }
+    total
+}
+
+struct PackInfo {
+    name: String,
+    file: Option<Arc<File>>,
+    size: u64,
+}
+
+impl Ledger {
+    fn open_packs(&self) -> Result<HashMap<i64, PackInfo>> {
+        let mut out = HashMap::new();
+        for (pid, name) in catalog::packs(&self.db)? {
+            let f = File::open(self.packs_dir().join(&name)).ok();
+            let size = f
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len())
+                .unwrap_or(0);
+            out.insert(
+                pid,
+                PackInfo {
+                    name,
+                    file: f.map(Arc::new),
+                    size,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Walk everything reachable from refs and reflog. With `verify`, every
+    /// object is decompressed and its digest checked; problems are collected
+    /// instead of aborting. Returns the reachable set and reachable commits.
+    fn walk_reachable(
+        &self,
+        verify: bool,
+        problems: &mut Vec<Problem>,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<(HashSet<ObjectId>, u64)> {
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut commits: Vec<(String, CommitId)> = self.root_commits()?;
+        let mut ncommits = 0u64;
+        let mut trees: Vec<(String, TreeId)> = Vec::new();
+        progress.start("verifying reachable objects", None);
+        while let Some((from, c)) = commits.pop() {
+            check_cancel(cancel)?;
+            if !seen.insert(c.0) {
+                continue;
+            }
+            match self.read_commit(&c) {
+                Ok(commit) => {
+                    ncommits += 1;
+                    trees.push((format!("tree of commit {c}"), commit.tree));
+                    for p in commit.parents {
+                        commits.push((format!("parent of {c}"), p));
+                    }
+                }
+                Err(e) => problems.push(problem_of(&e, &format!("commit reachable from {from}"))),
+            }
+            while let Some((what, t)) = trees.pop() {
+                if !seen.insert(t.0) {
+                    continue;
+                }
+                let tree = match self.read_tree(&t) {
+                    Ok(tree) => tree,
+                    Err(e) => {
+                        problems.push(problem_of(&e, &what));
+                        continue;
+                    }
+                };
+                for e in tree.entries {
+                    if e.mode == Mode::Tree {
+                        trees.push((format!("subtree {:?} of tree {t}", e.name), TreeId(e.id)));
+                        continue;
+                    }
+                    if !seen.insert(e.id) {
+                        continue;
+                    }
+                    if let Err(err) =
+                        self.check_bytes(&e.id, e.size, verify, &mut seen, progress, cancel)
+                    {
+                        if matches!(err, Error::Cancelled) {
+                            return Err(err);
+                        }
+                        problems.push(problem_of(&err, &format!("file {:?} in tree {t}", e.name)));
+                    }
+                }
+            }
+        }
+        progress.finish();
+        Ok((seen, ncommits))
+    }
+
+    /// Mark a bytes object's storage reachable; with `verify`, read it all.
+    fn check_bytes(
+        &self,
+        id: &ObjectId,
+        size: u64,
+        verify: bool,
+        seen: &mut HashSet<ObjectId>,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        if row.raw_len != size {
+            return Err(Error::BadObject {
+                id: *id,
+                kind: "bytes",
+                reason: format!("catalog says {} bytes, tree says {size}", row.raw_len),
+            });
+        }
+        if let Location::Chunked { list } = row.location {
+            seen.insert(list);
+            let cl = self.read_chunk_list(&list)?;
+            for c in &cl.chunks {
+                seen.insert(c.id);
+            }
+        }
+        if verify {
+            let n = self.read_bytes_to(id, &mut std::io::sink(), cancel)?;
+            progress.inc(n);
+        }
+        Ok(())
+    }
+
+    /// Verify the whole ledger: every catalog row against its pack (header,
+    /// payload checksum), every object reachable from refs and the reflog
+    /// (decompress + digest, chunk lists, whole-file digests), refs and the
+    /// commit index. Never modifies anything.
+    pub fn fsck(&self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<FsckReport> {
+        let mut rep = FsckReport::default();
+        let packs = self.open_packs()?;
+        for p in packs.values() {
+            match &p.file {
+                None => rep.problems.push(Problem {
+                    object: None,
+                    pack: Some(p.name.clone()),
+                    offset: None,
+                    message: "pack file is missing".into(),
+                }),
+                Some(f) => {
+                    if let Err(m) = pack::check_pack_header(f) {
+                        rep.problems.push(Problem {
+                            object: None,
+                            pack: Some(p.name.clone()),
+                            offset: Some(0),
+                            message: m,
+                        });
+                    }
+                }
+            }
+        }
+        let on_disk: Vec<String> = std::fs::read_dir(self.packs_dir())
+            .map_err(io_err("read directory", self.packs_dir()))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.ends_with(".pack"))
+            .collect();
+        let known: HashSet<&str> = packs.values().map(|p| p.name.as_str()).collect();
+        rep.unreferenced_packs = on_disk
+            .into_iter()
+            .filter(|n| !known.contains(n.as_str()))
+            .collect();
+        rep.unreferenced_packs.sort();
+
+        // 1. Catalog rows vs packs (cheap: header + payload checksum, parallel).
+        let rows = catalog::all_objects(&self.db)?;
+        rep.objects_checked = rows.len() as u64;
+        let mut good: Vec<ObjectRow> = Vec::with_capacity(rows.len());
+        for r in rows {
+            match r {
+                Ok(r) => good.push(r),
+                Err(idb) => rep.problems.push(Problem {
+                    object: ObjectId::from_slice(&idb),
+                    pack: None,
+                    offset: None,
+                    message: "malformed catalog row".into(),
+                }),
+            }
+        }
+        let ids: HashSet<ObjectId> = good.iter().map(|r| r.id).collect();
+        let row_problems: Vec<Problem> = good
+            .par_iter()
+            .filter_map(|r| match &r.location {
+                Location::Packed {
+                    pack_id,
+                    offset,
+                    stored_len,
+                } => check_row(r, packs.get(pack_id), *offset, *stored_len).err(),
+                Location::Chunked { list } => (!ids.contains(list)).then(|| Problem {
+                    object: Some(r.id),
+                    pack: None,
+                    offset: None,
+                    message: format!("chunked file's chunk list {list} is not in the catalog"),
+                }),
+            })
+            .collect();
+        rep.problems.extend(row_problems);
+
+        // 2. Reachable objects, fully verified.
+        let mut problems = Vec::new();
+        let (reach, ncommits) = self.walk_reachable(true, &mut problems, progress, cancel)?;
+        rep.problems.extend(problems);
+        rep.commits_reachable = ncommits;
+        rep.objects_verified = reach.len() as u64;
+
+        // 3. Refs and the commit index.
+        for (name, c) in self.root_commits()? {
+            if !ids.contains(&c.0) {
+                rep.problems.push(Problem {
+                    object: Some(c.0),
+                    pack: None,
+                    offset: None,
+                    message: format!("{name} points to a missing commit"),
+                });
+            }
+        }
+        let mut st = self
+            .db
+            .prepare("SELECT id FROM commits")
+            .map_err(db_err("reading the commit index"))?;
+        let idx = st
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(db_err("reading the commit index"))?;
+        for r in idx {
+            let b = r.map_err(db_err("reading the commit index"))?;
+            match ObjectId::from_slice(&b) {
+                Some(id) if ids.contains(&id) => {}
+                other => rep.problems.push(Problem {
+                    object: other,
+                    pack: None,
+                    offset: None,
+                    message: "commit index names a commit that is not stored".into(),
+                }),
+            }
+        }
+        Ok(rep)
+    }
+
+    /// Remove objects unreachable from refs and the reflog and rewrite packs
+    /// that contain dead records. Needs a ledger opened with
+    /// [`LockMode::Exclusive`]. Crash-safe: new packs are fsynced before the
+    /// catalog switches to them in one transaction; old packs are deleted
+    /// only after that.
+    pub fn gc(&mut self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<GcReport> {
+        if self.lock_mode != LockMode::Exclusive {
+            return Err(Error::Busy {
+                reason: "gc needs the ledger opened with an exclusive lock".into(),
+            });
+        }
+        let mut rep = GcReport {
+            bytes_before: crate::maint::dir_size(&self.packs_dir()),
+            ..Default::default()
+        };
+        let mut problems = Vec::new();
+        let (reach, _) = self.walk_reachable(false, &mut problems, progress, cancel)?;
+        if let Some(p) = problems.first() {
+            return Err(Error::InvalidInput {
+                message: format!("refusing to gc a damaged ledger ({p}); run bat fsck"),
+            });
+        }
+        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
+            .into_iter()
+            .filter_map(|r| r.ok())
+            .collect();
+        let packs = self.open_packs()?;
+        // Per pack: live records and whether anything dead is in it.
+        let mut live_by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
+        let mut dead: Vec<ObjectId> = Vec::new();
+        for r in &rows {
+            let live = reach.contains(&r.id);
+            if !live {
+                dead.push(r.id);
+            }
+            if let Location::Packed { pack_id, .. } = r.location {
+                let v = live_by_pack.entry(pack_id).or_default();
+                if live {
+                    v.push(r);
+                }
+            }
+        }
+        let mut to_rewrite: Vec<i64> = Vec::new();
+        for (pid, info) in &packs {
+            let live = live_by_pack.get(pid).map(|v| v.as_slice()).unwrap_or(&[]);
+            let live_bytes: u64 = live
+                .iter()
+                .map(|r| match r.location {
+                    Location::Packed { stored_len, .. } => RECORD_HEADER_LEN as u64 + stored_len,
+                    _ => 0,
+                })
+                .sum();
+            if PACK_HEADER_LEN + live_bytes != info.size {
+                to_rewrite.push(*pid);
+            }
+        }
+        to_rewrite.sort();
+        let mut moved: Vec<(ObjectId, u64)> = Vec::new();
+        let mut new_pack: Option<PackWriter> = None;
+        progress.start("rewriting packs", Some(to_rewrite.len() as u64));
+        for pid in &to_rewrite {
+            check_cancel(cancel)?;
+            let info = &packs[pid];
+            let mut live: Vec<&ObjectRow> = live_by_pack.get(pid).cloned().unwrap_or_default();
+            live.sort_by_key(|r| match r.location {
+                Location::Packed { offset, .. } => offset,
+                _ => 0,
+            });
+            for r in live {
+                let Location::Packed {
+                    offset, stored_len, ..
+                } = r.location
+                else {
+                    continue;
+                };
+                let file = info.file.as_ref().ok_or_else(|| Error::Corrupt {
+                    id: r.id,
+                    pack: info.name.clone(),
+                    offset,
+                    reason: "pack file is missing".into(),
+                })?;
+                let corrupt = |reason: String| Error::Corrupt {
+                    id: r.id,
+                    pack: info.name.clone(),
+                    offset,
+                    reason,
+                };
+                let mut hb = [0u8; RECORD_HEADER_LEN];
+                file.read_exact_at(&mut hb, offset)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                let h = RecordHeader::decode(&hb).map_err(corrupt)?;
+                let mut payload = vec![0u8; stored_len as usize];
+                file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                if h.id != r.id
+                    || h.stored_len != stored_len
+                    || pack::payload_checksum(&payload) != h.payload_sum
+                {
+                    return Err(corrupt("record does not verify; run bat fsck".into()));
+                }
+                if new_pack.is_none() {
+                    new_pack = Some(PackWriter::create(&self.packs_dir())?);
+                }
+                let w = new_pack.as_mut().expect("just created");
+                let at = w.append(&h, &payload)?;
+                moved.push((r.id, at));
+            }
+            progress.inc(1);
+        }
+        progress.finish();
+        if let Some(w) = new_pack.as_mut() {
+            w.sync()?;
+        }
+        let new_name = new_pack.as_ref().map(|w| w.name().to_string());
+        let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
+        {
+            let tx = ImmediateTx::begin(&self.db)?;
+            let new_pid: Option<i64> = match &new_name {
+                Some(n) => {
+                    tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
+                        .map_err(db_err("registering a pack"))?;
+                    Some(tx.last_insert_rowid())
+                }
+                None => None,
+            };
+            for id in &dead {
+                let b = id.as_bytes().as_slice();
+                tx.execute("DELETE FROM objects WHERE id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commits WHERE id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commit_parents WHERE commit_id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+                tx.execute("DELETE FROM commit_fields WHERE commit_id = ?1", [b])
+                    .map_err(db_err("deleting objects"))?;
+            }
+            for (id, at) in &moved {
+                tx.execute(
+                    "UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3",
+                    params![new_pid, *at as i64, id.as_bytes().as_slice()],
+                )
+                .map_err(db_err("moving objects"))?;
+            }
+            for pid in &to_rewrite {
+                tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
+                    .map_err(db_err("dropping packs"))?;
+            }
+            tx.commit()?;
+        }
+        self.clear_pack_cache();
+        rep.removed_objects = dead_set.len() as u64;
+        rep.kept_objects = (rows.len() - dead_set.len()) as u64;
+        rep.rewritten_packs = to_rewrite.len() as u64;
+        // Now nothing references the old packs: delete them and any orphans.
+        let registered: HashSet<String> = catalog::packs(&self.db)?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
+        let dir = self.packs_dir();
+        for e in std::fs::read_dir(&dir)
+            .map_err(io_err("read directory", &dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !registered.contains(&name) {
+                std::fs::remove_file(e.path()).map_err(io_err("remove", e.path()))?;
+                rep.deleted_packs += 1;
+            }
+        }
+        pack::sync_dir(&dir)?;
+        let _ = self.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        rep.bytes_after = dir_size(&dir);
+        Ok(rep)
+    }
+
+    /// Counts and sizes.
+    pub fn stats(&self) -> Result<Stats> {
+        let q = |sql: &str| -> Result<u64> {
+            self.db
+                .query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+                .map(|v| v.unwrap_or(0) as u64)
+                .map_err(db_err("computing stats"))
+        };
+        Ok(Stats {
+            objects: q("SELECT COUNT(*) FROM objects")?,
+            commits: q("SELECT COUNT(*) FROM commits")?,
+            packs: q("SELECT COUNT(*) FROM packs")?,
+            logical_bytes: q("SELECT SUM(logical_bytes) FROM commits")?,
+            stored_bytes: dir_size(&self.dir),
+            pack_bytes: dir_size(&self.packs_dir()),
+            unique_bytes: q("SELECT SUM(raw_len) FROM objects WHERE encoding = 1 AND kind = 1")?,
+        })
+    }
+
+    /// Commits whose indexed field `key` equals `value`, newest first.
+    pub fn commits_with_field(
+        &self,
+        key: &str,
+        value: &crate::object::FieldValue,
+    ) -> Result<Vec<CommitId>> {
+        use crate::object::FieldValue as F;
+        let v: rusqlite::types::Value = match value {
+            F::Str(s) => s.clone().into(),
+            F::Int(i) => (*i).into(),
+            F::Float(f) => (*f).into(),
+            F::Bool(b) => i64::from(*b).into(),
+        };
+        let mut st = self
+            .db
+            .prepare("SELECT f.commit_id FROM commit_fields f JOIN commits c ON c.id = f.commit_id WHERE f.key = ?1 AND f.value = ?2 ORDER BY c.time DESC, c.id")
+            .map_err(db_err("querying fields"))?;
+        let rows = st
+            .query_map(params![key, v], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(db_err("querying fields"))?;
+        let mut out = Vec::new();
+        for r in rows {
+            if let Some(id) = ObjectId::from_slice(&r.map_err(db_err("querying fields"))?) {
+                out.push(CommitId(id));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rebuild the derived catalog tables (object locations, chunked-file
+    /// mappings, the commit index) from the pack segments alone. Refs and the
+    /// reflog are kept. Needs an exclusive lock.
+    pub fn rebuild_catalog(&mut self) -> Result<u64> {
+        if self.lock_mode != LockMode::Exclusive {
+            return Err(Error::Busy {
+                reason: "rebuilding the catalog needs an exclusive lock".into(),
+            });
+        }
+        let dir = self.packs_dir();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(io_err("read directory", &dir))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.ends_with(".pack"))
+            .collect();
+        names.sort();
+        let tx = ImmediateTx::begin(&self.db)?;
+        tx.execute_batch("DELETE FROM objects; DELETE FROM packs; DELETE FROM commits; DELETE FROM commit_parents; DELETE FROM commit_fields;")
+            .map_err(db_err("clearing derived tables"))?;
+        let mut n = 0u64;
+        for name in &names {
+            let recs = pack::scan_pack(&dir.join(name))?;
+            tx.execute("INSERT INTO packs(name) VALUES (?1)", [name])
+                .map_err(db_err("registering a pack"))?;
+            let pid = tx.last_insert_rowid();
+            for (off, h) in recs {
+                n += tx
+                    .execute(
+                        "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, NULL)",
+                        params![h.id.as_bytes().as_slice(), i64::from(h.kind.code()), h.raw_len as i64, pid, off as i64, h.stored_len as i64],
+                    )
+                    .map_err(db_err("inserting objects"))? as u64;
+            }
+        }
+        tx.commit()?;
+        self.clear_pack_cache();
+        // Second pass: chunk lists give chunked files, commits give the index.
+        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
+            .into_iter()
+            .filter_map(|r| r.ok())
+            .collect();
+        let tx = ImmediateTx::begin(&self.db)?;
+        for r in &rows {
+            match r.kind {
+                Kind::ChunkList => {
+                    let Ok(cl) = self.read_chunk_list(&r.id) else {
+                        continue;
+                    };
+                    tx.execute(
+                        "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, base) VALUES (?1, 1, ?2, 2, ?3)",
+                        params![cl.file.as_bytes().as_slice(), cl.total as i64, r.id.as_bytes().as_slice()],
+                    )
+                    .map_err(db_err("inserting chunked files"))?;
+                }
+                Kind::Commit => {
+                    let id = CommitId(r.id);
+                    let Ok(c) = self.read_commit(&id) else {
+                        continue;
+                    };
+                    let logical = self
+                        .walk_files(&c.tree)
+                        .map(|f| {
+                            f.iter()
+                                .filter(|e| e.mode != Mode::Symlink)
+                                .map(|e| e.size)
+                                .sum()
+                        })
+                        .unwrap_or(0);
+                    index_commit(&tx, &id, &c, logical)?;
+                }
+                _ => {}
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+}
+
+fn check_row(
+    r: &ObjectRow,
+    info: Option<&PackInfo>,
+    offset: u64,
+    stored_len: u64,
+) -> std::result::Result<(), Problem> {
+    let mk = |pack: Option<String>, message: String| Problem {
+        object: Some(r.id),
+        pack,
+        offset: Some(offset),
+        message,
+    };
+    let info = info.ok_or_else(|| mk(None, "catalog row names an unregistered pack".into()))?;
+    let file = info
+        .file
+        .as_ref()
+        .ok_or_else(|| mk(Some(info.name.clone()), "pack file is missing".into()))?;
+    let end = offset + RECORD_HEADER_LEN as u64 + stored_len;
+    if offset < PACK_HEADER_LEN || end > info.size {
+        return Err(mk(
+            Some(info.name.clone()),
+            format!(
+                "record extends to byte {end} beyond the pack's {} bytes (truncated?)",
+                info.size
+            ),
+        ));
+    }
+    let mut hb = [0u8; RECORD_HEADER_LEN];
+    file.read_exact_at(&mut hb, offset)
+        .map_err(|e| mk(Some(info.name.clone()), format!("cannot read header: {e}")))?;
+    let h = RecordHeader::decode(&hb).map_err(|m| mk(Some(info.name.clone()), m))?;
+    if h.id != r.id || h.kind != r.kind || h.raw_len != r.raw_len || h.stored_len != stored_len {
+        return Err(mk(
+            Some(info.name.clone()),
+            "record header does not match the catalog row".into(),
+        ));
+    }
+    let mut payload = vec![0u8; stored_len as usize];
+    file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
+        .map_err(|e| mk(Some(info.name.clone()), format!("cannot read payload: {e}")))?;
+    if pack::payload_checksum(&payload) != h.payload_sum {
+        return Err(mk(
+            Some(info.name.clone()),
+            "payload checksum mismatch".into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! Reading history back: walking trees, path lookup, log, checkout.
+
+use std::collections::{BinaryHeap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use serde::Serialize;
+
+use crate::error::{io_err, Error, Result};
+use crate::id::{CommitId, ObjectId, TreeId};
+use crate::object::{Commit, Mode, TreeEntry};
+use crate::progress::{check_cancel, Progress};
+use crate::store::Ledger;
+
+/// A file (or symlink) found by walking a tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    /// Path relative to the tree root, `/`-separated.
+    pub path: String,
+    /// Mode (file, executable or symlink).
+    pub mode: Mode,
+    /// Bytes id (BLAKE3 of the file's bytes, or of the symlink target).
+    pub id: ObjectId,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Result of a checkout.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckoutStats {
+    /// Regular files written.
+    pub files: u64,
+    /// Symlinks created.
+    pub symlinks: u64,
+    /// Directories created.
+    pub dirs: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+impl Ledger {
+    /// Every non-directory entry below `tree`, in path order.
+    pub fn walk_files(&self, tree: &TreeId) -> Result<Vec<FileEntry>> {
+        let mut out = Vec::new();
+        self.walk_into(tree, "", &mut out)?;
+        Ok(out)
+    }
+
+    fn walk_into(&self, tree: &TreeId, prefix: &str, out: &mut Vec<FileEntry>) -> Result<()> {
+        let t = self.read_tree(tree)?;
+        for e in t.entries {
+            let path = if prefix.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{prefix}/{}", e.name)
+            };
+            if e.mode == Mode::Tree {
+                self.walk_into(&TreeId(e.id), &path, out)?;
+            } else {
+                out.push(FileEntry {
+                    path,
+                    mode: e.mode,
+                    id: e.id,
+                    size: e.size,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Look up a `/`-separated path in a tree. The empty path (or "/") is the
+    /// root, returned as a synthetic tree entry.
+    pub fn lookup_path(&self, tree: &TreeId, path: &str) -> Result<Option<TreeEntry>> {
+        let mut cur = TreeEntry {
+            name: String::new(),
+            mode: Mode::Tree,
+            id: tree.0,
+            size: 0,
+        };
+        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if cur.mode != Mode::Tree {
+                return Ok(None);
+            }
+            let t = self.read_tree(&TreeId(cur.id))?;
+            match t.entries.into_iter().find(|e| e.name == comp) {
+                Some(e) => cur = e,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(cur))
+    }
+
+    /// History from `start`, newest first (by time, then id), at most `limit`.
+    pub fn log(&self, start: CommitId, limit: Option<usize>) -> Result<Vec<(CommitId, Commit)>> {
+        let mut heap = BinaryHeap::new();
+        let mut seen = HashSet::new();
+        let mut cache = std::collections::HashMap::new();
+        let c = self.read_commit(&start)?;
+        heap.push((c.time, start));
+        cache.insert(start, c);
+        seen.insert(start);
+        let mut out = Vec::new();
+        while let Some((_, id)) = heap.pop() {
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let c = cache.remove(&id).expect("every queued commit was read");
+            for p in &c.parents {
+                if seen.insert(*p) {
+                    let pc = self.read_commit(p)?;
+                    heap.push((pc.time, *p));
+                    cache.insert(*p, pc);
+                }
+            }
+            out.push((id, c));
+        }
+        Ok(out)
+    }
+
+    /// Write `commit`'s tree into `to`, which must not exist or be an empty
+    /// directory. Everything is written into a temporary sibling directory,
+    /// every byte verified, and only then renamed into place: on any error
+    /// `to` is left as it was.
+    pub fn checkout(
+        &self,
+        commit: &CommitId,
+        to: &Path,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<CheckoutStats> {
+        let c = self.read_commit(commit)?;
+        if to.exists() {
+            let empty = std::fs::read_dir(to)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            if !to.is_dir() || !empty {
+                return Err(Error::DestinationNotEmpty {
+                    path: to.to_path_buf(),
+                });
+            }
+        }
+        let abs = std::path::absolute(to).map_err(io_err("resolve", to))?;
+        let parent = abs.parent().ok_or_else(|| Error::DestinationNotEmpty {
+            path: to.to_path_buf(),
+        })?;
+        std::fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".bat-checkout-")
+            .tempdir_in(parent)
+            .map_err(io_err("create temporary directory in", parent))?;
+        let files = self.walk_files(&c.tree)?;
+        let total: u64 = files
+            .iter()
+            .filter(|f| f.mode != Mode::Symlink)
+            .map(|f| f.size)
+            .sum();
+        progress.start("checking out", Some(total));
+        let mut stats = CheckoutStats::default();
+        self.checkout_tree(&c.tree, tmp.path(), &mut stats, progress, cancel)?;
+        progress.finish();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err("chmod", tmp.path()))?;
+        let tmp_path = tmp.keep();
+        if let Err(e) = std::fs::rename(&tmp_path, &abs) {
+            let _ = std::fs::remove_dir_all(&tmp_path);
+            return Err(io_err("rename into place", &abs)(e));
+        }
+        Ok(stats)
+    }
+
+    fn checkout_tree(
+        &self,
+        tree: &TreeId,
+        dir: &Path,
+        stats: &mut CheckoutStats,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::PermissionsExt;
+        let t = self.read_tree(tree)?;
+        for e in t.entries {
+            check_cancel(cancel)?;
+            let path = dir.join(&e.name);
+            match e.mode {
+                Mode::Tree => {
+                    std::fs::create_dir(&path).map_err(io_err("create directory", &path))?;
+                    stats.dirs += 1;
+                    self.checkout_tree(&TreeId(e.id), &path, stats, progress, cancel)?;
+                }
+                Mode::Symlink => {
+                    let target = self.read_bytes(&e.id)?;
+                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &path)
+                        .map_err(io_err("create symlink", &path))?;
+                    stats.symlinks += 1;
+                }
+                Mode::File | Mode::Executable => {
+                    let f = File::create(&path).map_err(io_err("create", &path))?;
+                    let mut w = BufWriter::with_capacity(1 << 20, f);
+                    let n = self.read_bytes_to(&e.id, &mut w, cancel)?;
+                    let f = w
+                        .into_inner()
+                        .map_err(|e| io_err("write", &path)(e.into_error()))?;
+                    let mode = if e.mode == Mode::Executable {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    f.set_permissions(std::fs::Permissions::from_mode(mode))
+                        .map_err(io_err("chmod", &path))?;
+                    stats.files += 1;
+                    stats.bytes += n;
+                    progress.inc(n);
+                }
+            }
+        }
+        Ok(())
+    }
+}

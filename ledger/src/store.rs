@@ -1,0 +1,576 @@
+//! The `Ledger` handle: opening, locking, reading verified objects, and
+//! staging new objects into a pack segment.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use rusqlite::Connection;
+
+use crate::catalog::{self, Location, ObjectRow, StagedRow, FORMAT_VERSION};
+use crate::error::{db_err, io_err, Error, Result};
+use crate::id::{CommitId, ObjectId, TreeId};
+use crate::object::{ChunkList, Commit, Kind, Tree};
+use crate::pack::{self, Expect, PackWriter, RecordHeader};
+use crate::progress::check_cancel;
+
+/// Name of the ledger directory inside a work directory.
+pub const LEDGER_DIR: &str = ".bat";
+/// Name of the version file inside `.bat`.
+pub const VERSION_FILE: &str = "VERSION";
+/// Name of the lock file inside `.bat`.
+pub const LOCK_FILE: &str = "lock";
+/// Name of the catalog inside `.bat`.
+pub const CATALOG_FILE: &str = "catalog.sqlite";
+/// Name of the pack directory inside `.bat`.
+pub const PACKS_DIR: &str = "packs";
+
+/// Tunables of the write path.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteConfig {
+    /// Files larger than this are chunked.
+    pub chunk_threshold: u64,
+    /// Content-defined chunking minimum chunk size.
+    pub chunk_min: u32,
+    /// Average chunk size.
+    pub chunk_avg: u32,
+    /// Maximum chunk size.
+    pub chunk_max: u32,
+    /// zstd level.
+    pub zstd_level: i32,
+    /// Worker threads for hashing + compression (0 = all cores).
+    pub threads: usize,
+}
+
+impl Default for WriteConfig {
+    fn default() -> Self {
+        WriteConfig {
+            chunk_threshold: 4 << 20,
+            chunk_min: 128 << 10,
+            chunk_avg: 512 << 10,
+            chunk_max: 2 << 20,
+            zstd_level: 1,
+            threads: 0,
+        }
+    }
+}
+
+/// How a ledger handle holds the ledger lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// Readers and writers: many at once, excluded only by gc.
+    Shared,
+    /// gc: nobody else may use the ledger.
+    Exclusive,
+}
+
+/// An open ledger.
+pub struct Ledger {
+    pub(crate) dir: PathBuf,
+    pub(crate) db: Connection,
+    pub(crate) lock_mode: LockMode,
+    _lock: File,
+    pack_files: RefCell<HashMap<i64, (String, Arc<File>)>>,
+    /// Write-path tunables.
+    pub config: WriteConfig,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("dir", &self.dir).finish()
+    }
+}
+
+fn version_text() -> String {
+    format!("bat-ledger format {FORMAT_VERSION}\n")
+}
+
+impl Ledger {
+    /// Create a new ledger in `path/.bat` (creating `path` if needed).
+    pub fn init(path: &Path) -> Result<Ledger> {
+        std::fs::create_dir_all(path).map_err(io_err("create directory", path))?;
+        let dir = path.join(LEDGER_DIR);
+        if dir.exists() {
+            return Err(Error::AlreadyInitialized { path: dir });
+        }
+        // Build in a temporary sibling and rename, so a crashed init never
+        // leaves a half-made `.bat` that looks like a ledger.
+        let tmp = tempfile::Builder::new()
+            .prefix(".bat-init-")
+            .tempdir_in(path)
+            .map_err(io_err("create temporary directory in", path))?;
+        let t = tmp.path();
+        std::fs::create_dir(t.join(PACKS_DIR))
+            .map_err(io_err("create directory", t.join(PACKS_DIR)))?;
+        {
+            let mut conn =
+                Connection::open(t.join(CATALOG_FILE)).map_err(db_err("creating the catalog"))?;
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(db_err("enabling WAL"))?;
+            let tx = conn.transaction().map_err(db_err("creating the schema"))?;
+            tx.execute_batch(catalog::SCHEMA)
+                .map_err(db_err("creating the schema"))?;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('format_version', ?1)",
+                [FORMAT_VERSION.to_string()],
+            )
+            .map_err(db_err("writing the format version"))?;
+            tx.execute(
+                "INSERT INTO refs(name, target, symbolic) VALUES ('HEAD', NULL, 'refs/heads/main')",
+                [],
+            )
+            .map_err(db_err("creating HEAD"))?;
+            tx.commit().map_err(db_err("creating the schema"))?;
+        }
+        let vpath = t.join(VERSION_FILE);
+        let mut vf = File::create(&vpath).map_err(io_err("create", &vpath))?;
+        vf.write_all(version_text().as_bytes())
+            .map_err(io_err("write", &vpath))?;
+        vf.sync_all().map_err(io_err("fsync", &vpath))?;
+        File::create(t.join(LOCK_FILE)).map_err(io_err("create", t.join(LOCK_FILE)))?;
+        pack::sync_dir(t)?;
+        let tmp_path = tmp.keep();
+        std::fs::rename(&tmp_path, &dir).map_err(io_err("rename into place", &dir))?;
+        pack::sync_dir(path)?;
+        Ledger::open(&dir)
+    }
+
+    /// Find the ledger by walking up from `start` (a directory holding
+    /// `.bat`, or a `.bat` directory itself).
+    pub fn discover(start: &Path) -> Result<Ledger> {
+        Ledger::discover_with(start, LockMode::Shared)
+    }
+
+    /// Like [`Ledger::discover`] with a chosen lock mode.
+    pub fn discover_with(start: &Path, mode: LockMode) -> Result<Ledger> {
+        let abs = std::path::absolute(start).map_err(io_err("resolve", start))?;
+        let mut cur: Option<&Path> = Some(&abs);
+        while let Some(d) = cur {
+            if d.file_name().is_some_and(|n| n == LEDGER_DIR) && d.join(VERSION_FILE).exists() {
+                return Ledger::open_with(d, mode);
+            }
+            let cand = d.join(LEDGER_DIR);
+            if cand.join(VERSION_FILE).exists() {
+                return Ledger::open_with(&cand, mode);
+            }
+            cur = d.parent();
+        }
+        Err(Error::NotALedger {
+            start: start.to_path_buf(),
+        })
+    }
+
+    /// Open the ledger whose `.bat` directory is `dir`, shared lock.
+    pub fn open(dir: &Path) -> Result<Ledger> {
+        Ledger::open_with(dir, LockMode::Shared)
+    }
+
+    /// Open with a chosen lock mode. An unknown format version is an error
+    /// before anything is written (not even a lock or WAL file is touched
+    /// beyond reading).
+    pub fn open_with(dir: &Path, mode: LockMode) -> Result<Ledger> {
+        let vpath = dir.join(VERSION_FILE);
+        let text = std::fs::read_to_string(&vpath).map_err(io_err("read", &vpath))?;
+        if text != version_text() {
+            return Err(Error::UnsupportedVersion {
+                path: dir.to_path_buf(),
+                found: text.trim().to_string(),
+                supported: FORMAT_VERSION,
+            });
+        }
+        let lpath = dir.join(LOCK_FILE);
+        let lock = File::options()
+            .read(true)
+            .write(true)
+            .open(&lpath)
+            .map_err(io_err("open", &lpath))?;
+        match mode {
+            LockMode::Shared => lock.lock_shared().map_err(io_err("lock", &lpath))?,
+            LockMode::Exclusive => match lock.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Busy {
+                        reason: "another bat process is using the ledger".into(),
+                    })
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io_err("lock", &lpath)(e)),
+            },
+        }
+        let db = Connection::open(dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
+        catalog::configure(&db)?;
+        let v: String = db
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'format_version'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err("reading the format version"))?;
+        if v != FORMAT_VERSION.to_string() {
+            return Err(Error::UnsupportedVersion {
+                path: dir.to_path_buf(),
+                found: v,
+                supported: FORMAT_VERSION,
+            });
+        }
+        Ok(Ledger {
+            dir: dir.to_path_buf(),
+            db,
+            lock_mode: mode,
+            _lock: lock,
+            pack_files: RefCell::new(HashMap::new()),
+            config: WriteConfig::default(),
+        })
+    }
+
+    /// The `.bat` directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn packs_dir(&self) -> PathBuf {
+        self.dir.join(PACKS_DIR)
+    }
+
+    /// Open a fresh read-only-use connection (for worker threads).
+    pub(crate) fn extra_connection(&self) -> Result<Connection> {
+        let c =
+            Connection::open(self.dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
+        catalog::configure(&c)?;
+        Ok(c)
+    }
+
+    /// Forget cached pack handles (after gc rewrote packs).
+    pub(crate) fn clear_pack_cache(&self) {
+        self.pack_files.borrow_mut().clear();
+    }
+
+    /// Open (cached) pack file by catalog id.
+    pub(crate) fn pack_file(&self, pack_id: i64, id: &ObjectId) -> Result<(String, Arc<File>)> {
+        if let Some(p) = self.pack_files.borrow().get(&pack_id) {
+            return Ok(p.clone());
+        }
+        let name: String = self
+            .db
+            .query_row(
+                "SELECT name FROM packs WHERE pack_id = ?1",
+                [pack_id],
+                |r| r.get(0),
+            )
+            .map_err(|_| Error::Corrupt {
+                id: *id,
+                pack: format!("#{pack_id}"),
+                offset: 0,
+                reason: "catalog names a pack that is not registered".into(),
+            })?;
+        let path = self.packs_dir().join(&name);
+        let f = File::open(&path).map_err(|e| Error::Corrupt {
+            id: *id,
+            pack: name.clone(),
+            offset: 0,
+            reason: format!("cannot open pack file: {e}"),
+        })?;
+        let entry = (name, Arc::new(f));
+        self.pack_files.borrow_mut().insert(pack_id, entry.clone());
+        Ok(entry)
+    }
+
+    /// The catalog row of an object, if stored.
+    pub fn locate(&self, id: &ObjectId) -> Result<Option<ObjectRow>> {
+        match catalog::get_object(&self.db, id)? {
+            None => Ok(None),
+            Some(Ok(r)) => Ok(Some(r)),
+            Some(Err(_)) => Err(Error::Corrupt {
+                id: *id,
+                pack: "(catalog)".into(),
+                offset: 0,
+                reason: "catalog row is malformed".into(),
+            }),
+        }
+    }
+
+    /// True if the object is stored.
+    pub fn contains(&self, id: &ObjectId) -> Result<bool> {
+        catalog::has_object(&self.db, id)
+    }
+
+    /// Read a record-stored object of `kind`, verified.
+    pub(crate) fn read_packed(&self, row: &ObjectRow) -> Result<Vec<u8>> {
+        match &row.location {
+            Location::Packed {
+                pack_id,
+                offset,
+                stored_len,
+            } => {
+                let (name, file) = self.pack_file(*pack_id, &row.id)?;
+                pack::read_record(
+                    &file,
+                    &name,
+                    &Expect {
+                        id: row.id,
+                        kind: row.kind,
+                        offset: *offset,
+                        raw_len: row.raw_len,
+                        stored_len: *stored_len,
+                    },
+                )
+            }
+            Location::Chunked { .. } => Err(Error::BadObject {
+                id: row.id,
+                kind: row.kind.name(),
+                reason: "expected a single record, found a chunked file".into(),
+            }),
+        }
+    }
+
+    /// Read a structured object's verified bytes.
+    pub fn read_object(&self, id: &ObjectId, kind: Kind) -> Result<Vec<u8>> {
+        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        if row.kind != kind {
+            return Err(Error::BadObject {
+                id: *id,
+                kind: kind.name(),
+                reason: format!("it is a {}", row.kind.name()),
+            });
+        }
+        self.read_packed(&row)
+    }
+
+    /// Read and decode a tree.
+    pub fn read_tree(&self, id: &TreeId) -> Result<Tree> {
+        let raw = self.read_object(&id.0, Kind::Tree)?;
+        Tree::decode(&raw).map_err(|reason| Error::BadObject {
+            id: id.0,
+            kind: "tree",
+            reason,
+        })
+    }
+
+    /// Read and decode a commit.
+    pub fn read_commit(&self, id: &CommitId) -> Result<Commit> {
+        let raw = self.read_object(&id.0, Kind::Commit)?;
+        Commit::decode(&raw).map_err(|reason| Error::BadObject {
+            id: id.0,
+            kind: "commit",
+            reason,
+        })
+    }
+
+    /// Read and decode a chunk list.
+    pub fn read_chunk_list(&self, id: &ObjectId) -> Result<ChunkList> {
+        let raw = self.read_object(id, Kind::ChunkList)?;
+        ChunkList::decode(&raw).map_err(|reason| Error::BadObject {
+            id: *id,
+            kind: "chunk list",
+            reason,
+        })
+    }
+
+    /// Stream a bytes object (file contents) to `out`, verifying every chunk
+    /// before it is written and the whole-file digest at the end. Chunks are
+    /// decompressed in parallel a window at a time, in bounded memory.
+    /// Returns the byte count.
+    pub fn read_bytes_to(
+        &self,
+        id: &ObjectId,
+        out: &mut dyn Write,
+        cancel: &AtomicBool,
+    ) -> Result<u64> {
+        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        if row.kind != Kind::Bytes {
+            return Err(Error::BadObject {
+                id: *id,
+                kind: "bytes",
+                reason: format!("it is a {}", row.kind.name()),
+            });
+        }
+        match &row.location {
+            Location::Packed { .. } => {
+                let raw = self.read_packed(&row)?;
+                out.write_all(&raw).map_err(io_err("write", "output"))?;
+                Ok(raw.len() as u64)
+            }
+            Location::Chunked { list } => {
+                let cl = self.read_chunk_list(list)?;
+                if cl.file != *id || cl.total != row.raw_len {
+                    return Err(Error::BadObject {
+                        id: *list,
+                        kind: "chunk list",
+                        reason: format!(
+                            "describes {} ({} bytes), expected {id}",
+                            cl.file, cl.total
+                        ),
+                    });
+                }
+                let mut jobs = Vec::with_capacity(cl.chunks.len());
+                for c in &cl.chunks {
+                    let crow = self
+                        .locate(&c.id)?
+                        .ok_or(Error::ObjectMissing { id: c.id })?;
+                    let Location::Packed {
+                        pack_id,
+                        offset,
+                        stored_len,
+                    } = crow.location
+                    else {
+                        return Err(Error::BadObject {
+                            id: c.id,
+                            kind: "chunk",
+                            reason: "chunk is not a record".into(),
+                        });
+                    };
+                    if crow.kind != Kind::Bytes || crow.raw_len != u64::from(c.len) {
+                        return Err(Error::BadObject {
+                            id: c.id,
+                            kind: "chunk",
+                            reason: "length or kind differs from the chunk list".into(),
+                        });
+                    }
+                    let (name, file) = self.pack_file(pack_id, &c.id)?;
+                    jobs.push((
+                        name,
+                        file,
+                        Expect {
+                            id: c.id,
+                            kind: Kind::Bytes,
+                            offset,
+                            raw_len: crow.raw_len,
+                            stored_len,
+                        },
+                    ));
+                }
+                let mut whole = blake3::Hasher::new();
+                let mut total = 0u64;
+                let window = rayon::current_num_threads().max(1) * 4;
+                for batch in jobs.chunks(window) {
+                    check_cancel(cancel)?;
+                    let datas: Vec<Result<Vec<u8>>> = batch
+                        .par_iter()
+                        .map(|(name, file, e)| pack::read_record(file, name, e))
+                        .collect();
+                    for d in datas {
+                        let d = d?;
+                        whole.update(&d);
+                        total += d.len() as u64;
+                        out.write_all(&d).map_err(io_err("write", "output"))?;
+                    }
+                }
+                if ObjectId(*whole.finalize().as_bytes()) != *id {
+                    return Err(Error::Corrupt {
+                        id: *id,
+                        pack: "(chunked)".into(),
+                        offset: 0,
+                        reason: "whole-file digest mismatch after reassembly".into(),
+                    });
+                }
+                Ok(total)
+            }
+        }
+    }
+
+    /// Read a bytes object fully into memory (for small objects such as
+    /// symlink targets or JSON documents).
+    pub fn read_bytes(&self, id: &ObjectId) -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        self.read_bytes_to(id, &mut v, &AtomicBool::new(false))?;
+        Ok(v)
+    }
+}
+
+/// New objects being written by one process before they are committed to
+/// the catalog: a pack segment plus the rows that will reference it.
+pub struct Staging {
+    pub(crate) pack: Option<PackWriter>,
+    pub(crate) rows: Vec<StagedRow>,
+    pub(crate) seen: HashSet<ObjectId>,
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+    level: i32,
+    packs_dir: PathBuf,
+}
+
+impl Staging {
+    pub(crate) fn new(ledger: &Ledger) -> Staging {
+        Staging {
+            pack: None,
+            rows: Vec::new(),
+            seen: HashSet::new(),
+            compressor: None,
+            level: ledger.config.zstd_level,
+            packs_dir: ledger.packs_dir(),
+        }
+    }
+
+    pub(crate) fn pack(&mut self) -> Result<&mut PackWriter> {
+        if self.pack.is_none() {
+            self.pack = Some(PackWriter::create(&self.packs_dir)?);
+        }
+        Ok(self.pack.as_mut().expect("just created"))
+    }
+
+    /// Append an already-compressed record unless the object is known.
+    pub(crate) fn append_record(&mut self, header: &RecordHeader, payload: &[u8]) -> Result<()> {
+        if !self.seen.insert(header.id) {
+            return Ok(());
+        }
+        let off = self.pack()?.append(header, payload)?;
+        self.rows.push(StagedRow {
+            id: header.id,
+            kind: header.kind,
+            raw_len: header.raw_len,
+            packed: Some((off, header.stored_len)),
+            chunk_list: None,
+        });
+        Ok(())
+    }
+
+    /// Stage one object from raw bytes (compressing here), deduplicated
+    /// against this session and the catalog.
+    pub(crate) fn put(&mut self, ledger: &Ledger, kind: Kind, raw: &[u8]) -> Result<ObjectId> {
+        let id = kind.id_of(raw);
+        if self.seen.contains(&id) || ledger.contains(&id)? {
+            return Ok(id);
+        }
+        if self.compressor.is_none() {
+            self.compressor =
+                Some(
+                    zstd::bulk::Compressor::new(self.level).map_err(|e| Error::InvalidInput {
+                        message: format!("zstd level {}: {e}", self.level),
+                    })?,
+                );
+        }
+        let (comp, payload) = pack::compress(self.compressor.as_mut().expect("set above"), raw);
+        let header = RecordHeader::for_payload(kind, comp, id, raw.len() as u64, &payload);
+        self.append_record(&header, &payload)?;
+        Ok(id)
+    }
+
+    /// Record that file `id` is stored as the chunks of `list`.
+    pub(crate) fn put_chunked(&mut self, id: ObjectId, raw_len: u64, list: ObjectId) {
+        if self.seen.insert(id) {
+            self.rows.push(StagedRow {
+                id,
+                kind: Kind::Bytes,
+                raw_len,
+                packed: None,
+                chunk_list: Some(list),
+            });
+        }
+    }
+
+    /// fsync the segment (data durable before any catalog reference).
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        if let Some(p) = self.pack.as_mut() {
+            p.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes appended to the pack.
+    pub fn pack_len(&self) -> u64 {
+        self.pack.as_ref().map(|p| p.len()).unwrap_or(0)
+    }
+}

@@ -1,0 +1,48 @@
+//! `bat fsck`
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::ledger_common::{lerr, open, Bars, NEVER_CANCEL};
+use super::{print_json, CliResult, Globals};
+
+/// Verify every object reachable from refs and the reflog (decompress +
+/// digest) and the catalog's consistency; exit 1 listing each problem.
+#[derive(Debug, Args)]
+pub struct FsckArgs {}
+
+/// Run `bat fsck`.
+pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
+    let l = open(g)?;
+    let bars = Bars::new(g);
+    let rep = l.fsck(&bars, &NEVER_CANCEL).map_err(lerr)?;
+    if g.json {
+        print_json(&serde_json::json!({
+            "ok": rep.ok(), "objects_checked": rep.objects_checked, "objects_verified": rep.objects_verified,
+            "commits_reachable": rep.commits_reachable, "unreferenced_packs": rep.unreferenced_packs,
+            "problems": rep.problems.iter().map(|p| serde_json::json!({
+                "object": p.object, "pack": p.pack, "offset": p.offset, "message": p.message, "text": p.to_string(),
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        for p in &rep.problems {
+            println!("problem: {p}");
+        }
+        for p in &rep.unreferenced_packs {
+            println!("note: pack {p} is not referenced (left by an interrupted command; `bat gc` removes it)");
+        }
+        println!(
+            "{} catalog rows checked, {} reachable objects verified, {} commits, {} problems",
+            rep.objects_checked,
+            rep.objects_verified,
+            rep.commits_reachable,
+            rep.problems.len()
+        );
+    }
+    Ok(if rep.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,144 @@
+//! Helpers shared by the ledger verbs: opening the ledger, turning library
+//! errors into messages with hints, rendering progress, parsing `REV:PATH`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use bat_ledger::{CommitId, Error, Ledger, LockMode, Progress};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{CliError, Globals};
+
+/// Never set: bat relies on crash safety rather than signal handling, so an
+/// interrupted command simply leaves unreferenced data for gc.
+pub static NEVER_CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Map a library error to a CLI error with a hint where one helps.
+pub fn lerr(e: Error) -> CliError {
+    let hint = match &e {
+        Error::NotALedger { .. } => Some("run `bat init` first, or pass -C DIR / set BAT_DIR"),
+        Error::UnsupportedVersion { .. } => {
+            Some("use a bat build that supports this format version")
+        }
+        Error::AmbiguousPrefix { .. } => Some("use more hex digits"),
+        Error::UnknownRevision { .. } => {
+            Some("use a branch, tag, HEAD, or a commit id prefix of at least 4 hex digits")
+        }
+        Error::Corrupt { .. } | Error::ObjectMissing { .. } => {
+            Some("run `bat fsck` to list all damage")
+        }
+        Error::BranchMoved { .. } => Some("another process moved the branch; re-run the command"),
+        Error::SymlinkEscapes { .. } => {
+            Some("only relative symlinks that stay inside the committed directory can be recorded")
+        }
+        Error::UnsupportedFileType { .. } => {
+            Some("remove or move special files out of the directory")
+        }
+        Error::DestinationNotEmpty { .. } => Some("check out into a new or empty directory"),
+        Error::Busy { .. } => Some("wait for the other bat process to finish"),
+        Error::RefNotFound { .. } => Some("list branches with `bat branch`"),
+        _ => None,
+    };
+    let code = match &e {
+        Error::Corrupt { .. }
+        | Error::ObjectMissing { .. }
+        | Error::Io { .. }
+        | Error::Catalog { .. } => 1,
+        _ => 2,
+    };
+    let mut c = CliError::new(e.to_string()).with_code(code);
+    if let Some(h) = hint {
+        c = c.with_hint(h);
+    }
+    c
+}
+
+/// Open the ledger found from the global start directory.
+pub fn open(g: &Globals) -> Result<Ledger, CliError> {
+    Ledger::discover(&g.start_dir()).map_err(lerr)
+}
+
+/// Open with an exclusive lock (gc).
+pub fn open_exclusive(g: &Globals) -> Result<Ledger, CliError> {
+    Ledger::discover_with(&g.start_dir(), LockMode::Exclusive).map_err(lerr)
+}
+
+/// Resolve a revision.
+pub fn resolve(l: &Ledger, rev: &str) -> Result<CommitId, CliError> {
+    l.resolve(rev).map_err(lerr)
+}
+
+/// Split `REV:PATH` (PATH may be empty).
+pub fn split_rev_path(s: &str) -> (&str, &str) {
+    match s.split_once(':') {
+        Some((r, p)) => (r, p),
+        None => (s, ""),
+    }
+}
+
+/// Progress bars on stderr, only when stderr is a terminal.
+pub struct Bars {
+    enabled: bool,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Bars {
+    /// A renderer that draws only on a terminal (and never in --json mode).
+    pub fn new(g: &Globals) -> Bars {
+        Bars {
+            enabled: !g.json && std::io::stderr().is_terminal(),
+            bar: Mutex::new(None),
+        }
+    }
+}
+
+impl Progress for Bars {
+    fn start(&self, label: &str, total: Option<u64>) {
+        if !self.enabled {
+            return;
+        }
+        let pb = match total {
+            Some(t) => {
+                let pb = ProgressBar::new(t);
+                if let Ok(s) = ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+                ) {
+                    pb.set_style(s);
+                }
+                pb
+            }
+            None => ProgressBar::new_spinner(),
+        };
+        pb.set_message(label.to_string());
+        if let Ok(mut b) = self.bar.lock() {
+            *b = Some(pb);
+        }
+    }
+    fn inc(&self, n: u64) {
+        if let Ok(b) = self.bar.lock() {
+            if let Some(pb) = b.as_ref() {
+                pb.inc(n);
+            }
+        }
+    }
+    fn finish(&self) {
+        if let Ok(mut b) = self.bar.lock() {
+            if let Some(pb) = b.take() {
+                pb.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// Absolute form of a user path (for messages).
+pub fn display_path(p: &std::path::Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Short id for text output.
+pub fn short(id: &impl std::fmt::Display) -> String {
+    let s = id.to_string();
+    s[..12.min(s.len())].to_string()
+}

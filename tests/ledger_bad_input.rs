@@ -1,0 +1,181 @@
+//! Bad input: a clear error, a non-zero exit, and an unchanged ledger.
+
+#[path = "ledger_common/mod.rs"]
+mod common;
+
+use common::*;
+
+/// Run a failing command and check that it explains itself and changed
+/// nothing under .bat.
+fn rejects(w: &std::path::Path, args: &[&str], expect_in_error: &str) {
+    let before = ledger_state(w);
+    let out = fails(bat(w).args(args));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: "),
+        "{args:?}: stderr should start with 'error: ', got {err}"
+    );
+    assert!(
+        err.contains(expect_in_error),
+        "{args:?}: expected {expect_in_error:?} in {err}"
+    );
+    assert_eq!(ledger_state(w), before, "{args:?} changed the ledger");
+}
+
+fn base() -> tempfile::TempDir {
+    let t = new_ledger();
+    let d = t.path().join("data");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    std::fs::write(d.join("a.txt"), b"a").unwrap();
+    std::fs::write(d.join("sub/b.txt"), b"b").unwrap();
+    bat(t.path())
+        .args(["commit", "data", "-m", "base"])
+        .assert()
+        .success();
+    t
+}
+
+#[test]
+fn missing_and_wrong_paths() {
+    let t = base();
+    let w = t.path();
+    rejects(
+        w,
+        &["commit", "does-not-exist", "-m", "x"],
+        "does not exist",
+    );
+    rejects(w, &["commit", "data/a.txt", "-m", "x"], "not a directory");
+    rejects(w, &["cat", "HEAD:nope.txt"], "not found");
+    rejects(w, &["cat", "HEAD:sub"], "directory");
+    rejects(w, &["ls", "HEAD:nope"], "not found");
+    rejects(w, &["show", "nosuchbranch"], "unknown revision");
+    rejects(w, &["log", "HEAD~5"], "has no parent");
+    rejects(w, &["switch", "nosuch"], "does not exist");
+    rejects(w, &["branch", "bad..name"], "invalid ref name");
+    rejects(
+        w,
+        &["commit", "data", "-m", "x", "--meta", "missing.json"],
+        "cannot read",
+    );
+    std::fs::write(w.join("bad.json"), b"{not json").unwrap();
+    rejects(
+        w,
+        &["commit", "data", "-m", "x", "--meta", "bad.json"],
+        "not valid JSON",
+    );
+    std::fs::create_dir(w.join("nonempty")).unwrap();
+    std::fs::write(w.join("nonempty/x"), b"x").unwrap();
+    rejects(
+        w,
+        &["checkout", "HEAD", "--to", "nonempty"],
+        "not an empty directory",
+    );
+    rejects(w, &["tag", "v1", "HEAD~3"], "has no parent");
+    bat(w).args(["tag", "v1"]).assert().success();
+    rejects(w, &["tag", "v1"], "already exists");
+    // outside any ledger
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = fails(bat(elsewhere.path()).args(["log"]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a bat ledger"));
+    assert!(!elsewhere.path().join(".bat").exists());
+    rejects(w, &["init"], "already exists");
+}
+
+#[test]
+fn unreadable_special_files_are_refused() {
+    // Tests run as root, so permission bits cannot make a file unreadable;
+    // a FIFO is a file that cannot be recorded (reading it would block).
+    let t = base();
+    let w = t.path();
+    let fifo = w.join("data/sub/pipe");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo exists");
+    assert!(st.success());
+    rejects(w, &["commit", "data", "-m", "x"], "FIFO");
+    std::fs::remove_file(&fifo).unwrap();
+    // a non-UTF-8 file name cannot be represented in the tree
+    use std::os::unix::ffi::OsStrExt;
+    let bad = w
+        .join("data")
+        .join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+    std::fs::write(&bad, b"x").unwrap();
+    rejects(w, &["commit", "data", "-m", "x"], "not valid UTF-8");
+    std::fs::remove_file(&bad).unwrap();
+    bat(w)
+        .args(["commit", "data", "-m", "fine again"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn escaping_symlinks_are_refused() {
+    let t = base();
+    let w = t.path();
+    let link = w.join("data/sub/escape");
+    std::os::unix::fs::symlink("../../outside", &link).unwrap();
+    rejects(w, &["commit", "data", "-m", "x"], "points outside");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+    rejects(w, &["commit", "data", "-m", "x"], "points outside");
+    std::fs::remove_file(&link).unwrap();
+    // staying inside is fine, even through ..
+    std::os::unix::fs::symlink("../a.txt", &link).unwrap();
+    bat(w)
+        .args(["commit", "data", "-m", "inside"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn unknown_format_version_is_refused_without_changes() {
+    let t = base();
+    let w = t.path();
+    std::fs::write(w.join(".bat/VERSION"), b"bat-ledger format 99\n").unwrap();
+    for args in [
+        &["log"][..],
+        &["commit", "data", "-m", "x"],
+        &["fsck"],
+        &["gc"],
+        &["stats"],
+    ] {
+        rejects(w, args, "format version");
+    }
+}
+
+#[test]
+fn ambiguous_prefix_lists_candidates() {
+    let t = base();
+    let w = t.path();
+    // make commits until two ids share a 4-hex prefix (birthday bound: a few
+    // hundred), using the library for speed
+    let mut seen = std::collections::HashMap::new();
+    let mut l = bat_ledger::Ledger::discover(w).unwrap();
+    let tree = l.read_commit(&l.resolve("HEAD").unwrap()).unwrap().tree;
+    let pair = loop {
+        let mut req = bat_ledger::CommitRequest::new(format!("c{}", seen.len()));
+        req.time = Some(1_700_000_000);
+        let id = l.commit_tree(tree, &req).unwrap().commit.to_string();
+        let p = id[..4].to_string();
+        if let Some(other) = seen.insert(p.clone(), id.clone()) {
+            break (p, other, id);
+        }
+        assert!(seen.len() < 5000, "no collision found");
+    };
+    drop(l);
+    let (prefix, a, b) = pair;
+    let before = ledger_state(w);
+    let out = fails(bat(w).args(["show", &prefix]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ambiguous") && err.contains(&a) && err.contains(&b),
+        "{err}"
+    );
+    assert_eq!(ledger_state(w), before);
+    // a longer prefix resolves
+    let show = json(bat(w).args(["show", &a[..12]]));
+    assert_eq!(show["id"], a.as_str());
+    // too short a prefix is not a prefix
+    rejects(w, &["show", &a[..3]], "unknown revision");
+}
