@@ -725,7 +725,12 @@ pub struct TaskKey {
     pub view_index: i64,
 }
 
-/// `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}$`
+/// Whether `s` fully matches `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}$`, the
+/// contract's id pattern (such ids never need JSON escaping).
+pub fn is_safe_id(s: &str) -> bool {
+    safe_id(s)
+}
+
 fn safe_id(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
