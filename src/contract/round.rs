@@ -6,7 +6,7 @@
 //! results are collected in batch order, so the output never depends on
 //! scheduling.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -188,6 +188,25 @@ fn state_id(
     );
     let d = json::digest(&v).map_err(|_| RoundError::NotStableJson)?;
     Ok(format!("bat:{}", &d[..32]))
+}
+
+/// [`state_id`] from pre-encoded parts: the CJ text of the identity object
+/// written out directly (its keys are already in sorted order). `pool` and
+/// `stage` are pack stage names and pool constants; they are encoded here.
+fn state_id_from_cj(
+    round_cj: &str,
+    source_cj: &str,
+    pool: &str,
+    stage: &str,
+    ordinal: i64,
+) -> String {
+    let enc = |x: &str| json::to_cj(&Value::Str(x.to_string())).unwrap_or_default();
+    let text = format!(
+        "{{\"ordinal\":{ordinal},\"round_id\":{round_cj},\"source_pool\":{},\"source_state_id\":{source_cj},\"target_stage\":{}}}",
+        enc(pool),
+        enc(stage)
+    );
+    format!("bat:{}", &json::sha256_hex(text.as_bytes())[..32])
 }
 
 /// Precomputed per-round pieces shared by every projection.
@@ -608,16 +627,37 @@ pub fn build_round_jsonl(
     let cj = |v: Option<&Value>| {
         json::to_cj(v.unwrap_or(&Value::Null)).map_err(|_| RoundError::NotStableJson)
     };
+    // Each source row's CJ fragments, encoded once (a round reuses each
+    // of its 126 rows dozens of times). Keyed by the row's address, which
+    // is stable: the plan borrows `source_rows`.
+    let mut fragments: HashMap<usize, [String; 5]> = HashMap::new();
+    for s in plan.iter().flatten() {
+        let addr = s.row as *const Map as usize;
+        if let std::collections::hash_map::Entry::Vacant(slot) = fragments.entry(addr) {
+            slot.insert([
+                cj(s.row.get("track"))?,
+                cj(s.row.get("source_state_id"))?,
+                cj(s.row.get("focus_stage"))?,
+                cj(s.row.get("outcome_bucket"))?,
+                cj(s.row.get("row_sha256"))?,
+            ]);
+        }
+    }
+    let round_cj = cj(Some(&Value::Str(req.round_id.to_string())))?;
     let per_batch: Vec<Result<(String, Vec<Value>), RoundError>> = plan
         .par_iter()
         .enumerate()
         .map(|(b, slots)| {
-            let mut text = String::new();
+            let mut text = String::with_capacity(ROWS_PER_BATCH * 4096);
             let mut lite = Vec::with_capacity(ROWS_PER_BATCH);
             for (slot, s) in slots.iter().enumerate() {
-                let track = cj(s.row.get("track"))?;
+                let frag = fragments.get(&(s.row as *const Map as usize)).ok_or(
+                    RoundError::RowMalformed {
+                        row: b * ROWS_PER_BATCH + slot,
+                    },
+                )?;
                 let template = templates
-                    .get(&(track, s.stage, s.pool))
+                    .get(&(frag[0].clone(), s.stage, s.pool))
                     .and_then(Option::as_ref);
                 let src_id = match s.row.get("source_state_id") {
                     Some(Value::Str(x)) => x.clone(),
@@ -627,19 +667,12 @@ pub fn build_round_jsonl(
                         })
                     }
                 };
-                let sid = state_id(projector.round_id, &src_id, s.pool, s.stage, s.ordinal)?;
+                let sid = state_id_from_cj(&round_cj, &frag[1], s.pool, s.stage, s.ordinal);
                 match template {
                     Some(t) if task::is_safe_id(&sid) => {
-                        let values = [
-                            cj(s.row.get("source_state_id"))?,
-                            cj(s.row.get("focus_stage"))?,
-                            cj(s.row.get("outcome_bucket"))?,
-                            cj(s.row.get("row_sha256"))?,
-                            s.view.to_string(),
-                            b.to_string(),
-                            slot.to_string(),
-                        ];
-                        let refs: [&str; 7] = std::array::from_fn(|i| values[i].as_str());
+                        let (view, bs, ss) = (s.view.to_string(), b.to_string(), slot.to_string());
+                        let refs: [&str; 7] =
+                            [&frag[1], &frag[2], &frag[3], &frag[4], &view, &bs, &ss];
                         t.write(&mut text, &sid, &refs);
                     }
                     _ => {
@@ -1119,6 +1152,27 @@ mod tests {
         );
         assert_eq!(lite.len(), slow.iter().filter(|c| **c == b'\n').count());
         verify_round_rows(&lite, &Value::Str(stage.into()), batches).expect("verifies");
+    }
+
+    #[test]
+    fn state_id_shortcut_equals_the_digest() {
+        for (rid, src, pool, stage, ord) in [
+            (
+                "r01",
+                "bat-safe:0098af66e41682e216915948",
+                POOL_E2E,
+                E2E,
+                0i64,
+            ),
+            ("é\"x", "a\\b", POOL_MIX, "S4", 3023),
+        ] {
+            let rid_cj = json::to_cj(&Value::Str(rid.into())).expect("cj");
+            let src_cj = json::to_cj(&Value::Str(src.into())).expect("cj");
+            assert_eq!(
+                state_id_from_cj(&rid_cj, &src_cj, pool, stage, ord),
+                state_id(rid, src, pool, stage, ord).expect("digest")
+            );
+        }
     }
 
     #[test]
