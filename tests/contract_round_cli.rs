@@ -92,7 +92,8 @@ fn obj<'a>(m: &'a mut Map, key: &str) -> &'a mut Map {
 #[test]
 fn pack_check_reports_precise_problems() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Map)>, &str)> = vec![
+    type Edit = Box<dyn FnOnce(&mut Map)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "unknown-stage",
             Box::new(|m| obj(m, "stage_weights").insert("S6", Value::Float(0.0))),
@@ -130,7 +131,7 @@ fn pack_check_reports_precise_problems() {
         (
             "prose-marker",
             Box::new(|m| {
-                drop(obj(m, "prompt").insert("system", Value::Str("<PROSE: system prompt>".into())))
+                obj(m, "prompt").insert("system", Value::Str("<PROSE: system prompt>".into()))
             }),
             "prompt.system: still carries a <PROSE: ...> placeholder",
         ),

@@ -40,7 +40,6 @@ pub enum RoundCommand {
 
 /// Arguments of `bat round build`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("target").args(["target_stage", "prescription"]).multiple(true)))]
 pub struct BuildArgs {
     /// The source grid (source.jsonl).
     #[arg(long, value_name = "F")]

@@ -311,7 +311,21 @@ pub fn float_repr(x: f64) -> String {
 
 fn write_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
-    for c in s.chars() {
+    // Copy unescaped runs in one go: training rows are megabytes of mostly
+    // plain text, and a per-character push dominated the round build.
+    let bytes = s.as_bytes();
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let special = b == b'"' || b == b'\\' || b < 0x20 || (ascii && b >= 0x7f);
+        if !special {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        // `i` is a char boundary: every special byte is ASCII or a UTF-8 lead byte.
+        let c = s[i..].chars().next().unwrap_or('\u{fffd}');
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -323,15 +337,17 @@ fn write_str(out: &mut String, s: &str, ascii: bool) {
             c if (c as u32) < 0x20 => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
-            c if ascii && !(' '..='~').contains(&c) => {
+            c => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
                     let _ = write!(out, "\\u{:04x}", unit);
                 }
             }
-            c => out.push(c),
         }
+        i += c.len_utf8();
+        run = i;
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 

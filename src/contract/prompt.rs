@@ -81,7 +81,7 @@ pub enum TemplateEntry {
     },
     /// The handoff sentence: one line when nothing is handed over, another otherwise.
     Handoff {
-        /// Used when no earlier-stage artifacts are provided.
+        /// Used when the target stage starts with nothing handed over.
         none: Vec<Seg>,
         /// Used otherwise.
         some: Vec<Seg>,

@@ -6,7 +6,7 @@
 //! results are collected in batch order, so the output never depends on
 //! scheduling.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -190,6 +190,25 @@ fn state_id(
     Ok(format!("bat:{}", &d[..32]))
 }
 
+/// [`state_id`] from pre-encoded parts: the CJ text of the identity object
+/// written out directly (its keys are already in sorted order). `pool` and
+/// `stage` are pack stage names and pool constants; they are encoded here.
+fn state_id_from_cj(
+    round_cj: &str,
+    source_cj: &str,
+    pool: &str,
+    stage: &str,
+    ordinal: i64,
+) -> String {
+    let enc = |x: &str| json::to_cj(&Value::Str(x.to_string())).unwrap_or_default();
+    let text = format!(
+        "{{\"ordinal\":{ordinal},\"round_id\":{round_cj},\"source_pool\":{},\"source_state_id\":{source_cj},\"target_stage\":{}}}",
+        enc(pool),
+        enc(stage)
+    );
+    format!("bat:{}", &json::sha256_hex(text.as_bytes())[..32])
+}
+
 /// Precomputed per-round pieces shared by every projection.
 struct Projector<'a> {
     k: &'a ContractPack,
@@ -208,21 +227,35 @@ impl Projector<'_> {
             None => return Err(RoundError::RowMalformed { row: 0 }),
         };
         let sid = state_id(self.round_id, &src_id, s.pool, s.stage, s.ordinal)?;
-        let field = |k: &str| s.row.get(k).cloned().unwrap_or(Value::Null);
+        self.assemble(s.row, sid, src_id, s.pool, s.stage, Value::Int(s.view))
+    }
+
+    /// The row for a source row, with the state id, source id and view given
+    /// (real values, or the splice markers of [`RowTemplate`]).
+    fn assemble(
+        &self,
+        row: &Map,
+        sid: String,
+        src_id: String,
+        pool: &str,
+        stage: &str,
+        view: Value,
+    ) -> Result<Value, RoundError> {
+        let field = |k: &str| row.get(k).cloned().unwrap_or(Value::Null);
         let reward = self
             .rewards
-            .get(s.stage)
+            .get(stage)
             .cloned()
             .ok_or(RoundError::ArgumentsInvalid)?;
         let extra = Map::new()
             .with("state_id", sid.as_str())
             .with("source_state_id", src_id.as_str())
-            .with("target_stage", s.stage)
-            .with("source_pool", s.pool)
+            .with("target_stage", stage)
+            .with("source_pool", pool)
             .with("focus_stage", field("focus_stage"))
             .with("outcome_bucket", field("outcome_bucket"))
             .with("track", field("track"))
-            .with("view_index", s.view)
+            .with("view_index", view)
             .with(
                 "task_definition_version",
                 self.k.task_definition_version.as_str(),
@@ -242,7 +275,7 @@ impl Projector<'_> {
             );
         // The reference renders through the full task-contract validation;
         // the track check is the only one that can fail for a valid source.
-        let track = match s.row.get("track") {
+        let track = match row.get("track") {
             Some(Value::Str(t)) => t.to_lowercase(),
             _ => return Err(TaskError::TrackUnsupported.into()),
         };
@@ -250,8 +283,8 @@ impl Projector<'_> {
             state_id: sid,
             source_state_id: src_id,
             track,
-            stage: s.stage.to_string(),
-            view_index: s.view,
+            stage: stage.to_string(),
+            view_index: 0,
         };
         if !self.k.tasks.contains_key(&key.track) {
             return Err(TaskError::TrackUnsupported.into());
@@ -261,20 +294,20 @@ impl Projector<'_> {
             Map::new()
                 .with("data_source", DATA_SOURCE)
                 .with("prompt", prompt)
-                .with("ability", format!("automedbench:{}", s.stage))
+                .with("ability", format!("automedbench:{stage}"))
                 .with("reward_model", Map::new().with("style", "custom"))
                 .with("extra_info", extra),
         ))
     }
 }
 
-/// Build the rows of a round (§C.2, §C.3) from validated source rows.
-pub fn build_round(
-    k: &ContractPack,
-    prompter: &Prompter<'_>,
-    source_rows: &[Map],
-    req: &RoundRequest<'_>,
-) -> Result<Vec<Value>, RoundError> {
+/// Validate the request and draw every shuffle: the rows of each batch in
+/// their final slot order.
+fn plan_round<'r>(
+    k: &'r ContractPack,
+    source_rows: &'r [Map],
+    req: &'r RoundRequest<'_>,
+) -> Result<Vec<[Slot<'r>; ROWS_PER_BATCH]>, RoundError> {
     source::validate_source(source_rows, k)?;
     let target = req.target_stage;
     if !k.stages.iter().any(|s| s == target) || req.batches <= 0 || req.round_id.trim().is_empty() {
@@ -369,17 +402,32 @@ pub fn build_round(
         Mt19937::from_str_seed(&format!("{seed}:batch:{b}")).shuffle(&mut arr);
         plan.push(arr);
     }
+    Ok(plan)
+}
 
+fn reward_contracts(k: &ContractPack) -> Result<BTreeMap<String, Value>, RoundError> {
     let mut rewards = BTreeMap::new();
     for s in std::iter::once(E2E).chain(k.stages.iter().map(String::as_str)) {
         rewards.insert(s.to_string(), reward::expected_reward_contract(k, s)?);
     }
+    Ok(rewards)
+}
+
+/// Build the rows of a round (§C.2, §C.3) from validated source rows.
+pub fn build_round(
+    k: &ContractPack,
+    prompter: &Prompter<'_>,
+    source_rows: &[Map],
+    req: &RoundRequest<'_>,
+) -> Result<Vec<Value>, RoundError> {
+    let plan = plan_round(k, source_rows, req)?;
+    let batches = plan.len();
     let projector = Projector {
         k,
         prompter,
         round_id: req.round_id,
         source_sha256: req.source_sha256,
-        rewards,
+        rewards: reward_contracts(k)?,
     };
     let batches_out: Vec<Result<Vec<Value>, RoundError>> = plan
         .par_iter()
@@ -404,6 +452,269 @@ pub fn build_round(
         rows.extend(b?);
     }
     Ok(rows)
+}
+
+/// Splice markers: distinct strings placed where per-row values go.
+const MARK_SID: &str = "@@BAT0@@";
+const MARKS: [&str; 7] = [
+    "@@BAT1@@", "@@BAT2@@", "@@BAT3@@", "@@BAT4@@", "@@BAT5@@", "@@BAT6@@", "@@BAT7@@",
+];
+
+/// A per-row value a [`RowTemplate`] splices in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// The state id, raw (it appears inside the prompt text too).
+    StateId,
+    /// One of `MARKS`, replaced with its quotes by the value's CJ text.
+    Value(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Part {
+    Lit(String),
+    Field(Field),
+}
+
+/// The CJ line of every row with a given (track, stage, pool), with holes
+/// for the values that vary per row. Rows of one round differ only in
+/// those, so the expensive part (prompt rendering, sorting and escaping
+/// ~4 KB of JSON) is done 3 × 7 × 6 times at most instead of once per row.
+#[derive(Debug, Clone)]
+struct RowTemplate {
+    parts: Vec<Part>,
+    lit_len: usize,
+}
+
+impl RowTemplate {
+    /// `None` when the pack's own text contains a marker (then the caller
+    /// falls back to encoding every row).
+    fn new(
+        p: &Projector<'_>,
+        track: &Value,
+        stage: &str,
+        pool: &str,
+    ) -> Result<Option<RowTemplate>, RoundError> {
+        let probe = Map::new()
+            .with("track", track.clone())
+            .with("focus_stage", MARKS[1])
+            .with("outcome_bucket", MARKS[2])
+            .with("row_sha256", MARKS[3]);
+        let mut row = p.assemble(
+            &probe,
+            MARK_SID.to_string(),
+            MARKS[0].to_string(),
+            pool,
+            stage,
+            Value::Str(MARKS[4].into()),
+        )?;
+        if let Value::Object(m) = &mut row {
+            if let Some(Value::Object(extra)) = m.get_mut("extra_info") {
+                extra.insert("core_batch_index", Value::Str(MARKS[5].into()));
+                extra.insert("core_batch_slot", Value::Str(MARKS[6].into()));
+            }
+        }
+        let text = json::to_cj(&row).map_err(|_| RoundError::NotStableJson)?;
+        let mut parts = Vec::new();
+        let mut rest = text.as_str();
+        let mut seen = [0usize; 7];
+        let mut sid_seen = 0usize;
+        while let Some(pos) = rest.find("@@BAT") {
+            let tail = &rest[pos..];
+            let Some(idx) = tail
+                .as_bytes()
+                .get(5)
+                .and_then(|d| d.checked_sub(b'0'))
+                .map(usize::from)
+            else {
+                return Ok(None);
+            };
+            if idx == 0 && tail.starts_with(MARK_SID) {
+                parts.push(Part::Lit(rest[..pos].to_string()));
+                parts.push(Part::Field(Field::StateId));
+                sid_seen += 1;
+                rest = &tail[MARK_SID.len()..];
+            } else if (1..=7).contains(&idx)
+                && tail.starts_with(MARKS[idx - 1])
+                && rest[..pos].ends_with('"')
+            {
+                let after = &tail[MARKS[idx - 1].len()..];
+                let Some(after) = after.strip_prefix('"') else {
+                    return Ok(None);
+                };
+                parts.push(Part::Lit(rest[..pos - 1].to_string()));
+                parts.push(Part::Field(Field::Value(idx - 1)));
+                seen[idx - 1] += 1;
+                rest = after;
+            } else {
+                return Ok(None);
+            }
+        }
+        parts.push(Part::Lit(rest.to_string()));
+        // Every value marker exactly once; the state id in extra_info plus
+        // wherever the template places it. More would mean the pack's prose
+        // contains a marker.
+        let in_prompt = p.prompter.render_key(&TaskKey {
+            state_id: MARK_SID.into(),
+            source_state_id: "x".into(),
+            track: track.as_str().unwrap_or_default().to_lowercase(),
+            stage: stage.to_string(),
+            view_index: 0,
+        })?;
+        let expected_sid = 1 + json::to_cj(&in_prompt)
+            .map_err(|_| RoundError::NotStableJson)?
+            .matches(MARK_SID)
+            .count();
+        let prose_has_marker = p.k.system_prompt.contains("@@BAT")
+            || json::to_cj(&in_prompt)
+                .map_or(true, |t| t.matches("@@BAT").count() != expected_sid - 1);
+        if seen != [1; 7] || sid_seen != expected_sid || prose_has_marker {
+            return Ok(None);
+        }
+        let lit_len = parts
+            .iter()
+            .map(|x| if let Part::Lit(t) = x { t.len() } else { 0 })
+            .sum();
+        Ok(Some(RowTemplate { parts, lit_len }))
+    }
+
+    fn write(&self, out: &mut String, sid: &str, values: &[&str; 7]) {
+        out.reserve(self.lit_len + 256);
+        for part in &self.parts {
+            match part {
+                Part::Lit(t) => out.push_str(t),
+                Part::Field(Field::StateId) => out.push_str(sid),
+                Part::Field(Field::Value(i)) => out.push_str(values[*i]),
+            }
+        }
+    }
+}
+
+/// The round's `train.jsonl` bytes plus the fields §C.8 checks (as small
+/// rows holding only `extra_info.{source_pool,target_stage,state_id}`).
+/// Byte-identical to `encode_jsonl(build_round(..))`, only much faster.
+pub fn build_round_jsonl(
+    k: &ContractPack,
+    prompter: &Prompter<'_>,
+    source_rows: &[Map],
+    req: &RoundRequest<'_>,
+) -> Result<(Vec<u8>, Vec<Value>), RoundError> {
+    let plan = plan_round(k, source_rows, req)?;
+    let projector = Projector {
+        k,
+        prompter,
+        round_id: req.round_id,
+        source_sha256: req.source_sha256,
+        rewards: reward_contracts(k)?,
+    };
+    // Templates, keyed by (track value, stage, pool); built sequentially
+    // (there are few) so the parallel part only reads them.
+    let mut templates: BTreeMap<(String, &str, &str), Option<RowTemplate>> = BTreeMap::new();
+    for s in plan.iter().flatten() {
+        let track = s.row.get("track").cloned().unwrap_or(Value::Null);
+        let key = (
+            json::to_cj(&track).map_err(|_| RoundError::NotStableJson)?,
+            s.stage,
+            s.pool,
+        );
+        if let std::collections::btree_map::Entry::Vacant(slot) = templates.entry(key) {
+            let t = match track {
+                Value::Str(_) => RowTemplate::new(&projector, &track, s.stage, s.pool)?,
+                _ => None,
+            };
+            slot.insert(t);
+        }
+    }
+    let cj = |v: Option<&Value>| {
+        json::to_cj(v.unwrap_or(&Value::Null)).map_err(|_| RoundError::NotStableJson)
+    };
+    // Each source row's CJ fragments, encoded once (a round reuses each
+    // of its 126 rows dozens of times). Keyed by the row's address, which
+    // is stable: the plan borrows `source_rows`.
+    let mut fragments: HashMap<usize, [String; 5]> = HashMap::new();
+    for s in plan.iter().flatten() {
+        let addr = s.row as *const Map as usize;
+        if let std::collections::hash_map::Entry::Vacant(slot) = fragments.entry(addr) {
+            slot.insert([
+                cj(s.row.get("track"))?,
+                cj(s.row.get("source_state_id"))?,
+                cj(s.row.get("focus_stage"))?,
+                cj(s.row.get("outcome_bucket"))?,
+                cj(s.row.get("row_sha256"))?,
+            ]);
+        }
+    }
+    let round_cj = cj(Some(&Value::Str(req.round_id.to_string())))?;
+    let per_batch: Vec<Result<(String, Vec<Value>), RoundError>> = plan
+        .par_iter()
+        .enumerate()
+        .map(|(b, slots)| {
+            let mut text = String::with_capacity(ROWS_PER_BATCH * 4096);
+            let mut lite = Vec::with_capacity(ROWS_PER_BATCH);
+            for (slot, s) in slots.iter().enumerate() {
+                let frag = fragments.get(&(s.row as *const Map as usize)).ok_or(
+                    RoundError::RowMalformed {
+                        row: b * ROWS_PER_BATCH + slot,
+                    },
+                )?;
+                let template = templates
+                    .get(&(frag[0].clone(), s.stage, s.pool))
+                    .and_then(Option::as_ref);
+                let src_id = match s.row.get("source_state_id") {
+                    Some(Value::Str(x)) => x.clone(),
+                    _ => {
+                        return Err(RoundError::RowMalformed {
+                            row: b * ROWS_PER_BATCH + slot,
+                        })
+                    }
+                };
+                let sid = state_id_from_cj(&round_cj, &frag[1], s.pool, s.stage, s.ordinal);
+                match template {
+                    Some(t) if task::is_safe_id(&sid) => {
+                        let (view, bs, ss) = (s.view.to_string(), b.to_string(), slot.to_string());
+                        let refs: [&str; 7] =
+                            [&frag[1], &frag[2], &frag[3], &frag[4], &view, &bs, &ss];
+                        t.write(&mut text, &sid, &refs);
+                    }
+                    _ => {
+                        let mut row = projector.assemble(
+                            s.row,
+                            sid.clone(),
+                            src_id,
+                            s.pool,
+                            s.stage,
+                            Value::Int(s.view),
+                        )?;
+                        if let Value::Object(m) = &mut row {
+                            if let Some(Value::Object(extra)) = m.get_mut("extra_info") {
+                                extra.insert("core_batch_index", Value::from(b));
+                                extra.insert("core_batch_slot", Value::from(slot));
+                            }
+                        }
+                        text.push_str(&json::to_cj(&row).map_err(|_| RoundError::NotStableJson)?);
+                    }
+                }
+                text.push('\n');
+                lite.push(Value::Object(
+                    Map::new().with(
+                        "extra_info",
+                        Map::new()
+                            .with("source_pool", s.pool)
+                            .with("target_stage", s.stage)
+                            .with("state_id", sid),
+                    ),
+                ));
+            }
+            Ok((text, lite))
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    let mut lite_rows = Vec::with_capacity(plan.len() * ROWS_PER_BATCH);
+    for r in per_batch {
+        let (t, l) = r?;
+        bytes.extend_from_slice(t.as_bytes());
+        lite_rows.extend(l);
+    }
+    Ok((bytes, lite_rows))
 }
 
 fn extra_of(row: &Value, i: usize) -> Result<&Map, RoundError> {
@@ -609,9 +920,8 @@ pub fn materialize(
         seed: inp.seed,
         source_sha256: &actual,
     };
-    let rows = build_round(k, prompter, &source_rows, &req)?;
+    let (train, rows) = build_round_jsonl(k, prompter, &source_rows, &req)?;
     verify_round_rows(&rows, &Value::Str(target.clone()), inp.batches)?;
-    let train = encode_jsonl(&rows)?;
     let manifest = Map::new()
         .with("schema_version", 1i64)
         .with("artifact_kind", "bat_three_pool_round")
@@ -812,4 +1122,78 @@ pub fn row_task_key(k: &ContractPack, row: &Value) -> Result<TaskKey, RoundError
         .get("extra_info")
         .ok_or(RoundError::RowTaskContractInvalid)?;
     Ok(task::validate_extra(k, extra)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::pack::{Pack, DEFAULT_PACK_JSON};
+
+    fn both_paths(pack_json: &str, stage: &str, batches: i64) {
+        let pack = Pack::parse(pack_json, "test").expect("pack parses");
+        let k = pack.contract().expect("pack valid");
+        let prompter = Prompter::new(&k);
+        let src = source::build_source(&k).expect("grid");
+        let rows = source::read_source(&src.jsonl, &k).expect("source");
+        let sha = json::sha256_hex(&src.jsonl);
+        let req = RoundRequest {
+            round_id: "r07",
+            target_stage: stage,
+            batches,
+            seed: None,
+            source_sha256: &sha,
+        };
+        let slow =
+            encode_jsonl(&build_round(&k, &prompter, &rows, &req).expect("slow")).expect("encode");
+        let (fast, lite) = build_round_jsonl(&k, &prompter, &rows, &req).expect("fast");
+        assert_eq!(
+            String::from_utf8_lossy(&fast),
+            String::from_utf8_lossy(&slow)
+        );
+        assert_eq!(lite.len(), slow.iter().filter(|c| **c == b'\n').count());
+        verify_round_rows(&lite, &Value::Str(stage.into()), batches).expect("verifies");
+    }
+
+    #[test]
+    fn state_id_shortcut_equals_the_digest() {
+        for (rid, src, pool, stage, ord) in [
+            (
+                "r01",
+                "bat-safe:0098af66e41682e216915948",
+                POOL_E2E,
+                E2E,
+                0i64,
+            ),
+            ("é\"x", "a\\b", POOL_MIX, "S4", 3023),
+        ] {
+            let rid_cj = json::to_cj(&Value::Str(rid.into())).expect("cj");
+            let src_cj = json::to_cj(&Value::Str(src.into())).expect("cj");
+            assert_eq!(
+                state_id_from_cj(&rid_cj, &src_cj, pool, stage, ord),
+                state_id(rid, src, pool, stage, ord).expect("digest")
+            );
+        }
+    }
+
+    #[test]
+    fn spliced_rows_equal_encoded_rows() {
+        both_paths(DEFAULT_PACK_JSON, "S2", 5);
+    }
+
+    #[test]
+    fn spliced_rows_survive_awkward_prose() {
+        // Quotes, backslashes, control characters, non-ASCII and the splice
+        // markers themselves in the prose: escaping must match, and a marker
+        // in the prose must force the slow path rather than corrupt rows.
+        let awkward = DEFAULT_PACK_JSON
+            .replace(
+                "Instance id: {state_id}",
+                "Id \\\"{state_id}\\\" \\\\ é\\t✓ @@BAT3@@ {state_id}",
+            )
+            .replace(
+                "toy lesion risk labelling",
+                "toy \\\"lesion\\\" @@BAT0@@ labelling",
+            );
+        both_paths(&awkward, "S5", 3);
+    }
 }

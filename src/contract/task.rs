@@ -725,7 +725,12 @@ pub struct TaskKey {
     pub view_index: i64,
 }
 
-/// `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}$`
+/// Whether `s` fully matches `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}$`, the
+/// contract's id pattern (such ids never need JSON escaping).
+pub fn is_safe_id(s: &str) -> bool {
+    safe_id(s)
+}
+
 fn safe_id(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -902,4 +907,139 @@ pub fn check_pack(pack: &Pack) -> Vec<PackIssue> {
         }
     }
     issues
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k() -> ContractPack {
+        Pack::default_pack().contract().expect("default pack valid")
+    }
+
+    fn extra(pairs: &[(&str, Value)]) -> Value {
+        let mut m = Map::new()
+            .with("state_id", "bat:abc")
+            .with("source_state_id", "bat-safe:def")
+            .with("track", "VQA")
+            .with("target_stage", "s2")
+            .with("view_index", 3i64)
+            .with(
+                "task_definition_version",
+                k().task_definition_version.as_str(),
+            );
+        for (key, v) in pairs {
+            m.insert(*key, v.clone());
+        }
+        Value::Object(m)
+    }
+
+    #[test]
+    fn errors_come_in_the_contract_order() {
+        let k = k();
+        let cases: Vec<(Value, TaskError)> = vec![
+            (Value::Array(vec![]), TaskError::ExtraInfoInvalid),
+            (
+                extra(&[("state_id", Value::Str("-bad".into()))]),
+                TaskError::StateIdInvalid,
+            ),
+            (
+                extra(&[("state_id", Value::Str("a".repeat(257)))]),
+                TaskError::StateIdInvalid,
+            ),
+            (
+                extra(&[("source_state_id", Value::Int(1))]),
+                TaskError::SourceStateIdInvalid,
+            ),
+            (
+                extra(&[("track", Value::Str("radiology".into()))]),
+                TaskError::TrackUnsupported,
+            ),
+            (
+                extra(&[("target_stage", Value::Str("S6".into()))]),
+                TaskError::TargetStageUnsupported,
+            ),
+            (
+                extra(&[("view_index", Value::Bool(true))]),
+                TaskError::ViewIndexInvalid,
+            ),
+            (
+                extra(&[("view_index", Value::Float(1.0))]),
+                TaskError::ViewIndexInvalid,
+            ),
+            (
+                extra(&[("view_index", Value::Int(-1))]),
+                TaskError::ViewIndexInvalid,
+            ),
+            (
+                extra(&[("task_definition_version", Value::Str("other".into()))]),
+                TaskError::TaskDefinitionVersionUnsupported,
+            ),
+            // Two faults: the earlier check wins.
+            (
+                extra(&[("track", Value::Null), ("view_index", Value::Null)]),
+                TaskError::TrackUnsupported,
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                task_contract(&k, &input).err(),
+                Some(want.clone()),
+                "{want}"
+            );
+        }
+    }
+
+    #[test]
+    fn contract_normalizes_and_digests() {
+        let k = k();
+        let c = task_contract(&k, &extra(&[])).expect("valid");
+        assert_eq!(c.get("track").and_then(Value::as_str), Some("vqa"));
+        assert_eq!(c.get("target_stage").and_then(Value::as_str), Some("S2"));
+        assert_eq!(
+            c.get("task_id").and_then(Value::as_str),
+            Some("bat-core-vqa")
+        );
+        assert!(c.get("output_shape").is_none(), "vqa has no output shape");
+        let ids = c
+            .get("expected_ids")
+            .and_then(Value::as_array)
+            .expect("ids");
+        assert_eq!(ids.first().and_then(Value::as_str), Some("question_000"));
+        assert_eq!(ids.len(), 6);
+        // S2 gets S1's artifacts handed over and must produce its own.
+        let provided = c
+            .get("provided_handoff_artifacts")
+            .and_then(Value::as_array)
+            .expect("list");
+        assert_eq!(provided, &vec![Value::Str("plan/plan.md".into())]);
+        let mut without = c.clone();
+        let sha = without.remove("contract_sha256").expect("sha");
+        assert_eq!(
+            sha,
+            Value::Str(json::digest(&Value::Object(without)).expect("digest"))
+        );
+        let seg = task_contract(
+            &k,
+            &extra(&[
+                ("track", Value::Str("segmentation".into())),
+                ("target_stage", Value::Str("E2E".into())),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(
+            seg.get("output_shape"),
+            Some(&Value::Array(vec![Value::Int(8), Value::Int(8)]))
+        );
+        assert_eq!(
+            seg.get("provided_handoff_artifacts"),
+            Some(&Value::Array(vec![]))
+        );
+        assert_eq!(
+            seg.get("current_required_artifacts")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(12)
+        );
+    }
 }
