@@ -270,16 +270,16 @@ fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
 /// ints, so a cheap non-cryptographic hash is enough and much faster than
 /// SipHash.
 #[derive(Default)]
-pub(crate) struct Fnv(u64);
+pub(crate) struct FxLike(u64);
 
-impl Fnv {
+impl FxLike {
     #[inline]
     fn add(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
-impl std::hash::Hasher for Fnv {
+impl std::hash::Hasher for FxLike {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -319,7 +319,7 @@ impl std::hash::Hasher for Fnv {
 }
 
 /// The hasher builder for evaluation key sets.
-pub(crate) type FastHash = std::hash::BuildHasherDefault<Fnv>;
+pub(crate) type FastHash = std::hash::BuildHasherDefault<FxLike>;
 
 /// The selection reason of [`select_target`].
 pub const REASON_REGRESSION: &str = "largest_positive_regression";

@@ -220,7 +220,9 @@ pub fn build_summary(
                 return Err(invalid(format!("evaluation_cell_{index}_agentic_mismatch")));
             }
         }
-        let overall = 0.5 * task_score + 0.5 * agentic;
+        // The reference re-checks both operands with unit(); the weighted mean
+        // of unit scores cannot leave [0, 1], but a pack's weights could.
+        let overall = 0.5 * task_score + 0.5 * unit(&Value::Float(agentic), "agentic_score")?;
 
         let mut stage_map = Map::new();
         for (s, x) in model.stages.iter().zip(&stages) {
