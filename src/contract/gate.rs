@@ -207,35 +207,32 @@ fn accept<'a>(value: &'a Value, model: &GateModel) -> Result<&'a Map, GateError>
 }
 
 /// One component of a cell key, normalised so that equality and hashing are
-/// Python's (`1 == 1.0 == True`).
+/// Python's (`1 == 1.0 == True`). Borrowed: building 700-cell key sets must
+/// not allocate per cell.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum KeyPart {
+enum KeyPart<'a> {
     Null,
     Int(i128),
-    BigInt(String),
+    BigInt(&'a str),
     Float(u64),
-    Str(String),
+    Str(&'a str),
 }
 
-fn key_part(v: &Value) -> Result<KeyPart, GateError> {
+fn key_part(v: &Value) -> Result<KeyPart<'_>, GateError> {
     Ok(match v {
         Value::Null => KeyPart::Null,
         Value::Bool(b) => KeyPart::Int(i128::from(*b)),
         Value::Int(i) => KeyPart::Int(i128::from(*i)),
-        Value::BigInt(s) => KeyPart::BigInt(s.clone()),
+        Value::BigInt(s) => KeyPart::BigInt(s),
         Value::Float(x) => {
             if x.fract() == 0.0 && x.abs() < 1e30 {
                 // Integral floats equal the int of the same value; -0.0 == 0.
                 KeyPart::Int(*x as i128)
-            } else if x.is_nan() {
-                // NaN is never equal to itself; make every NaN key distinct
-                // from everything else (identity semantics aside).
-                KeyPart::Float(f64::NAN.to_bits())
             } else {
                 KeyPart::Float(x.to_bits())
             }
         }
-        Value::Str(s) => KeyPart::Str(s.clone()),
+        Value::Str(s) => KeyPart::Str(s),
         Value::Array(_) | Value::Object(_) => {
             return Err(GateError::Crash {
                 kind: "TypeError".into(),
@@ -245,19 +242,20 @@ fn key_part(v: &Value) -> Result<KeyPart, GateError> {
     })
 }
 
-fn cell_keys(m: &Map) -> Result<HashSet<[KeyPart; 3]>, GateError> {
-    let mut out = HashSet::new();
-    for cell in m
+type CellKey<'a> = [KeyPart<'a>; 3];
+
+fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
+    let cells = m
         .get("cells")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let get = |k: &str| -> Result<KeyPart, GateError> {
-            let c = cell.as_object().ok_or_else(|| GateError::Crash {
-                kind: "TypeError".into(),
-                message: "summary cell is not an object".into(),
-            })?;
+        .map_or(&[][..], Vec::as_slice);
+    let mut out = HashSet::with_capacity_and_hasher(cells.len(), FastHash::default());
+    for cell in cells {
+        let c = cell.as_object().ok_or_else(|| GateError::Crash {
+            kind: "TypeError".into(),
+            message: "summary cell is not an object".into(),
+        })?;
+        let get = |k: &str| -> Result<KeyPart<'_>, GateError> {
             key_part(c.get(k).ok_or_else(|| GateError::Crash {
                 kind: "KeyError".into(),
                 message: format!("'{k}'"),
@@ -267,6 +265,61 @@ fn cell_keys(m: &Map) -> Result<HashSet<[KeyPart; 3]>, GateError> {
     }
     Ok(out)
 }
+
+/// An Fx-style word-at-a-time hash: the key sets hold short strings and
+/// ints, so a cheap non-cryptographic hash is enough and much faster than
+/// SipHash.
+#[derive(Default)]
+pub(crate) struct FxLike(u64);
+
+impl FxLike {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for FxLike {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.add(i as u64);
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+    fn write_i128(&mut self, i: i128) {
+        self.add(i as u64);
+        self.add((i >> 64) as u64);
+    }
+}
+
+/// The hasher builder for evaluation key sets.
+pub(crate) type FastHash = std::hash::BuildHasherDefault<FxLike>;
 
 /// The selection reason of [`select_target`].
 pub const REASON_REGRESSION: &str = "largest_positive_regression";

@@ -129,6 +129,14 @@ pub fn finite_stage_scores(
         .collect()
 }
 
+/// A cell's `repeat` as part of its identity. Ints outside i64 are kept as
+/// their text, so the two forms never collide.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum RepeatKey<'a> {
+    Int(i64),
+    Big(&'a str),
+}
+
 /// Python `==` against the int 1 (so `1`, `1.0` and `true` all match).
 fn equals_one(v: Option<&Value>) -> bool {
     match v {
@@ -167,7 +175,8 @@ pub fn build_summary(
     };
 
     let n = cells.len();
-    let mut keys: HashSet<(&str, &str, String)> = HashSet::with_capacity(n);
+    let mut keys: HashSet<(&str, &str, RepeatKey<'_>), super::gate::FastHash> =
+        HashSet::with_capacity_and_hasher(n, Default::default());
     let mut safe_cells = Vec::with_capacity(n);
     let mut tasks = Vec::with_capacity(n);
     let mut agentics = Vec::with_capacity(n);
@@ -189,8 +198,8 @@ pub fn build_summary(
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty());
         let repeat = match cell.get("repeat") {
-            Some(Value::Int(r)) if *r >= 0 => Some(r.to_string()),
-            Some(Value::BigInt(r)) if !r.starts_with('-') => Some(r.clone()),
+            Some(Value::Int(r)) if *r >= 0 => Some(RepeatKey::Int(*r)),
+            Some(Value::BigInt(r)) if !r.starts_with('-') => Some(RepeatKey::Big(r)),
             _ => None,
         };
         let (Some(track), Some(task_id), Some(repeat_key)) = (track, task_id, repeat) else {
@@ -211,7 +220,9 @@ pub fn build_summary(
                 return Err(invalid(format!("evaluation_cell_{index}_agentic_mismatch")));
             }
         }
-        let overall = 0.5 * task_score + 0.5 * agentic;
+        // The reference re-checks both operands with unit(); the weighted mean
+        // of unit scores cannot leave [0, 1], but a pack's weights could.
+        let overall = 0.5 * task_score + 0.5 * unit(&Value::Float(agentic), "agentic_score")?;
 
         let mut stage_map = Map::new();
         for (s, x) in model.stages.iter().zip(&stages) {
