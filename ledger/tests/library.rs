@@ -1,0 +1,275 @@
+//! Library-level behaviour: revisions, refs and CAS, indexed fields, gc of
+//! unreachable objects, catalog rebuild from packs, verified reads.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use bat_ledger::{
+    CommitId, CommitRequest, Error, FieldValue, Head, Kind, Ledger, LockMode, Mode, NoProgress,
+    ObjectId, OnMoved, Tree, TreeEntry,
+};
+
+fn no() -> AtomicBool {
+    AtomicBool::new(false)
+}
+
+fn write_dir(d: &Path, files: &[(&str, &[u8])]) {
+    for (p, b) in files {
+        let p = d.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b).unwrap();
+    }
+}
+
+fn commit(l: &mut Ledger, d: &Path, msg: &str) -> CommitId {
+    l.commit_dir(d, &CommitRequest::new(msg), &NoProgress, &no())
+        .unwrap()
+        .commit
+}
+
+#[test]
+fn revisions_refs_and_reflog() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"1")]);
+    assert!(
+        matches!(l.resolve("HEAD"), Err(Error::BadRevision { .. })),
+        "unborn HEAD"
+    );
+    let c1 = commit(&mut l, &d, "one");
+    write_dir(&d, &[("a", b"2")]);
+    let c2 = commit(&mut l, &d, "two");
+    write_dir(&d, &[("a", b"3")]);
+    let c3 = commit(&mut l, &d, "three");
+    assert_eq!(l.resolve("HEAD").unwrap(), c3);
+    assert_eq!(l.resolve("main").unwrap(), c3);
+    assert_eq!(l.resolve("HEAD^").unwrap(), c2);
+    assert_eq!(l.resolve("HEAD~2").unwrap(), c1);
+    assert_eq!(l.resolve("main~1^").unwrap(), c1);
+    assert_eq!(l.resolve(&c2.to_string()[..10]).unwrap(), c2);
+    assert_eq!(l.resolve(&c2.to_string().to_uppercase()).unwrap(), c2);
+    assert!(matches!(
+        l.resolve("HEAD~3"),
+        Err(Error::BadRevision { .. })
+    ));
+    assert!(matches!(
+        l.resolve("HEAD~x"),
+        Err(Error::BadRevision { .. })
+    ));
+
+    l.create_tag("v1", c1).unwrap();
+    assert_eq!(l.resolve("v1").unwrap(), c1);
+    assert!(matches!(
+        l.create_tag("v1", c2),
+        Err(Error::RefExists { .. })
+    ));
+    l.create_branch("exp", c2).unwrap();
+    assert_eq!(l.switch("exp").unwrap(), c2);
+    assert_eq!(
+        l.head().unwrap(),
+        Head::Branch {
+            name: "refs/heads/exp".into(),
+            commit: Some(c2)
+        }
+    );
+    write_dir(&d, &[("b", b"x")]);
+    let e1 = commit(&mut l, &d, "on exp");
+    assert_eq!(l.read_commit(&e1).unwrap().parents, vec![c2]);
+    assert_eq!(l.resolve("main").unwrap(), c3, "main untouched");
+    // commit --branch to a new branch forks from HEAD
+    let mut req = CommitRequest::new("forked");
+    req.branch = Some("fork".into());
+    let f1 = l.commit_dir(&d, &req, &NoProgress, &no()).unwrap().commit;
+    assert_eq!(l.read_commit(&f1).unwrap().parents, vec![e1]);
+    // reset keeps the old tip in the reflog
+    let (name, old) = l.reset(c1, None).unwrap();
+    assert_eq!((name.as_str(), old), ("refs/heads/exp", Some(e1)));
+    let log = l.reflog("exp").unwrap();
+    assert_eq!(log[0].old, Some(e1));
+    assert_eq!(log[0].new, Some(c1));
+    assert!(l
+        .reflog("HEAD")
+        .unwrap()
+        .iter()
+        .any(|e| e.message.starts_with("switch")));
+    // CAS with a stale expectation fails and changes nothing
+    let err = l
+        .update_ref("refs/heads/exp", Some(e1), Some(c3), "stale")
+        .unwrap_err();
+    assert!(matches!(err, Error::BranchMoved { .. }), "{err}");
+    assert_eq!(l.resolve("exp").unwrap(), c1);
+    // OnMoved::Fail surfaces concurrent movement as "branch moved"
+    assert!(
+        l.delete_branch("exp").is_err(),
+        "cannot delete the current branch"
+    );
+    l.switch("main").unwrap();
+    assert_eq!(l.delete_branch("exp").unwrap(), c1);
+    assert!(l.resolve("exp").is_err());
+    let log = l.log(c3, None).unwrap();
+    assert_eq!(
+        log.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![c3, c2, c1]
+    );
+    assert_eq!(l.log(c3, Some(2)).unwrap().len(), 2);
+    for bad in ["", "a..b", "-x", "x.lock", "a b", "HEAD", "x:y", "a~1"] {
+        assert!(l.create_branch(bad, c1).is_err(), "{bad:?} accepted");
+    }
+}
+
+#[test]
+fn on_moved_fail_reports_branch_moved() {
+    let t = tempfile::tempdir().unwrap();
+    let mut a = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"1")]);
+    let c1 = commit(&mut a, &d, "one");
+    // a second handle moves main between our read of the tip and our commit:
+    // emulate by resetting main away and committing with Fail against the
+    // tip we saw, via update_ref's expectation
+    let mut b = Ledger::open(a.dir()).unwrap();
+    write_dir(&d, &[("a", b"2")]);
+    let c2 = commit(&mut b, &d, "two");
+    let mut req = CommitRequest::new("three");
+    req.on_moved = OnMoved::Fail;
+    // the tip is read at the start of commit_dir, so this one succeeds ...
+    let c3 = a.commit_dir(&d, &req, &NoProgress, &no()).unwrap().commit;
+    assert_eq!(a.read_commit(&c3).unwrap().parents, vec![c2]);
+    // ... while a stale compare-and-swap fails
+    assert!(matches!(
+        a.update_ref("refs/heads/main", Some(c1), Some(c1), "x"),
+        Err(Error::BranchMoved { .. })
+    ));
+}
+
+#[test]
+fn indexed_fields_are_queryable() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    let mut ids = vec![];
+    for i in 0..4i64 {
+        write_dir(&d, &[("f", i.to_string().as_bytes())]);
+        let mut req = CommitRequest::new(format!("c{i}"));
+        req.time = Some(1000 + i);
+        req.metadata = serde_json::json!({"free": {"nested": [i]}});
+        req.fields = BTreeMap::from([
+            (
+                "k".to_string(),
+                FieldValue::Str(if i % 2 == 0 { "even" } else { "odd" }.into()),
+            ),
+            ("n".to_string(), FieldValue::Int(i)),
+            ("x".to_string(), FieldValue::Float(i as f64 / 2.0)),
+            ("ok".to_string(), FieldValue::Bool(i > 1)),
+        ]);
+        ids.push(l.commit_dir(&d, &req, &NoProgress, &no()).unwrap().commit);
+    }
+    assert_eq!(
+        l.commits_with_field("k", &FieldValue::Str("even".into()))
+            .unwrap(),
+        vec![ids[2], ids[0]]
+    );
+    assert_eq!(
+        l.commits_with_field("n", &FieldValue::Int(3)).unwrap(),
+        vec![ids[3]]
+    );
+    assert_eq!(
+        l.commits_with_field("x", &FieldValue::Float(0.5)).unwrap(),
+        vec![ids[1]]
+    );
+    assert_eq!(
+        l.commits_with_field("ok", &FieldValue::Bool(true)).unwrap(),
+        vec![ids[3], ids[2]]
+    );
+    let c = l.read_commit(&ids[1]).unwrap();
+    assert_eq!(c.metadata, serde_json::json!({"free": {"nested": [1]}}));
+    assert_eq!(c.fields["n"], FieldValue::Int(1));
+    let mut bad = CommitRequest::new("nan");
+    bad.fields.insert("x".into(), FieldValue::Float(f64::NAN));
+    assert!(matches!(
+        l.commit_dir(&d, &bad, &NoProgress, &no()),
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[test]
+fn gc_drops_unreachable_and_rebuild_restores_the_catalog() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    let big: Vec<u8> = (0..6_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    write_dir(&d, &[("a", b"keep"), ("sub/big", &big)]);
+    let c1 = commit(&mut l, &d, "one");
+    // objects stored but never referenced by any commit
+    let ids = l
+        .write_objects(
+            &[b"garbage one", b"garbage two"],
+            &[Tree::new(vec![TreeEntry {
+                name: "g".into(),
+                mode: Mode::File,
+                id: ObjectId([9; 32]),
+                size: 1,
+            }])
+            .unwrap()],
+        )
+        .unwrap();
+    assert!(l.contains(&ids[0]).unwrap());
+    let before = l.stats().unwrap();
+    assert!(
+        matches!(l.gc(&NoProgress, &no()), Err(Error::Busy { .. })),
+        "gc needs the exclusive lock"
+    );
+    let dir = l.dir().to_path_buf();
+    drop(l);
+    let mut x = Ledger::open_with(&dir, LockMode::Exclusive).unwrap();
+    assert!(matches!(
+        Ledger::open_with(&dir, LockMode::Exclusive),
+        Err(Error::Busy { .. })
+    ));
+    let rep = x.gc(&NoProgress, &no()).unwrap();
+    assert_eq!(rep.removed_objects, 3);
+    assert_eq!(rep.rewritten_packs, 1);
+    for id in &ids {
+        assert!(!x.contains(id).unwrap());
+    }
+    assert!(x.fsck(&NoProgress, &no()).unwrap().ok());
+    let after = x.stats().unwrap();
+    assert_eq!(after.objects, before.objects - 3);
+    // the catalog's derived tables can be rebuilt from the packs alone
+    let n = x.rebuild_catalog().unwrap();
+    assert!(n > 0);
+    let rebuilt = x.stats().unwrap();
+    assert_eq!(
+        (rebuilt.objects, rebuilt.commits, rebuilt.logical_bytes),
+        (after.objects, after.commits, after.logical_bytes)
+    );
+    assert!(x.fsck(&NoProgress, &no()).unwrap().ok());
+    let out = t.path().join("out");
+    x.checkout(&c1, &out, &NoProgress, &no()).unwrap();
+    assert_eq!(std::fs::read(out.join("sub/big")).unwrap(), big);
+    let row = x
+        .locate(&ObjectId(*blake3::hash(&big).as_bytes()))
+        .unwrap()
+        .unwrap();
+    assert!(matches!(row.location, bat_ledger::Location::Chunked { .. }));
+    assert_eq!(row.kind, Kind::Bytes);
+}
+
+#[test]
+fn cancellation_stops_a_commit_without_changing_refs() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"1")]);
+    let cancel = AtomicBool::new(true);
+    let err = l
+        .commit_dir(&d, &CommitRequest::new("x"), &NoProgress, &cancel)
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled));
+    assert!(l.head().unwrap().commit().is_none());
+    assert_eq!(l.stats().unwrap().objects, 0);
+}
