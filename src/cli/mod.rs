@@ -165,7 +165,16 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
     let globals = Globals { dir, json: cli.json };
-    match dispatch(cli.command, &globals) {
+    quiet_broken_pipe();
+    let outcome = std::panic::catch_unwind(move || dispatch(cli.command, &globals));
+    let result = match outcome {
+        Ok(result) => result,
+        // A reader that went away (`bat log | head`) is not an error: exit
+        // the way a process killed by SIGPIPE would report itself.
+        Err(payload) if is_broken_pipe(payload.as_ref()) => return ExitCode::from(141),
+        Err(payload) => std::panic::resume_unwind(payload),
+    };
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", e.message);
@@ -175,6 +184,29 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    panic_message(payload).contains("Broken pipe")
+}
+
+/// `println!` panics when stdout is a closed pipe; keep that panic silent so
+/// `main` can turn it into a quiet exit.
+fn quiet_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            default_hook(info);
+        }
+    }));
 }
 
 fn dispatch(command: Command, g: &Globals) -> CliResult {
