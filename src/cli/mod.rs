@@ -8,6 +8,7 @@ pub mod cat;
 pub mod checkout;
 pub mod commit;
 pub mod conformance;
+pub mod demo;
 pub mod eval;
 pub mod firewall;
 pub mod fsck;
@@ -55,6 +56,8 @@ pub struct Cli {
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Build, check and record a round view in a new ledger (start here).
+    Demo(demo::DemoArgs),
     /// Create a new ledger.
     Init(init::InitArgs),
     /// Record a directory as a new commit.
@@ -118,7 +121,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -163,8 +170,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     quiet_broken_pipe();
     let outcome = std::panic::catch_unwind(move || dispatch(cli.command, &globals));
     let result = match outcome {
@@ -211,6 +223,7 @@ fn quiet_broken_pipe() {
 
 fn dispatch(command: Command, g: &Globals) -> CliResult {
     match command {
+        Command::Demo(a) => demo::run(a, g),
         Command::Init(a) => init::run(a, g),
         Command::Commit(a) => commit::run(a, g),
         Command::Log(a) => log::run(a, g),
