@@ -73,6 +73,7 @@ fn eight_concurrent_committers_lose_nothing() {
     // records are dead weight that gc rewrites away. Kill gc at random
     // instants first: the ledger must stay valid after every kill.
     let before = json(bat(w).arg("stats"))["pack_bytes"].as_u64().unwrap();
+    println!("pack bytes before gc: {before}");
     let mut rng = Rng(0x5EED);
     for i in 0..8 {
         let mut child = Command::new(bat_path())
