@@ -36,7 +36,26 @@ fn sh(cmd: &str) -> bool {
 struct Row {
     tool: String,
     secs: f64,
+    cpu: f64,
     stored: Option<u64>,
+}
+
+/// (own user+system, waited-for children's user+system) CPU seconds from
+/// /proc/self/stat, so the table can show CPU cost next to wall time (the
+/// wall time is unreliable on a shared machine; CPU time much less so).
+fn cpu_times() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // fields after the ")" of the command name; utime is field 14 overall
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let tick = 100.0; // USER_HZ on Linux
+    if f.len() < 15 {
+        return (f64::NAN, f64::NAN);
+    }
+    ((f[11] + f[12]) / tick, (f[13] + f[14]) / tick)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -90,12 +109,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tar_dir = work.path().join("tar");
     std::fs::create_dir_all(&tar_dir)?;
     let (mut bat_secs, mut tar_secs, mut b3_secs) = (0.0, 0.0, 0.0);
+    let (mut bat_cpu, mut tar_cpu, mut b3_cpu) = (0.0, 0.0, 0.0);
     println!("| round | bat s | tar+zstd s | b3sum s |");
     println!("|---|---|---|---|");
     for r in &rounds {
+        let c0 = cpu_times();
         let t0 = Instant::now();
-        ledger.commit_dir(&series.join(r), &CommitRequest::new(r.clone()), &NoProgress, &cancel)?;
+        ledger.commit_dir(
+            &series.join(r),
+            &CommitRequest::new(r.clone()),
+            &NoProgress,
+            &cancel,
+        )?;
         let b = t0.elapsed().as_secs_f64();
+        let c1 = cpu_times();
+        bat_cpu += c1.0 - c0.0;
         let out = tar_dir.join(format!("{r}.tar.zst"));
         let cmd = format!(
             "tar -C {} -cf - {r} | zstd -q -1 -T0 -o {} && sync {}",
@@ -108,12 +136,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("failed: {cmd}").into());
         }
         let tz = t0.elapsed().as_secs_f64();
+        let c2 = cpu_times();
+        tar_cpu += c2.1 - c1.1;
         let mut h = f64::NAN;
         if have_b3sum {
             let t0 = Instant::now();
             if sh(&format!("b3sum {}/{r}/* > /dev/null", series.display())) {
                 h = t0.elapsed().as_secs_f64();
             }
+            b3_cpu += cpu_times().1 - c2.1;
         }
         println!("| {r} | {b:.2} | {tz:.2} | {h:.2} |");
         bat_secs += b;
@@ -121,10 +152,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         b3_secs += h;
     }
     let stats = ledger.stats()?;
-    rows.push(Row { tool: "bat commit (library: CDC + BLAKE3 + zstd -1, fsync)".into(), secs: bat_secs, stored: Some(stats.stored_bytes) });
-    rows.push(Row { tool: "tar -cf - rXX \\| zstd -1 -T0 (+ fsync)".into(), secs: tar_secs, stored: Some(dir_bytes(&tar_dir)) });
+    rows.push(Row {
+        tool: "bat commit (library: CDC + BLAKE3 + zstd -1, fsync)".into(),
+        secs: bat_secs,
+        cpu: bat_cpu,
+        stored: Some(stats.stored_bytes),
+    });
+    rows.push(Row {
+        tool: "tar -cf - rXX \\| zstd -1 -T0 (+ fsync)".into(),
+        secs: tar_secs,
+        cpu: tar_cpu,
+        stored: Some(dir_bytes(&tar_dir)),
+    });
     if have_b3sum {
-        rows.push(Row { tool: "b3sum (hash only)".into(), secs: b3_secs, stored: None });
+        rows.push(Row {
+            tool: "b3sum (hash only)".into(),
+            secs: b3_secs,
+            cpu: b3_cpu,
+            stored: None,
+        });
     }
 
     // restore one round (warm), verified by bat itself
@@ -137,8 +183,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(ledger);
 
     println!();
-    println!("| tool | seconds | MB/s | stored bytes | ratio to raw |");
-    println!("|---|---|---|---|---|");
+    println!("| tool | seconds | MB/s | CPU s (user+sys) | stored bytes | ratio to raw |");
+    println!("|---|---|---|---|---|---|");
     for r in &rows {
         let st = r
             .stored

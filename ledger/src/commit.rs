@@ -463,8 +463,10 @@ impl Ledger {
             self.config.threads
         };
         let cfg = self.config;
-        let (job_tx, job_rx) = sync_channel::<Job>(threads * 2);
-        let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 2);
+        // Deep enough queues to ride out a stalled read or write (a few tens of
+        // MiB at most: every job is at most one max-size chunk).
+        let (job_tx, job_rx) = sync_channel::<Job>(threads * 8);
+        let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 8);
         let job_rx = Mutex::new(job_rx);
         let mut conns = Vec::new();
         for _ in 0..threads {
