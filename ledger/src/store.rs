@@ -43,7 +43,7 @@ pub struct WriteConfig {
     pub chunk_max: u32,
     /// zstd level.
     pub zstd_level: i32,
-    /// Worker threads for hashing + compression (0 = all cores).
+    /// Worker threads for hashing + compression (0 = cores + 1).
     pub threads: usize,
 }
 
