@@ -68,6 +68,58 @@ fn eight_concurrent_committers_lose_nothing() {
         "a single linear chain of 8 commits"
     );
     bat(w).arg("fsck").assert().success();
+
+    // Racing writers stored the shared file more than once; the losers'
+    // records are dead weight that gc rewrites away. Kill gc at random
+    // instants first: the ledger must stay valid after every kill.
+    let before = json(bat(w).arg("stats"))["pack_bytes"].as_u64().unwrap();
+    println!("pack bytes before gc: {before}");
+    let mut rng = Rng(0x5EED);
+    for i in 0..8 {
+        let mut child = Command::new(bat_path())
+            .current_dir(w)
+            .env_remove("BAT_DIR")
+            .arg("gc")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(rng.next() % 60_000));
+        let _ = child.kill();
+        let _ = child.wait();
+        let f = bat(w).arg("fsck").output().unwrap();
+        assert!(
+            f.status.success(),
+            "fsck after gc kill {i}: {}",
+            String::from_utf8_lossy(&f.stdout)
+        );
+    }
+    let gc = json(bat(w).arg("gc"));
+    println!("final gc: {gc}");
+    assert!(gc["bytes_after"].as_u64().unwrap() <= before);
+    let after = json(bat(w).arg("stats"))["pack_bytes"].as_u64().unwrap();
+    assert!(
+        after < before + (1 << 20),
+        "gc must not grow packs ({before} -> {after})"
+    );
+    bat(w).arg("fsck").assert().success();
+    bat(w)
+        .args(["checkout", "HEAD", "--to", "out"])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(w.join("out/own.bin")).unwrap(),
+        std::fs::read(
+            w.join(format!(
+                "d{}/own.bin",
+                log.as_array().unwrap()[0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("writer ")
+            ))
+        )
+        .unwrap()
+    );
     // a CAS writer with a stale expectation fails with "branch moved"
     let first = log.as_array().unwrap().last().unwrap()["id"]
         .as_str()

@@ -112,13 +112,8 @@ fn round_trip_and_dedup_with_a_1gib_file() {
     assert!(out.status.success());
     assert_eq!(out.stdout, "non-ascii ✓\n".as_bytes());
 
-    // both versions check out identically; the old one via HEAD~2
-    let after = snapshot(&d);
-    bat(w)
-        .args(["checkout", "HEAD", "--to", "out3"])
-        .assert()
-        .success();
-    assert_eq!(snapshot(&w.join("out3")), after);
+    // fsck re-reads every reachable chunk and recomputes both big files'
+    // whole-file digests
     bat(w).args(["fsck"]).assert().success();
     let st = json(bat(w).arg("stats"));
     let per_commit: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();

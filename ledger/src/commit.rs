@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection};
 use serde::Serialize;
@@ -201,7 +201,8 @@ fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
 struct Job {
     slot: usize,
     index: u32,
-    data: Vec<u8>,
+    /// Shared with the whole-file hasher thread for large files.
+    data: Arc<Vec<u8>>,
 }
 
 /// A worker's answer: the chunk (or small file) id and, if the catalog does
@@ -455,16 +456,22 @@ impl Ledger {
         progress: &dyn Progress,
         cancel: &AtomicBool,
     ) -> Result<Vec<FileResult>> {
+        // One worker more than cores: the reader, hasher and writer threads
+        // spend part of their time blocked in I/O, and the spare worker keeps
+        // both cores busy meanwhile.
         let threads = if self.config.threads == 0 {
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2)
+                + 1
         } else {
             self.config.threads
         };
         let cfg = self.config;
-        let (job_tx, job_rx) = sync_channel::<Job>(threads * 2);
-        let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 2);
+        // Deep enough queues to ride out a stalled read or write (a few tens of
+        // MiB at most: every job is at most one max-size chunk).
+        let (job_tx, job_rx) = sync_channel::<Job>(threads * 8);
+        let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 8);
         let job_rx = Mutex::new(job_rx);
         let mut conns = Vec::new();
         for _ in 0..threads {
@@ -660,7 +667,7 @@ fn read_files(
             jobs.send(Job {
                 slot,
                 index: 0,
-                data,
+                data: Arc::new(data),
             })
             .map_err(|_| stopped())?;
             continue;
@@ -668,53 +675,68 @@ fn read_files(
         if buf.len() != bufsize {
             buf = vec![0u8; bufsize];
         }
-        let mut hasher = blake3::Hasher::new();
-        let (mut start, mut end, mut eof) = (0usize, 0usize, false);
-        let mut index = 0u32;
-        let mut size = 0u64;
-        loop {
-            if !eof && end - start < max {
-                buf.copy_within(start..end, 0);
-                end -= start;
-                start = 0;
-                while end < buf.len() {
-                    let n = file
-                        .read(&mut buf[end..])
-                        .map_err(io_err("read", &f.path))?;
-                    if n == 0 {
-                        eof = true;
+        // The whole-file digest runs on its own thread over the same chunk
+        // buffers, in order, so the reader only reads and cuts.
+        let (htx, hrx) = sync_channel::<Arc<Vec<u8>>>(32);
+        let (whole, size) = std::thread::scope(|s| -> Result<(ObjectId, u64)> {
+            let hasher = s.spawn(move || {
+                let mut h = blake3::Hasher::new();
+                for block in hrx {
+                    h.update(&block);
+                }
+                ObjectId(*h.finalize().as_bytes())
+            });
+            let mut cut_file = || -> Result<u64> {
+                let (mut start, mut end, mut eof) = (0usize, 0usize, false);
+                let mut index = 0u32;
+                let mut size = 0u64;
+                loop {
+                    if !eof && end - start < max {
+                        buf.copy_within(start..end, 0);
+                        end -= start;
+                        start = 0;
+                        while end < buf.len() {
+                            let n = file
+                                .read(&mut buf[end..])
+                                .map_err(io_err("read", &f.path))?;
+                            if n == 0 {
+                                eof = true;
+                                break;
+                            }
+                            end += n;
+                        }
+                    }
+                    if start == end {
                         break;
                     }
-                    hasher.update(&buf[end..end + n]);
-                    end += n;
+                    let (_, cut) = fastcdc::v2020::cut(
+                        &buf[start..end],
+                        cfg.chunk_min as usize,
+                        cfg.chunk_avg as usize,
+                        max,
+                        mask_s,
+                        mask_l,
+                        mask_s << 1,
+                        mask_l << 1,
+                    );
+                    let cut = cut.max(1).min(end - start);
+                    check_cancel(cancel)?;
+                    let data = Arc::new(buf[start..start + cut].to_vec());
+                    htx.send(data.clone()).map_err(|_| stopped())?;
+                    jobs.send(Job { slot, index, data })
+                        .map_err(|_| stopped())?;
+                    index += 1;
+                    size += cut as u64;
+                    start += cut;
                 }
-            }
-            if start == end {
-                break;
-            }
-            let (_, cut) = fastcdc::v2020::cut(
-                &buf[start..end],
-                cfg.chunk_min as usize,
-                cfg.chunk_avg as usize,
-                max,
-                mask_s,
-                mask_l,
-                mask_s << 1,
-                mask_l << 1,
-            );
-            let cut = cut.max(1).min(end - start);
-            check_cancel(cancel)?;
-            jobs.send(Job {
-                slot,
-                index,
-                data: buf[start..start + cut].to_vec(),
-            })
-            .map_err(|_| stopped())?;
-            index += 1;
-            size += cut as u64;
-            start += cut;
-        }
-        results[slot].whole = Some(ObjectId(*hasher.finalize().as_bytes()));
+                Ok(size)
+            };
+            let size = cut_file();
+            drop(htx);
+            let whole = hasher.join().expect("hasher thread does not panic");
+            Ok((whole, size?))
+        })?;
+        results[slot].whole = Some(whole);
         results[slot].size = size;
     }
     Ok(())

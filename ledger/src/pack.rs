@@ -143,6 +143,9 @@ pub fn compress(compressor: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) ->
 /// the final fsync of a large commit has little left to do.
 const BACKGROUND_SYNC_EVERY: u64 = 64 << 20;
 
+/// Payloads at least this large bypass the write buffer.
+const DIRECT_WRITE_MIN: usize = 64 << 10;
+
 /// A thread that fdatasyncs the segment while the writer keeps appending.
 struct Syncer {
     kick: std::sync::mpsc::SyncSender<()>,
@@ -226,9 +229,19 @@ impl PackWriter {
         self.out
             .write_all(&header.encode())
             .map_err(io_err("write", &self.path))?;
-        self.out
-            .write_all(payload)
-            .map_err(io_err("write", &self.path))?;
+        if payload.len() >= DIRECT_WRITE_MIN {
+            // Large payloads go straight to the file: copying them through
+            // the BufWriter first would cost an extra memcpy of every byte.
+            self.out.flush().map_err(io_err("write", &self.path))?;
+            self.out
+                .get_mut()
+                .write_all(payload)
+                .map_err(io_err("write", &self.path))?;
+        } else {
+            self.out
+                .write_all(payload)
+                .map_err(io_err("write", &self.path))?;
+        }
         self.offset += RECORD_HEADER_LEN as u64 + payload.len() as u64;
         self.records += 1;
         self.unsynced += RECORD_HEADER_LEN as u64 + payload.len() as u64;

@@ -43,7 +43,7 @@ pub struct WriteConfig {
     pub chunk_max: u32,
     /// zstd level.
     pub zstd_level: i32,
-    /// Worker threads for hashing + compression (0 = all cores).
+    /// Worker threads for hashing + compression (0 = cores + 1).
     pub threads: usize,
 }
 
@@ -51,7 +51,7 @@ impl Default for WriteConfig {
     fn default() -> Self {
         WriteConfig {
             chunk_threshold: 4 << 20,
-            chunk_min: 128 << 10,
+            chunk_min: 256 << 10,
             chunk_avg: 512 << 10,
             chunk_max: 2 << 20,
             zstd_level: 1,
