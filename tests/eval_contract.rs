@@ -529,3 +529,54 @@ proptest! {
         prop_assert!(isclose(a, a, 0.0));
     }
 }
+
+/// Model folders built on the fly; the identities were computed by the
+/// reference binder (CPython 3.11.7) on the same files.
+#[test]
+fn binding_identity_matches_reference_on_generated_folders() {
+    use bat::contract::binding::model_identity;
+    fn mk(root: &Path, rel: &str, data: &[u8]) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, data).expect("write");
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let m1 = tmp.path().join("m1");
+    mk(&m1, "config.json", br#"{"model_type":"x"}"#);
+    mk(&m1, "pytorch_model-1.bin", b"ab");
+    mk(&m1, "pytorch_model.bin", b"c");
+    for (rel, data) in [
+        ("Z.txt", &b"z"[..]),
+        ("a.txt", b"a"),
+        ("sub/dir/deep.txt", b"d"),
+        ("sub.txt", b"s"),
+        ("日本/ü.txt", b"u"),
+        (".git/x", b"g"),
+    ] {
+        mk(&m1, rel, data);
+    }
+    let m2 = tmp.path().join("m2");
+    mk(&m2, "config.json", b"{}");
+    mk(&m2, "w-1.bin", &[b'1'; 10]);
+    mk(&m2, "w-2.bin", &[b'2'; 5]);
+    mk(
+        &m2,
+        "pytorch_model.bin.index.json",
+        br#"{"weight_map": {"a": "w-2.bin", "b": "w-1.bin", "c": "w-2.bin"}, "metadata": {}}"#,
+    );
+    mk(&m2, "model.safetensors", b"ignored-because-index");
+    let m3 = tmp.path().join("m3");
+    mk(&m3, "config.json", b"{}");
+    mk(&m3, "model-b.safetensors", b"x");
+    mk(&m3, "model-a.safetensors", b"y");
+    mk(&m3, "pytorch_model.bin", b"z");
+    mk(&m3, "empty.txt", b"");
+    for (m, want) in [
+        (&m1, "6a7fdc4d3abee4c972b912bf9204ac06860f5a36991b8b54509e720f48d59d93"),
+        (&m2, "fb448c1e76232afe0735b286b0d1fe410684c935f79525ca83c78efdd2637ffd"),
+        (&m3, "685d5006a7fc99c1ae39e0a6b603b00669c47cfe1150567ead5b6cd7ba777689"),
+    ] {
+        let id = model_identity(m).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
+        assert_eq!(id.model_identity_sha256, want, "{}", m.display());
+    }
+}
