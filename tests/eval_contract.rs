@@ -572,11 +572,80 @@ fn binding_identity_matches_reference_on_generated_folders() {
     mk(&m3, "pytorch_model.bin", b"z");
     mk(&m3, "empty.txt", b"");
     for (m, want) in [
-        (&m1, "6a7fdc4d3abee4c972b912bf9204ac06860f5a36991b8b54509e720f48d59d93"),
-        (&m2, "fb448c1e76232afe0735b286b0d1fe410684c935f79525ca83c78efdd2637ffd"),
-        (&m3, "685d5006a7fc99c1ae39e0a6b603b00669c47cfe1150567ead5b6cd7ba777689"),
+        (
+            &m1,
+            "6a7fdc4d3abee4c972b912bf9204ac06860f5a36991b8b54509e720f48d59d93",
+        ),
+        (
+            &m2,
+            "fb448c1e76232afe0735b286b0d1fe410684c935f79525ca83c78efdd2637ffd",
+        ),
+        (
+            &m3,
+            "685d5006a7fc99c1ae39e0a6b603b00669c47cfe1150567ead5b6cd7ba777689",
+        ),
     ] {
         let id = model_identity(m).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
         assert_eq!(id.model_identity_sha256, want, "{}", m.display());
     }
+}
+
+#[test]
+fn round_start_and_admission_receipt() {
+    use bat::contract::protocol::{admission_receipt, validate_round_start, StartError};
+    let model = data().join("binding/models/single");
+    let id = "7bec70ba7cb1bab99aaf2e8664278aaccc886ff3363035ffb6135019047cde60";
+    let presc = |ck: &str, with_opt: bool| {
+        let mut m = Map::new()
+            .with("schema_version", 1)
+            .with("artifact_kind", "bat_round_prescription")
+            .with("target_stage", "S3")
+            .with("starting_checkpoint_sha256", ck);
+        if with_opt {
+            m.insert(
+                "optimizer",
+                Value::Object(Map::new().with("steps", 50).with("learning_rate", 2.5e-7)),
+            );
+        }
+        Value::Object(m)
+    };
+    let start = validate_round_start(&presc(id, true), &model, None).expect("matching checkpoint");
+    assert_eq!(start.target_stage, Value::Str("S3".into()));
+    // An override equal under Python equality (50 == 50.0) passes; another fails.
+    let same = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 50.0}"#).expect("json");
+    validate_round_start(&presc(id, true), &model, Some(&same)).expect("equal optimizer");
+    let other = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 51}"#).expect("json");
+    let e =
+        validate_round_start(&presc(id, true), &model, Some(&other)).expect_err("override differs");
+    assert_eq!(e.to_string(), "round_optimizer_mismatch");
+    let e = validate_round_start(&presc(&"0".repeat(64), true), &model, None)
+        .expect_err("other checkpoint");
+    assert_eq!(e.to_string(), "round_checkpoint_inheritance_mismatch");
+    let e = validate_round_start(&presc(id, false), &model, None).expect_err("no optimizer");
+    assert_eq!(e.to_string(), "round_optimizer_missing");
+    let e =
+        validate_round_start(&Value::Array(vec![]), &model, None).expect_err("not a prescription");
+    assert!(matches!(e, StartError::PrescriptionInvalid));
+
+    let manifest =
+        json::parse(r#"{"artifact_kind": "bat_three_pool_round", "target_stage": "S3"}"#)
+            .expect("json");
+    let r = admission_receipt(&start, "t", &manifest, "m", "p", " Hermes ").expect("receipt");
+    assert_eq!(
+        r.get("artifact_kind").and_then(Value::as_str),
+        Some("bat_round_start_contract")
+    );
+    assert_eq!(r.get("checkpoint_sha256").and_then(Value::as_str), Some(id));
+    assert_eq!(
+        r.get("runtime_protocol")
+            .and_then(|p| p.get("binding_sha256"))
+            .and_then(Value::as_str),
+        Some("1cf8954ae2761fc573d4f7961b32a0eac1de24fa89ff3550f4f520f5b8a9ffe5")
+    );
+    let s4 = json::parse(r#"{"target_stage": "S4"}"#).expect("json");
+    let e = admission_receipt(&start, "t", &s4, "m", "p", "hermes").expect_err("target differs");
+    assert_eq!(e.to_string(), "dataset_target_disagrees_with_prescription");
+    let e = admission_receipt(&start, "t", &manifest, "m", "p", "bad format!")
+        .expect_err("bad protocol");
+    assert_eq!(e.to_string(), "runtime_tool_format_invalid");
 }
