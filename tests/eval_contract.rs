@@ -529,3 +529,123 @@ proptest! {
         prop_assert!(isclose(a, a, 0.0));
     }
 }
+
+/// Model folders built on the fly; the identities were computed by the
+/// reference binder (CPython 3.11.7) on the same files.
+#[test]
+fn binding_identity_matches_reference_on_generated_folders() {
+    use bat::contract::binding::model_identity;
+    fn mk(root: &Path, rel: &str, data: &[u8]) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, data).expect("write");
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let m1 = tmp.path().join("m1");
+    mk(&m1, "config.json", br#"{"model_type":"x"}"#);
+    mk(&m1, "pytorch_model-1.bin", b"ab");
+    mk(&m1, "pytorch_model.bin", b"c");
+    for (rel, data) in [
+        ("Z.txt", &b"z"[..]),
+        ("a.txt", b"a"),
+        ("sub/dir/deep.txt", b"d"),
+        ("sub.txt", b"s"),
+        ("日本/ü.txt", b"u"),
+        (".git/x", b"g"),
+    ] {
+        mk(&m1, rel, data);
+    }
+    let m2 = tmp.path().join("m2");
+    mk(&m2, "config.json", b"{}");
+    mk(&m2, "w-1.bin", &[b'1'; 10]);
+    mk(&m2, "w-2.bin", &[b'2'; 5]);
+    mk(
+        &m2,
+        "pytorch_model.bin.index.json",
+        br#"{"weight_map": {"a": "w-2.bin", "b": "w-1.bin", "c": "w-2.bin"}, "metadata": {}}"#,
+    );
+    mk(&m2, "model.safetensors", b"ignored-because-index");
+    let m3 = tmp.path().join("m3");
+    mk(&m3, "config.json", b"{}");
+    mk(&m3, "model-b.safetensors", b"x");
+    mk(&m3, "model-a.safetensors", b"y");
+    mk(&m3, "pytorch_model.bin", b"z");
+    mk(&m3, "empty.txt", b"");
+    for (m, want) in [
+        (
+            &m1,
+            "6a7fdc4d3abee4c972b912bf9204ac06860f5a36991b8b54509e720f48d59d93",
+        ),
+        (
+            &m2,
+            "fb448c1e76232afe0735b286b0d1fe410684c935f79525ca83c78efdd2637ffd",
+        ),
+        (
+            &m3,
+            "685d5006a7fc99c1ae39e0a6b603b00669c47cfe1150567ead5b6cd7ba777689",
+        ),
+    ] {
+        let id = model_identity(m).unwrap_or_else(|e| panic!("{}: {e}", m.display()));
+        assert_eq!(id.model_identity_sha256, want, "{}", m.display());
+    }
+}
+
+#[test]
+fn round_start_and_admission_receipt() {
+    use bat::contract::protocol::{admission_receipt, validate_round_start, StartError};
+    let model = data().join("binding/models/single");
+    let id = "7bec70ba7cb1bab99aaf2e8664278aaccc886ff3363035ffb6135019047cde60";
+    let presc = |ck: &str, with_opt: bool| {
+        let mut m = Map::new()
+            .with("schema_version", 1)
+            .with("artifact_kind", "bat_round_prescription")
+            .with("target_stage", "S3")
+            .with("starting_checkpoint_sha256", ck);
+        if with_opt {
+            m.insert(
+                "optimizer",
+                Value::Object(Map::new().with("steps", 50).with("learning_rate", 2.5e-7)),
+            );
+        }
+        Value::Object(m)
+    };
+    let start = validate_round_start(&presc(id, true), &model, None).expect("matching checkpoint");
+    assert_eq!(start.target_stage, Value::Str("S3".into()));
+    // An override equal under Python equality (50 == 50.0) passes; another fails.
+    let same = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 50.0}"#).expect("json");
+    validate_round_start(&presc(id, true), &model, Some(&same)).expect("equal optimizer");
+    let other = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 51}"#).expect("json");
+    let e =
+        validate_round_start(&presc(id, true), &model, Some(&other)).expect_err("override differs");
+    assert_eq!(e.to_string(), "round_optimizer_mismatch");
+    let e = validate_round_start(&presc(&"0".repeat(64), true), &model, None)
+        .expect_err("other checkpoint");
+    assert_eq!(e.to_string(), "round_checkpoint_inheritance_mismatch");
+    let e = validate_round_start(&presc(id, false), &model, None).expect_err("no optimizer");
+    assert_eq!(e.to_string(), "round_optimizer_missing");
+    let e =
+        validate_round_start(&Value::Array(vec![]), &model, None).expect_err("not a prescription");
+    assert!(matches!(e, StartError::PrescriptionInvalid));
+
+    let manifest =
+        json::parse(r#"{"artifact_kind": "bat_three_pool_round", "target_stage": "S3"}"#)
+            .expect("json");
+    let r = admission_receipt(&start, "t", &manifest, "m", "p", " Hermes ").expect("receipt");
+    assert_eq!(
+        r.get("artifact_kind").and_then(Value::as_str),
+        Some("bat_round_start_contract")
+    );
+    assert_eq!(r.get("checkpoint_sha256").and_then(Value::as_str), Some(id));
+    assert_eq!(
+        r.get("runtime_protocol")
+            .and_then(|p| p.get("binding_sha256"))
+            .and_then(Value::as_str),
+        Some("1cf8954ae2761fc573d4f7961b32a0eac1de24fa89ff3550f4f520f5b8a9ffe5")
+    );
+    let s4 = json::parse(r#"{"target_stage": "S4"}"#).expect("json");
+    let e = admission_receipt(&start, "t", &s4, "m", "p", "hermes").expect_err("target differs");
+    assert_eq!(e.to_string(), "dataset_target_disagrees_with_prescription");
+    let e = admission_receipt(&start, "t", &manifest, "m", "p", "bad format!")
+        .expect_err("bad protocol");
+    assert_eq!(e.to_string(), "runtime_tool_format_invalid");
+}

@@ -531,6 +531,45 @@ pub fn evaluation_request(
     ))
 }
 
+/// §G.4 command expansion failures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// The template has no elements.
+    #[error("evaluator_command_empty")]
+    Empty,
+    /// After expansion, the checkpoint, output or request path is not a whole element.
+    #[error("evaluator_command_placeholders_missing")]
+    PlaceholdersMissing,
+}
+
+/// §G.4: replace every element that *equals* `{checkpoint}`, `{output}` or
+/// `{request}` (no substring substitution); all three values must then occur
+/// as whole elements.
+pub fn expand_evaluator_command(
+    template: &[String],
+    checkpoint: &str,
+    output: &str,
+    request: &str,
+) -> Result<Vec<String>, CommandError> {
+    if template.is_empty() {
+        return Err(CommandError::Empty);
+    }
+    let expanded: Vec<String> = template
+        .iter()
+        .map(|item| match item.as_str() {
+            "{checkpoint}" => checkpoint.to_string(),
+            "{output}" => output.to_string(),
+            "{request}" => request.to_string(),
+            _ => item.clone(),
+        })
+        .collect();
+    let has = |v: &str| expanded.iter().any(|e| e == v);
+    if !(has(output) && has(checkpoint) && has(request)) {
+        return Err(CommandError::PlaceholdersMissing);
+    }
+    Ok(expanded)
+}
+
 /// §G.4: `command_sha256` = sha256hex(AJ of the unexpanded command template).
 pub fn command_sha256(template: &[String]) -> String {
     let v = Value::Array(template.iter().map(|s| Value::Str(s.clone())).collect());
@@ -608,5 +647,36 @@ mod tests {
             Some(" p ")
         );
         assert_eq!(command_sha256(&["a".into()]), sha256_hex(b"[\"a\"]"));
+        let t = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            expand_evaluator_command(
+                &t(&[
+                    "ev",
+                    "{checkpoint}",
+                    "--o={output}",
+                    "{output}",
+                    "{request}"
+                ]),
+                "/c",
+                "/o",
+                "/r"
+            ),
+            Ok(t(&["ev", "/c", "--o={output}", "/o", "/r"]))
+        );
+        assert_eq!(
+            expand_evaluator_command(&[], "/c", "/o", "/r"),
+            Err(CommandError::Empty)
+        );
+        assert_eq!(
+            expand_evaluator_command(
+                &t(&["ev", "--o={output}", "{checkpoint}", "{request}"]),
+                "/c",
+                "/o",
+                "/r"
+            ),
+            Err(CommandError::PlaceholdersMissing)
+        );
+        // A literal element equal to the value counts, as in the reference.
+        assert!(expand_evaluator_command(&t(&["/c", "/o", "/r"]), "/c", "/o", "/r").is_ok());
     }
 }

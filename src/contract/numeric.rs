@@ -233,27 +233,36 @@ fn decimal_digit(c: char) -> Option<char> {
     }
 }
 
-/// Python `float(str)`: strip whitespace, then a sign and either
-/// `inf`/`infinity`/`nan` (any case) or a decimal literal with optional
-/// single underscores between digits.
+/// Python `float(str)`: optional surrounding whitespace, then a sign and
+/// either `inf`/`infinity`/`nan` (any case) or a decimal literal with
+/// optional single underscores between digits.
+///
+/// CPython first rewrites a non-ASCII string: each non-ASCII whitespace
+/// character becomes a space, each Unicode decimal digit its ASCII digit,
+/// and anything else non-ASCII ends the literal (invalid). ASCII characters
+/// are kept as they are, and only ASCII whitespace (space, `\t`, `\n`, `\r`,
+/// `\x0b`, `\x0c`) is then stripped, so `"7\x1f"` is invalid even though
+/// `"\x1f".isspace()` is true.
 pub fn str_to_float(s: &str) -> Result<f64, ToFloatError> {
-    // CPython first maps Unicode decimal digits to ASCII and whitespace to
-    // spaces; any other non-ASCII character makes the literal invalid.
     let mut ascii = String::with_capacity(s.len());
-    for c in py_strip(s).chars() {
-        if let Some(d) = decimal_digit(c) {
-            ascii.push(d);
-        } else if c.is_ascii() {
+    for c in s.chars() {
+        if c.is_ascii() {
             ascii.push(c);
+        } else if py_isspace(c) {
+            ascii.push(' ');
+        } else if let Some(d) = decimal_digit(c) {
+            ascii.push(d);
         } else {
             return Err(ToFloatError::Value);
         }
     }
-    let b = ascii.as_bytes();
+    let trimmed =
+        ascii.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c'));
+    let b = trimmed.as_bytes();
     let (neg, body) = match b.first() {
-        Some(b'-') => (true, &ascii[1..]),
-        Some(b'+') => (false, &ascii[1..]),
-        _ => (false, &ascii[..]),
+        Some(b'-') => (true, &trimmed[1..]),
+        Some(b'+') => (false, &trimmed[1..]),
+        _ => (false, trimmed),
     };
     let lower = body.to_ascii_lowercase();
     let special = match lower.as_str() {
@@ -342,6 +351,7 @@ mod tests {
         assert_eq!(f("0.75"), Ok(0.75));
         assert_eq!(f("1e-1"), Ok(0.1));
         assert_eq!(f("  \t1.5\n"), Ok(1.5));
+        assert_eq!(f("\u{b}7\u{c}"), Ok(7.0));
         assert_eq!(f("\u{2003}2\u{3000}"), Ok(2.0));
         assert_eq!(f("1_000.000_1"), Ok(1000.0001));
         assert_eq!(f("-.5"), Ok(-0.5));
@@ -386,6 +396,10 @@ mod tests {
             "\u{200b}1",
             "١e",
             "1,5",
+            "7\u{1f}",
+            "\u{1c}7",
+            "1\u{7f}",
+            "1\u{a0}2",
         ] {
             assert_eq!(f(bad), Err(ToFloatError::Value), "{bad:?}");
         }

@@ -72,34 +72,167 @@ pub fn validate_protocol_receipt(value: &Value) -> Result<Value, ProtocolError> 
         _ => None,
     };
     let expected = runtime_protocol_binding(format)?;
-    if !same_object(
-        m,
-        expected.as_object().ok_or(ProtocolError::ReceiptInvalid)?,
-    ) {
+    if !python_eq(value, &expected) {
         return Err(ProtocolError::ReceiptMismatch);
     }
     Ok(value.clone())
 }
 
-/// Python dict equality for flat receipts: same keys, equal values, any order.
-fn same_object(a: &Map, b: &Map) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .all(|(k, v)| b.get(k).is_some_and(|w| scalar_eq(v, w)))
+/// Python `==` on parsed JSON values: ints, floats and bools compare by
+/// value (`1 == 1.0 == True`), objects by key set and values in any order,
+/// arrays element-wise; NaN is unequal to everything.
+pub fn python_eq(a: &Value, b: &Value) -> bool {
+    fn num(v: &Value) -> Option<f64> {
+        match v {
+            Value::Bool(x) => Some(f64::from(u8::from(*x))),
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::BigInt(x), Value::BigInt(y)) => x == y,
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| python_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| python_eq(v, w)))
+        }
+        _ => match (num(a), num(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => false,
+        },
+    }
 }
 
-/// Python `==` on the scalars a receipt holds (`1 == 1.0 == True`).
-fn scalar_eq(a: &Value, b: &Value) -> bool {
-    let num = |v: &Value| match v {
-        Value::Bool(x) => Some(f64::from(u8::from(*x))),
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(f) => Some(*f),
-        _ => None,
-    };
-    match (num(a), num(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
+/// Round-start and admission failures (§I); the message is the contract code.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The prescription is not a schema-1 `bat_round_prescription` object.
+    #[error("round_prescription_invalid")]
+    PrescriptionInvalid,
+    /// The model's identity differs from `starting_checkpoint_sha256`.
+    #[error("round_checkpoint_inheritance_mismatch")]
+    InheritanceMismatch,
+    /// The prescription has no optimizer object.
+    #[error("round_optimizer_missing")]
+    OptimizerMissing,
+    /// An optimizer override differs from the prescribed one.
+    #[error("round_optimizer_mismatch")]
+    OptimizerMismatch,
+    /// The dataset manifest's target differs from the prescription's.
+    #[error("dataset_target_disagrees_with_prescription")]
+    DatasetTargetDisagrees,
+    /// Binding the model failed.
+    #[error(transparent)]
+    Binding(#[from] super::binding::BindingError),
+    /// The runtime protocol is invalid.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+/// A passed round-start check.
+#[derive(Debug, Clone)]
+pub struct RoundStart {
+    /// The prescription's `target_stage` (any JSON value, null if absent).
+    pub target_stage: Value,
+    /// The prescription's `starting_checkpoint_sha256`.
+    pub checkpoint_sha256: Value,
+    /// The prescribed optimizer object.
+    pub optimizer: Value,
+}
+
+impl RoundStart {
+    /// The reference validator's stdout document.
+    pub fn report(&self) -> Value {
+        Value::Object(
+            Map::new()
+                .with("status", "passed")
+                .with("target_stage", self.target_stage.clone())
+                .with("checkpoint_sha256", self.checkpoint_sha256.clone())
+                .with("optimizer", self.optimizer.clone()),
+        )
     }
+}
+
+/// §I round-start: the prescription must be a schema-1 prescription, the
+/// model (bound as experiment `round-start`, step 0, baseline) must be the
+/// prescribed starting checkpoint, and the optimizer must be present and
+/// equal any override.
+pub fn validate_round_start(
+    prescription: &Value,
+    model_path: &std::path::Path,
+    optimizer_override: Option<&Value>,
+) -> Result<RoundStart, StartError> {
+    let p = prescription
+        .as_object()
+        .ok_or(StartError::PrescriptionInvalid)?;
+    let schema_ok = p
+        .get("schema_version")
+        .is_some_and(|v| python_eq(v, &Value::Int(1)));
+    if p.get("artifact_kind").and_then(Value::as_str) != Some("bat_round_prescription")
+        || !schema_ok
+    {
+        return Err(StartError::PrescriptionInvalid);
+    }
+    let id = super::binding::model_identity(model_path)?;
+    let expected = p
+        .get("starting_checkpoint_sha256")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if !python_eq(&Value::Str(id.model_identity_sha256), &expected) {
+        return Err(StartError::InheritanceMismatch);
+    }
+    let optimizer = match p.get("optimizer") {
+        Some(v @ Value::Object(_)) => v.clone(),
+        _ => return Err(StartError::OptimizerMissing),
+    };
+    if let Some(o) = optimizer_override {
+        if !python_eq(o, &optimizer) {
+            return Err(StartError::OptimizerMismatch);
+        }
+    }
+    Ok(RoundStart {
+        target_stage: p.get("target_stage").cloned().unwrap_or(Value::Null),
+        checkpoint_sha256: expected,
+        optimizer,
+    })
+}
+
+/// §I admission receipt, after [`validate_round_start`] and the dataset
+/// verification (whose `train_sha256` is passed in) have both passed.
+pub fn admission_receipt(
+    start: &RoundStart,
+    dataset_train_sha256: &str,
+    manifest: &Value,
+    manifest_sha256: &str,
+    prescription_sha256: &str,
+    runtime_tool_format: &str,
+) -> Result<Value, StartError> {
+    let manifest_target = manifest.get("target_stage").unwrap_or(&Value::Null);
+    if !python_eq(manifest_target, &start.target_stage) {
+        return Err(StartError::DatasetTargetDisagrees);
+    }
+    Ok(Value::Object(
+        Map::new()
+            .with("schema_version", 1)
+            .with("artifact_kind", "bat_round_start_contract")
+            .with("checkpoint_sha256", start.checkpoint_sha256.clone())
+            .with("train_sha256", dataset_train_sha256)
+            .with("manifest_sha256", manifest_sha256)
+            .with("prescription_sha256", prescription_sha256)
+            .with("target_stage", start.target_stage.clone())
+            .with("optimizer", start.optimizer.clone())
+            .with(
+                "runtime_protocol",
+                runtime_protocol_binding(Some(runtime_tool_format))?,
+            ),
+    ))
 }
 
 #[cfg(test)]
@@ -148,5 +281,19 @@ mod tests {
             validate_protocol_receipt(&Value::Object(m)),
             Err(ProtocolError::Missing)
         );
+    }
+
+    #[test]
+    fn python_equality() {
+        let p = |s: &str| json::parse(s).expect("json");
+        assert!(python_eq(
+            &p(r#"{"a": 1, "b": [true, 2.0]}"#),
+            &p(r#"{"b": [1, 2], "a": 1.0}"#)
+        ));
+        assert!(!python_eq(&p(r#"{"a": 1}"#), &p(r#"{"a": 1, "b": 2}"#)));
+        assert!(!python_eq(&p("NaN"), &p("NaN")));
+        assert!(!python_eq(&p(r#""1""#), &p("1")));
+        assert!(python_eq(&p("null"), &p("null")));
+        assert!(!python_eq(&p("null"), &p("0")));
     }
 }
