@@ -649,3 +649,80 @@ fn round_start_and_admission_receipt() {
         .expect_err("bad protocol");
     assert_eq!(e.to_string(), "runtime_tool_format_invalid");
 }
+
+#[test]
+fn cli_cpython312_sum_reproduces_the_informational_vectors() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("s.json");
+    let a = bat()
+        .args(["eval", "summarize", "--cpython312-sum", "--raw"])
+        .arg(data().join("eval/raw/baseline.json"))
+        .args([
+            "--checkpoint-sha256",
+            &json::sha256_hex(b"bat-conformance:baseline"),
+            "--output",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let want = read(&data().join("eval/alt-cpython312/summary/baseline.summary.json"));
+    assert_eq!(a.get_output().stdout, want);
+    // And it really differs from the canonical 3.11 bytes.
+    assert_ne!(
+        want,
+        read(&data().join("eval/summary/baseline.summary.json"))
+    );
+}
+
+#[test]
+fn gate_thresholds_and_optimizer_come_from_the_pack() {
+    let mut v = json::parse(bat::contract::pack::DEFAULT_PACK_JSON).expect("pack json");
+    if let Value::Object(m) = &mut v {
+        let mut th = m
+            .get("gate_thresholds")
+            .and_then(Value::as_object)
+            .cloned()
+            .expect("thresholds");
+        th.insert("maximum_late_stage_drop", Value::Float(0.5));
+        m.insert("gate_thresholds", Value::Object(th));
+        let mut opt = m
+            .get("prescription_optimizer")
+            .and_then(Value::as_object)
+            .cloned()
+            .expect("optimizer");
+        opt.insert("steps", Value::Int(7));
+        m.insert("prescription_optimizer", Value::Object(opt));
+    }
+    let pack = Pack::parse(&json::to_pj(&v), "test").expect("pack");
+    let model = GateModel::from_pack(&pack).expect("gate model");
+    let load = |n: &str| {
+        json::parse_bytes(&read(
+            &data().join(format!("eval/summary/{n}.summary.json")),
+        ))
+        .expect("json")
+    };
+    // hold-late-stage holds with the reference's 0.03, promotes with 0.5.
+    let g = evaluate_gate(&load("baseline"), &load("cand-late-stage"), true, &model).expect("gate");
+    assert!(g.promoted);
+    assert_eq!(
+        g.gate
+            .get("thresholds")
+            .and_then(|t| t.get("maximum_late_stage_drop")),
+        Some(&Value::Float(0.5))
+    );
+    assert_eq!(
+        g.prescription.get("optimizer").and_then(|o| o.get("steps")),
+        Some(&Value::Int(7))
+    );
+    let reference = GateModel::from_pack(&Pack::default_pack()).expect("default");
+    assert!(
+        !evaluate_gate(
+            &load("baseline"),
+            &load("cand-late-stage"),
+            true,
+            &reference
+        )
+        .expect("gate")
+        .promoted
+    );
+}
