@@ -109,15 +109,13 @@ fn eight_concurrent_committers_lose_nothing() {
         .success();
     assert_eq!(
         std::fs::read(w.join("out/own.bin")).unwrap(),
-        std::fs::read(
-            w.join(format!(
+        std::fs::read(w.join(format!(
                 "d{}/own.bin",
                 log.as_array().unwrap()[0]["message"]
                     .as_str()
                     .unwrap()
                     .trim_start_matches("writer ")
-            ))
-        )
+            )))
         .unwrap()
     );
     // a CAS writer with a stale expectation fails with "branch moved"

@@ -1,5 +1,6 @@
-//! Damage to pack files: every flipped byte (pack header, record headers,
-//! payloads) and every truncation makes fsck exit 1 naming the damage, and
+//! Damage to pack files: flipped bytes (every pack-header byte, every field
+//! of several record headers, random payload positions) and truncations
+//! make fsck exit 1 naming the damage, and
 //! reads fail cleanly without writing wrong bytes.
 
 #[path = "ledger_common/mod.rs"]
@@ -107,7 +108,7 @@ fn check_damaged(base: &Path, damage: impl Fn(&Path), what: &str) {
 }
 
 #[test]
-fn every_flipped_byte_is_detected() {
+fn flipped_bytes_are_detected() {
     let (t, offs) = template();
     let base = t.path();
     let len = std::fs::metadata(pack_of(base)).unwrap().len();

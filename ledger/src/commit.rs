@@ -376,9 +376,12 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Store bytes and a tree built by the caller in one go: `blobs` are
-    /// stored as bytes objects, then `tree` (whose entries may reference
-    /// them). Returns the tree id. Durable and catalogued on return.
+    /// Store caller-built objects in one go: `blobs` as bytes objects (each
+    /// one record, so keep them small; use `commit_dir` for large files),
+    /// then `trees` in order (entries may reference the blobs or earlier
+    /// trees). Returns the ids of all blobs, then of all trees. Durable and
+    /// catalogued on return, but unreachable (and collectable by gc) until a
+    /// commit made with [`Ledger::commit_tree`] references them.
     pub fn write_objects(&mut self, blobs: &[&[u8]], trees: &[Tree]) -> Result<Vec<ObjectId>> {
         let mut st = Staging::new(self);
         let mut ids = Vec::new();

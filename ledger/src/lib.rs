@@ -10,6 +10,33 @@
 //!
 //! The crate does no terminal I/O and reads no environment; long operations
 //! report through [`Progress`] and honour a cancellation flag.
+//!
+//! ```
+//! use std::sync::atomic::AtomicBool;
+//! use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress};
+//!
+//! let work = tempfile::tempdir()?;
+//! let data = work.path().join("data");
+//! std::fs::create_dir(&data)?;
+//! std::fs::write(data.join("weights.bin"), b"tensor bytes")?;
+//!
+//! let mut ledger = Ledger::init(work.path())?;
+//! let mut req = CommitRequest::new("round 1");
+//! req.metadata = serde_json::json!({"free": "form"});
+//! req.fields.insert("round".into(), FieldValue::Int(1));
+//! let out = ledger.commit_dir(&data, &req, &NoProgress, &AtomicBool::new(false))?;
+//!
+//! assert_eq!(ledger.resolve("HEAD")?, out.commit);
+//! let files = ledger.walk_files(&out.tree)?;
+//! assert_eq!(files[0].id.to_string(), blake3::hash(b"tensor bytes").to_hex().as_str());
+//! assert_eq!(ledger.read_bytes(&files[0].id)?, b"tensor bytes");
+//! assert_eq!(ledger.commits_with_field("round", &FieldValue::Int(1))?, vec![out.commit]);
+//! assert!(ledger.fsck(&NoProgress, &AtomicBool::new(false))?.ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A [`Ledger`] handle is `Send` but not `Sync`: open one per thread (or
+//! process); the catalog serializes writers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

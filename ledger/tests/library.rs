@@ -273,3 +273,53 @@ fn cancellation_stops_a_commit_without_changing_refs() {
     assert!(l.head().unwrap().commit().is_none());
     assert_eq!(l.stats().unwrap().objects, 0);
 }
+
+#[test]
+fn fsck_reports_catalog_inconsistencies() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"alpha"), ("b", b"beta")]);
+    let c1 = commit(&mut l, &d, "one");
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+    let dir = l.dir().to_path_buf();
+    drop(l);
+    let db = rusqlite::Connection::open(dir.join("catalog.sqlite")).unwrap();
+    // a row pointing past the end of its pack
+    let a = blake3::hash(b"alpha");
+    db.execute(
+        "UPDATE objects SET offset = offset + 1000000 WHERE id = ?1",
+        [a.as_bytes().as_slice()],
+    )
+    .unwrap();
+    // a dangling ref
+    db.execute(
+        "INSERT INTO refs(name, target) VALUES ('refs/heads/ghost', ?1)",
+        [[7u8; 32].as_slice()],
+    )
+    .unwrap();
+    drop(db);
+    let l = Ledger::open(&dir).unwrap();
+    let rep = l.fsck(&NoProgress, &no()).unwrap();
+    let text: Vec<String> = rep.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|p| p.contains(&a.to_hex().to_string()) && p.contains("beyond")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|p| p.contains("refs/heads/ghost") && p.contains("missing commit")),
+        "{text:?}"
+    );
+    // reading the damaged object fails with an error naming it
+    let err = l.read_bytes(&ObjectId(*a.as_bytes())).unwrap_err();
+    assert!(err.to_string().contains(&a.to_hex().to_string()), "{err}");
+    // the untouched file is still readable and history is intact
+    assert_eq!(
+        l.read_bytes(&ObjectId(*blake3::hash(b"beta").as_bytes()))
+            .unwrap(),
+        b"beta"
+    );
+    assert_eq!(l.log(c1, None).unwrap().len(), 1);
+}

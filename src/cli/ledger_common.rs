@@ -142,3 +142,38 @@ pub fn short(id: &impl std::fmt::Display) -> String {
     let s = id.to_string();
     s[..12.min(s.len())].to_string()
 }
+
+/// Format Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian;
+/// days-from-civil inverse after H. Hinnant), without a date crate.
+pub fn fmt_time(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_time;
+
+    #[test]
+    fn formats_utc_times() {
+        assert_eq!(fmt_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(fmt_time(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(fmt_time(1_796_021_204), "2026-11-30 06:46:44 UTC");
+        assert_eq!(fmt_time(-1), "1969-12-31 23:59:59 UTC");
+    }
+}

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ledger_common::{lerr, open, resolve};
+use super::ledger_common::{fmt_time, lerr, open, resolve};
 use super::{print_json, CliResult, Globals};
 
 /// Show history, newest first.
@@ -37,7 +37,7 @@ pub fn run(args: LogArgs, g: &Globals) -> CliResult {
         for (id, c) in log {
             println!("commit {id}");
             println!("Author: {}", c.author);
-            println!("Date:   {}", c.time);
+            println!("Date:   {}", fmt_time(c.time));
             println!();
             for line in c.message.lines() {
                 println!("    {line}");

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use bat_ledger::Mode;
 use clap::Args;
 
-use super::ledger_common::{lerr, open, resolve};
+use super::ledger_common::{fmt_time, lerr, open, resolve};
 use super::{print_json, CliResult, Globals};
 
 /// Show a commit: its header, metadata and files.
@@ -46,7 +46,7 @@ pub fn run(args: ShowArgs, g: &Globals) -> CliResult {
         }
         println!("tree   {}", c.tree);
         println!("Author: {}", c.author);
-        println!("Date:   {}", c.time);
+        println!("Date:   {}", fmt_time(c.time));
         println!();
         for line in c.message.lines() {
             println!("    {line}");
