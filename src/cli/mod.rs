@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
 pub mod reflog;
 pub mod reset;
 pub mod round;
+pub mod run;
 pub mod show;
 pub mod source;
 pub mod stats;
@@ -101,6 +102,8 @@ pub enum Command {
     Bind(bind::BindArgs),
     /// Run a conformance vector directory and print a pass/fail table.
     Conformance(conformance::ConformanceArgs),
+    /// Run the BaT loop with external trainer/evaluator commands.
+    Run(run::RunArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -118,7 +121,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -163,8 +170,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {
@@ -202,6 +214,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Firewall(a) => firewall::run(a, g),
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
+        Command::Run(a) => run::run(a, g),
     }
 }
 
