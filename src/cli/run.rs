@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ledger_common::{lerr, open};
+use super::ledger_common::open;
 use super::{CliError, CliResult, Globals};
 use crate::contract::json;
 use crate::contract::pack::Pack;
@@ -79,9 +79,8 @@ pub struct RunArgs {
     pub resume: bool,
 }
 
-struct CliObserver {
-    json: bool,
-}
+/// Progress lines and child output on stderr (stdout carries the result).
+struct CliObserver;
 
 impl Observer for CliObserver {
     fn event(&mut self, e: &LoopEvent<'_>) {
@@ -108,7 +107,6 @@ impl Observer for CliObserver {
             } => format!("{round_id}: gate {gate_status}, next target {next_target_stage}"),
             LoopEvent::Recorded { round_id, note } => format!("{round_id}: {note}"),
         };
-        let _ = self.json;
         eprintln!("bat run: {line}");
     }
 
@@ -212,7 +210,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
         ledger: &mut ledger,
         options,
     };
-    let mut observer = CliObserver { json: g.json };
+    let mut observer = CliObserver;
     let outcome = run_loop(
         &campaign,
         start,
@@ -271,6 +269,5 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             s("next_target_stage")
         );
     }
-    let _ = lerr;
     Ok(ExitCode::SUCCESS)
 }
