@@ -195,6 +195,12 @@ fn usage_and_template_errors_refuse_before_running_anything() {
     args[i + 1] = "0".into();
     let out = run_in(&t.ledger, &args);
     assert!(String::from_utf8_lossy(&out.stderr).contains("error: loop_size_invalid"));
+    // --resume takes the campaign from the ledger, not from arguments.
+    let mut args = t.args.clone();
+    args.push("--resume".into());
+    let out = run_in(&t.ledger, &args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!t.root.join("W").exists());
     // Nothing to resume in a fresh ledger.
     let out = run_in(&t.ledger, &["run".into(), "--resume".into()]);
     assert_eq!(out.status.code(), Some(1));

@@ -75,7 +75,19 @@ pub struct RunArgs {
     pub branch: Option<String>,
     /// Continue the campaign of the last round committed by `bat run` on the
     /// branch (--branch, else HEAD); other arguments are taken from the ledger.
-    #[arg(long)]
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "source",
+            "initial_checkpoint",
+            "trainer",
+            "evaluator",
+            "protocol_id",
+            "runtime_tool_format",
+            "pack",
+            "work_dir",
+        ]
+    )]
     pub resume: bool,
 }
 

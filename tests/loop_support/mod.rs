@@ -14,8 +14,12 @@ pub fn data() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/loop")
 }
 
-/// The shared conformance loop directory, if present on this machine.
+/// The shared conformance loop directory, if present on this machine (and
+/// `BAT_TEST_NO_SHARED` is unset: it simulates a fresh clone).
 pub fn shared_loop() -> Option<PathBuf> {
+    if std::env::var_os("BAT_TEST_NO_SHARED").is_some() {
+        return None;
+    }
     let p = PathBuf::from("/work/shared/conformance/loop");
     p.join("expected-work-dir").is_dir().then_some(p)
 }
@@ -24,7 +28,7 @@ pub fn shared_loop() -> Option<PathBuf> {
 /// from the given pack into `dir`.
 pub fn source(dir: &Path, pack: &Pack) -> PathBuf {
     let shared = PathBuf::from("/work/shared/conformance/source/source.jsonl");
-    if shared.is_file() {
+    if shared.is_file() && std::env::var_os("BAT_TEST_NO_SHARED").is_none() {
         return shared;
     }
     let k = pack.contract().unwrap();
