@@ -401,11 +401,13 @@ fn resume_case(lose_work_dir: bool) {
         "the unfinished round is removed"
     );
     if lose_work_dir {
-        // r01 promoted: its candidate comes back from the ledger.
-        assert!(point
-            .state
-            .current_checkpoint
-            .starts_with(st.tmp.path().join("restore")));
+        // r01 promoted: the work dir is rebuilt from the ledger.
+        assert_eq!(
+            point.state.current_checkpoint,
+            c.work_dir.join("r01/candidate")
+        );
+        assert!(c.work_dir.join("r01/gate.json").is_file());
+        assert!(c.work_dir.join("baseline-eval/summary.json").is_file());
     }
     assert_eq!(point.campaign, c);
     // The user fixed the trainer.
@@ -459,4 +461,65 @@ fn resume_continues_after_the_last_committed_round() {
 #[test]
 fn resume_restores_the_checkpoint_from_the_ledger_when_the_work_dir_is_gone() {
     resume_case(true);
+}
+
+#[test]
+fn resume_checks_the_promoted_candidate_out_when_it_was_removed() {
+    let st = setup(&["--fail-on", "r02"], &[], 2);
+    let c = prepare_fresh(&st.campaign).unwrap();
+    let mut rec = Recorder::new();
+    rec.ledger = Some(ledger(&st.tmp.path().join("ledger")));
+    run(
+        &c,
+        Start::Fresh,
+        &st.pack,
+        &mut rec,
+        &st.tmp.path().join("logs"),
+    )
+    .unwrap_err();
+    std::fs::remove_dir_all(c.work_dir.join("r01/candidate")).unwrap();
+    let l = rec.ledger.take().unwrap();
+    let last = find_last_round(&l, "HEAD").unwrap().unwrap();
+    let restore = st.tmp.path().join("restore");
+    let point = prepare_resume(&l, &last, &restore).unwrap();
+    assert_eq!(
+        point.state.current_checkpoint,
+        restore.join("r01/candidate")
+    );
+}
+
+#[test]
+fn resume_refuses_a_changed_initial_checkpoint() {
+    // r01 promotes; metadata claiming the initial folder has r01's identity
+    // must be refused rather than trained from.
+    let st = setup(&[], &[], 1);
+    let c = prepare_fresh(&st.campaign).unwrap();
+    let mut rec = Recorder::new();
+    rec.ledger = Some(ledger(&st.tmp.path().join("ledger")));
+    run(
+        &c,
+        Start::Fresh,
+        &st.pack,
+        &mut rec,
+        &st.tmp.path().join("logs"),
+    )
+    .unwrap();
+    let l = rec.ledger.take().unwrap();
+    let last = find_last_round(&l, "HEAD").unwrap().unwrap();
+    let mut meta = last.loop_metadata.clone();
+    meta["current_checkpoint"]["round_id"] = serde_json::Value::Null;
+    meta["current_checkpoint"]["path"] = serde_json::json!(c.initial_checkpoint.to_string_lossy());
+    let sha = meta["current_checkpoint"]["sha256"].clone();
+    assert!(sha.is_string());
+    let tampered = bat::engine::resume::RecordedRound {
+        commit: last.commit,
+        loop_metadata: meta,
+    };
+    // The initial folder no longer has the recorded identity (r01's).
+    let e = prepare_resume(&l, &tampered, &st.tmp.path().join("r")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cannot restore the checkpoint of initial"),
+        "{e}"
+    );
 }

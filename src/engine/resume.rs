@@ -142,11 +142,12 @@ fn identity_matches(path: &Path, sha: &str) -> bool {
     path.is_dir() && model_identity(path).is_ok_and(|id| id.model_identity_sha256 == sha)
 }
 
-/// Rebuild the loop state from the last round commit, restore the current
-/// checkpoint (checking the promoted round's candidate out of the ledger
-/// into `restore_dir` when it is gone from disk) and make the work dir ready
-/// for the next round: an unfinished round folder left by the interruption
-/// is removed; a missing work dir is created again.
+/// Rebuild the loop state from the last round commit and make the work dir
+/// ready for the next round: an unfinished round folder left by the
+/// interruption is removed; a lost work dir is rebuilt from the round commits
+/// (plus `baseline-eval/summary.json` from the metadata). The current
+/// checkpoint is the recorded folder if it still has the recorded identity,
+/// else the promoted round's candidate checked out into `restore_dir`.
 pub fn prepare_resume(
     ledger: &Ledger,
     recorded: &RecordedRound,
@@ -198,6 +199,47 @@ pub fn prepare_resume(
             .and_then(|p| p.as_str())
             .ok_or_else(|| bad(c, "current_checkpoint.path missing"))?,
     );
+    // A lost work dir is rebuilt from the ledger: every committed round of
+    // this run is checked out into W/<round>, and the baseline summary is
+    // written back, so the layout later round commits expect is there again.
+    let w = &campaign.work_dir;
+    if !w.exists() {
+        let mut id = *c;
+        loop {
+            let commit = ledger.read_commit(&id)?;
+            let meta = &commit.metadata;
+            let same_run = is_loop_round(meta)
+                && meta
+                    .get("loop")
+                    .and_then(|l| l.get("run_id"))
+                    .and_then(|r| r.as_str())
+                    == Some(run_id.as_str());
+            if let (true, Some(rid)) = (same_run, meta.get("round_id").and_then(|r| r.as_str())) {
+                let dest = w.join(rid);
+                if !dest.exists() {
+                    ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+                }
+            }
+            match commit.parents.first() {
+                Some(p) => id = *p,
+                None => break,
+            }
+        }
+        let base = w.join("baseline-eval");
+        std::fs::create_dir_all(&base).map_err(|source| ResumeError::Io {
+            path: base.clone(),
+            source,
+        })?;
+        let summary = base.join("summary.json");
+        std::fs::write(
+            &summary,
+            crate::contract::json::to_pj_file(&initial_summary),
+        )
+        .map_err(|source| ResumeError::Io {
+            path: summary.clone(),
+            source,
+        })?;
+    }
     let current = if identity_matches(&recorded_path, &sha) {
         recorded_path
     } else {
@@ -232,8 +274,7 @@ pub fn prepare_resume(
         }
         candidate
     };
-    // The work dir: drop the unfinished round, or recreate a lost folder.
-    let w = &campaign.work_dir;
+    // Drop the unfinished round.
     if completed < campaign.rounds {
         let partial = w.join(round_id(completed + 1));
         if partial.exists() {
