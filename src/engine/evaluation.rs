@@ -205,3 +205,97 @@ pub fn run_evaluation(
     plain_write(&out.join(RECEIPT_FILE), &json::to_pj_file(&receipt))?;
     Ok(summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::command::Discard;
+
+    fn initial() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/loop/fixtures/initial")
+    }
+
+    fn run_with(command: &[String], out: &Path) -> Result<Value, EvaluationError> {
+        run_evaluation(
+            &EvaluationRun {
+                checkpoint: &initial(),
+                output_dir: out,
+                protocol_id: " p ",
+                command,
+                repeats: 1,
+                experiment_name: "bat-loop",
+                gate_step: 0,
+                arm: Arm::Baseline,
+                log_dir: None,
+                log_label: "e",
+            },
+            &Pack::default_pack(),
+            &mut Discard,
+        )
+    }
+
+    fn argv(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn binding_and_request_are_written_before_the_template_is_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("a/eval");
+        assert!(matches!(
+            run_with(&[], &out),
+            Err(EvaluationError::CommandEmpty)
+        ));
+        assert!(out.join(BINDING_FILE).is_file());
+        let req = json::parse_bytes(&std::fs::read(out.join(REQUEST_FILE)).unwrap()).unwrap();
+        assert_eq!(req.get("protocol_id").and_then(Value::as_str), Some("p"));
+        // The folder must not exist.
+        assert!(matches!(
+            run_with(&argv(&["true"]), &out),
+            Err(EvaluationError::OutputExists { .. })
+        ));
+    }
+
+    #[test]
+    fn a_successful_run_writes_summary_and_receipt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("eval");
+        let cmd = argv(&[
+            "sh",
+            "-c",
+            "cp \"$0/raw.json\" \"$2\"",
+            "{checkpoint}",
+            "{request}",
+            "{output}",
+        ]);
+        let summary = run_with(&cmd, &out).unwrap();
+        let receipt = json::parse_bytes(&std::fs::read(out.join(RECEIPT_FILE)).unwrap()).unwrap();
+        assert_eq!(
+            receipt.get("protocol_id").and_then(Value::as_str),
+            Some(" p "),
+            "the receipt keeps the protocol id unstripped"
+        );
+        assert_eq!(
+            receipt.get("checkpoint_sha256"),
+            summary.get("checkpoint_sha256")
+        );
+        assert_eq!(
+            receipt.get("summary_sha256").and_then(Value::as_str),
+            Some(sha256_hex(&std::fs::read(out.join(SUMMARY_FILE)).unwrap()).as_str())
+        );
+        // A failing evaluator reports its exit code.
+        let e = run_with(
+            &argv(&[
+                "sh",
+                "-c",
+                "exit 7",
+                "{checkpoint}",
+                "{request}",
+                "{output}",
+            ]),
+            &tmp.path().join("e2"),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "external_evaluator_failed:7");
+    }
+}
