@@ -5,4 +5,5 @@
 pub mod cli;
 pub mod contract;
 pub mod demo;
+pub mod engine;
 pub mod round;

@@ -28,6 +28,7 @@ use clap::{Parser, Subcommand};
 pub mod reflog;
 pub mod reset;
 pub mod round;
+pub mod run;
 pub mod show;
 pub mod source;
 pub mod stats;
@@ -104,6 +105,8 @@ pub enum Command {
     Bind(bind::BindArgs),
     /// Run a conformance vector directory and print a pass/fail table.
     Conformance(conformance::ConformanceArgs),
+    /// Run the BaT loop with external trainer/evaluator commands.
+    Run(run::RunArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -247,6 +250,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Firewall(a) => firewall::run(a, g),
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
+        Command::Run(a) => run::run(a, g),
     }
 }
 

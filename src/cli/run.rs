@@ -1,0 +1,285 @@
+//! `bat run`: drive the BaT loop (contract §H) with external trainer and
+//! evaluator commands, committing every finished round; `bat run --resume`
+//! continues an interrupted campaign from the ledger.
+//!
+//! Files: the work dir (`--work-dir W`, else `.bat/runs/<run-id>/work`) is
+//! exactly the reference loop's; child output logs go to
+//! `.bat/runs/<run-id>/logs/<round>/{trainer,evaluator}.{stdout,stderr}`
+//! (outside W) and their paths and digests are recorded with each round.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::ledger_common::open;
+use super::{CliError, CliResult, Globals};
+use crate::contract::json;
+use crate::contract::pack::Pack;
+use crate::engine::command::{parse_template, Stream};
+use crate::engine::r#loop::{
+    prepare_fresh, run_loop, Campaign, LedgerSink, LoopEvent, Observer, RunOptions, Start,
+};
+use crate::engine::resume::{find_last_round, prepare_resume};
+use crate::round::CommitRoundOptions;
+
+/// Run the evaluate → train → evaluate → gate loop and commit each round.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The source grid (source.jsonl).
+    #[arg(long, value_name = "F")]
+    pub source: Option<PathBuf>,
+    /// The starting model folder.
+    #[arg(long, value_name = "D")]
+    pub initial_checkpoint: Option<PathBuf>,
+    /// Trainer argv template (JSON array of strings; placeholders
+    /// {checkpoint} {dataset} {manifest} {output} {health} {round_id}
+    /// {target_stage} {runtime_tool_format}).
+    #[arg(long, alias = "trainer-command", value_name = "T.json")]
+    pub trainer: Option<PathBuf>,
+    /// Evaluator argv template (JSON array of strings; placeholders
+    /// {checkpoint} {output} {request}).
+    #[arg(long, alias = "evaluator-command", value_name = "E.json")]
+    pub evaluator: Option<PathBuf>,
+    /// Evaluation protocol id.
+    #[arg(long, value_name = "P")]
+    pub protocol_id: Option<String>,
+    /// Runtime tool format of the serving runtime (passed to the trainer).
+    #[arg(long, value_name = "F")]
+    pub runtime_tool_format: Option<String>,
+    /// Number of rounds.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        allow_negative_numbers = true
+    )]
+    pub rounds: i64,
+    /// Batches (of 8 rows) per round.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 378,
+        allow_negative_numbers = true
+    )]
+    pub batches: i64,
+    /// The benchmark pack (default: the embedded one).
+    #[arg(long, value_name = "F")]
+    pub pack: Option<PathBuf>,
+    /// The work dir; must not exist (default: .bat/runs/<run-id>/work).
+    #[arg(long, value_name = "W")]
+    pub work_dir: Option<PathBuf>,
+    /// Commit rounds to this branch (default: the current branch).
+    #[arg(long, value_name = "B")]
+    pub branch: Option<String>,
+    /// Continue the campaign of the last round committed by `bat run` on the
+    /// branch (--branch, else HEAD); other arguments are taken from the ledger.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "source",
+            "initial_checkpoint",
+            "trainer",
+            "evaluator",
+            "protocol_id",
+            "runtime_tool_format",
+            "pack",
+            "work_dir",
+        ]
+    )]
+    pub resume: bool,
+}
+
+/// Progress lines and child output on stderr (stdout carries the result).
+struct CliObserver;
+
+impl Observer for CliObserver {
+    fn event(&mut self, e: &LoopEvent<'_>) {
+        let line = match e {
+            LoopEvent::Evaluating { context } => format!("evaluating {context}"),
+            LoopEvent::Baseline {
+                checkpoint_sha256,
+                target_stage,
+            } => format!(
+                "baseline {} → first target {target_stage}",
+                &checkpoint_sha256.get(..12).unwrap_or(checkpoint_sha256)
+            ),
+            LoopEvent::RoundStart {
+                round_id,
+                target_stage,
+            } => format!("{round_id}: target {target_stage}"),
+            LoopEvent::Training { round_id, argv } => {
+                format!("{round_id}: training: {}", argv.join(" "))
+            }
+            LoopEvent::Gated {
+                round_id,
+                gate_status,
+                next_target_stage,
+            } => format!("{round_id}: gate {gate_status}, next target {next_target_stage}"),
+            LoopEvent::Recorded { round_id, note } => format!("{round_id}: {note}"),
+        };
+        eprintln!("bat run: {line}");
+    }
+
+    fn child_output(&mut self, _label: &str, _stream: Stream, bytes: &[u8]) {
+        // Both child streams go to our stderr; stdout stays for the result.
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(bytes);
+        let _ = err.flush();
+    }
+}
+
+fn need<T>(v: Option<T>, flag: &str) -> Result<T, CliError> {
+    v.ok_or_else(|| {
+        CliError::new(format!("missing required argument {flag}"))
+            .with_hint("give all campaign arguments, or --resume to continue one")
+            .with_code(2)
+    })
+}
+
+fn read_template(p: &PathBuf) -> Result<Vec<String>, CliError> {
+    let bytes = std::fs::read(p)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
+    Ok(parse_template(&bytes)?)
+}
+
+/// Run `bat run`.
+pub fn run(a: RunArgs, g: &Globals) -> CliResult {
+    let mut ledger = open(g)?;
+    let runs = ledger.dir().join("runs");
+    let (campaign, run_id, start) = if a.resume {
+        let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
+        let recorded = find_last_round(&ledger, &rev)?.ok_or_else(|| {
+            CliError::new(format!(
+                "no round committed by `bat run` on {rev}; nothing to resume"
+            ))
+            .with_hint("start the campaign with `bat run` (without --resume)")
+        })?;
+        let run_id = recorded
+            .loop_metadata
+            .get("run_id")
+            .and_then(|r| r.as_str())
+            .unwrap_or("unknown")
+            .to_string();
+        let point = prepare_resume(&ledger, &recorded, &runs.join(&run_id).join("restore"))?;
+        eprintln!(
+            "bat run: resuming {} after round {} of {}",
+            point.run_id, point.state.completed_rounds, point.campaign.rounds
+        );
+        let mut campaign = point.campaign;
+        if a.branch.is_some() {
+            campaign.branch = a.branch.clone();
+        }
+        (campaign, point.run_id, Start::Resume(point.state))
+    } else {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let run_id = format!("{secs}-{}", std::process::id());
+        let trainer = read_template(&need(a.trainer.clone(), "--trainer")?)?;
+        let evaluator = read_template(&need(a.evaluator.clone(), "--evaluator")?)?;
+        let work_dir = a
+            .work_dir
+            .clone()
+            .unwrap_or_else(|| runs.join(&run_id).join("work"));
+        let campaign = prepare_fresh(&Campaign {
+            source: need(a.source.clone(), "--source")?,
+            initial_checkpoint: need(a.initial_checkpoint.clone(), "--initial-checkpoint")?,
+            work_dir,
+            trainer,
+            evaluator,
+            protocol_id: need(a.protocol_id.clone(), "--protocol-id")?,
+            runtime_tool_format: need(a.runtime_tool_format.clone(), "--runtime-tool-format")?,
+            rounds: a.rounds,
+            batches: a.batches,
+            pack: a.pack.clone(),
+            branch: a.branch.clone(),
+        })?;
+        eprintln!(
+            "bat run: campaign {run_id}, work dir {}",
+            campaign.work_dir.display()
+        );
+        (campaign, run_id, Start::Fresh)
+    };
+    let pack = Pack::load_or_default(campaign.pack.as_deref())?;
+    let log_dir = runs.join(&run_id).join("logs");
+    let options = CommitRoundOptions {
+        message: None,
+        branch: campaign.branch.clone(),
+        code_repo: None,
+        heldout_markers: None,
+        keep_raw_eval: false,
+        pack: pack.clone(),
+        command_templates: Some(serde_json::json!({
+            "trainer": campaign.trainer,
+            "evaluator": campaign.evaluator,
+        })),
+        extra_metadata: None,
+    };
+    let mut sink = LedgerSink {
+        ledger: &mut ledger,
+        options,
+    };
+    let mut observer = CliObserver;
+    let outcome = run_loop(
+        &campaign,
+        start,
+        &RunOptions {
+            pack: &pack,
+            log_dir: Some(&log_dir),
+            run_id: &run_id,
+        },
+        &mut observer,
+        &mut sink,
+    )
+    .map_err(|e| {
+        CliError::new(e.to_string()).with_hint(format!(
+            "completed rounds stay committed; fix the cause and run `bat run --resume`{} (logs: {})",
+            campaign
+                .branch
+                .as_ref()
+                .map(|b| format!(" --branch {b}"))
+                .unwrap_or_default(),
+            log_dir.display()
+        ))
+    })?;
+    if g.json {
+        print!("{}", json::to_pj_file(&outcome));
+    } else {
+        println!(
+            "campaign complete: {} rounds, work dir {}",
+            campaign.rounds,
+            campaign.work_dir.display()
+        );
+        for h in outcome
+            .get("history")
+            .and_then(|h| h.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let f = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            println!(
+                "  {}  {:<3} {:<8} candidate {}",
+                f("round_id"),
+                f("target_stage"),
+                f("gate_status"),
+                f("candidate_checkpoint_sha256").get(..12).unwrap_or("")
+            );
+        }
+        let s = |k: &str| {
+            outcome
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        println!(
+            "current checkpoint {}, next target {}",
+            s("current_checkpoint_sha256"),
+            s("next_target_stage")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

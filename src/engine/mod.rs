@@ -1,0 +1,13 @@
+//! The loop engine: the BaT round loop of contract §H driven by external
+//! trainer and evaluator commands, the §G.4 evaluation adapter, child
+//! processes, and resuming an interrupted campaign from the ledger.
+//!
+//! The engine does no terminal I/O and reads no environment variables:
+//! progress and child output go through the [`r#loop::Observer`] the caller
+//! provides, and finished rounds are handed to a [`r#loop::RoundSink`]
+//! (the CLI's sink commits them with [`crate::round::commit_round`]).
+
+pub mod command;
+pub mod evaluation;
+pub mod r#loop;
+pub mod resume;
