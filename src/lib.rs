@@ -4,4 +4,5 @@
 
 pub mod cli;
 pub mod contract;
+pub mod inspect;
 pub mod round;

@@ -8,6 +8,7 @@ pub mod cat;
 pub mod checkout;
 pub mod commit;
 pub mod conformance;
+pub mod diff;
 pub mod eval;
 pub mod firewall;
 pub mod fsck;
@@ -63,6 +64,8 @@ pub enum Command {
     Log(log::LogArgs),
     /// Show a commit and its files.
     Show(show::ShowArgs),
+    /// Compare two rounds section by section.
+    Diff(diff::DiffArgs),
     /// List a directory of a commit.
     Ls(ls::LsArgs),
     /// Print a file's bytes.
@@ -118,7 +121,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -163,8 +170,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {
@@ -183,6 +195,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Commit(a) => commit::run(a, g),
         Command::Log(a) => log::run(a, g),
         Command::Show(a) => show::run(a, g),
+        Command::Diff(a) => diff::run(a, g),
         Command::Ls(a) => ls::run(a, g),
         Command::Cat(a) => cat::run(a, g),
         Command::Checkout(a) => checkout::run(a, g),
