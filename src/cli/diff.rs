@@ -60,8 +60,14 @@ fn s(v: &Value) -> String {
     }
 }
 
+/// Whether `x` reads better in scientific notation.
+fn sci(x: f64) -> bool {
+    x != 0.0 && !(1e-4..1e5).contains(&x.abs())
+}
+
 fn num(v: &Value) -> String {
     match v.as_f64() {
+        Some(x) if sci(x) => format!("{x:.4e}"),
         Some(x) => format!("{x:.4}"),
         None => s(v),
     }
@@ -69,6 +75,7 @@ fn num(v: &Value) -> String {
 
 fn signed(v: &Value) -> String {
     match v.as_f64() {
+        Some(x) if sci(x) => format!("{x:+.4e}"),
         Some(x) => format!("{x:+.4}"),
         None => s(v),
     }

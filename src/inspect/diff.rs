@@ -447,9 +447,10 @@ fn reward(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
 
 // ---------------------------------------------------------------- checkpoint
 
-fn candidate_files(
-    r: &RoundTree<'_>,
-) -> Result<Option<(TreeId, BTreeMap<String, (ObjectId, u64)>)>, InspectError> {
+/// `candidate/` files by path: (object id, size).
+type FileMap = BTreeMap<String, (ObjectId, u64)>;
+
+fn candidate_files(r: &RoundTree<'_>) -> Result<Option<(TreeId, FileMap)>, InspectError> {
     let l = r.ledger();
     match l.lookup_path(&r.commit.tree, "candidate")? {
         Some(e) if e.mode == Mode::Tree => {
