@@ -667,4 +667,49 @@ fn audit_attach_shows_gap_and_never_moves_branches() {
     let tags = l.ok(&["tag"]);
     assert_eq!(tags.matches("audits/").count(), 1, "{tags}");
     l.ok(&["fsck"]);
+
+    // The tag keeps the audit alive through gc.
+    l.ok(&["gc"]);
+    l.ok(&["fsck"]);
+    let after = l.json(&["diff", "main", "exp", "--section", "audit"]);
+    assert_eq!(after["audit"], d["audit"]);
+}
+
+#[test]
+fn large_files_stream_through_scratch_files() {
+    let l = setup();
+    let scratch = l.root().join("scratch");
+    std::fs::create_dir_all(&scratch).expect("mkdir");
+    let ledger = bat_ledger::Ledger::discover(&l.root().join("ledger")).expect("open");
+    let (a, b) = (
+        ledger.resolve("main").expect("main"),
+        ledger.resolve("exp").expect("exp"),
+    );
+    let opts = |limit: u64| bat::inspect::diff::DiffOptions {
+        sections: vec![bat::inspect::diff::Section::Checkpoint],
+        scratch_dir: Some(scratch.clone()),
+        memory_limit: limit,
+    };
+    // Limit 0: every side goes through an unnamed scratch file; the result
+    // equals the in-memory one, and no file is left behind.
+    let disk = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(0)).expect("diff");
+    let mem = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(u64::MAX)).expect("diff");
+    assert_eq!(disk, mem);
+    let w = &disk["checkpoint"]["files"][1]["tensors"][2];
+    assert_eq!(w["name"], "w");
+    assert_eq!(w["changed_elements"], 3);
+    assert_eq!(
+        std::fs::read_dir(&scratch).expect("ls").count(),
+        0,
+        "scratch files are unnamed"
+    );
+    // A scratch folder that does not exist is a clear error.
+    let mut bad = opts(0);
+    bad.scratch_dir = Some(l.root().join("missing"));
+    let e = bat::inspect::diff::diff_commits(&ledger, a, b, &bad).expect_err("no scratch dir");
+    assert!(
+        e.to_string()
+            .contains("scratch file for candidate/model.safetensors"),
+        "{e}"
+    );
 }
