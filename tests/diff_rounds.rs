@@ -577,6 +577,11 @@ fn audit_attach_shows_gap_and_never_moves_branches() {
     assert_eq!(cell.overall_gap, Some(want));
     assert_eq!(cell.text, format!("{want:+.3}"));
     assert_eq!(cell.audits, 1);
+    let trend = bat::inspect::audit::audit_trend(&ledger, exp, None).expect("trend");
+    assert_eq!(trend.len(), 1);
+    assert_eq!(trend[0].commit, exp);
+    assert_eq!(trend[0].round_id.as_deref(), Some("r02"));
+    assert_eq!(trend[0].overall_gap["audit-p1"], Some(want));
     let main = ledger.resolve("main").expect("main");
     assert!(bat::inspect::audit::audit_column(&ledger, &main)
         .expect("column")
@@ -673,6 +678,36 @@ fn audit_attach_shows_gap_and_never_moves_branches() {
     l.ok(&["fsck"]);
     let after = l.json(&["diff", "main", "exp", "--section", "audit"]);
     assert_eq!(after["audit"], d["audit"]);
+
+    // The same protocol on another round: the trend spans both, newest
+    // first, and each side of the diff now has its gap.
+    l.ok(&[
+        "eval",
+        "attach",
+        "main",
+        "--summary",
+        p(&audit),
+        "--role",
+        "audit",
+        "--protocol-id",
+        "audit-p1",
+    ]);
+    let ledger = bat_ledger::Ledger::discover(&l.root().join("ledger")).expect("open");
+    let trend = bat::inspect::audit::audit_trend(&ledger, exp, None).expect("trend");
+    let rounds: Vec<Option<&str>> = trend.iter().map(|t| t.round_id.as_deref()).collect();
+    assert_eq!(rounds, [Some("r02"), Some("r01")]);
+    let base = fixture("baseline.summary.json");
+    assert_eq!(
+        trend[1].overall_gap["audit-p1"],
+        Some(f(&aud["means"]["overall"]) - f(&base["means"]["overall"]))
+    );
+    drop(ledger);
+    let both = l.json(&["diff", "main", "exp", "--section", "audit"]);
+    assert_eq!(
+        both["audit"]["a"]["gating_source"],
+        "candidate-eval/summary.json"
+    );
+    assert_eq!(both["audit"]["b"], d["audit"]["b"]);
 }
 
 #[test]

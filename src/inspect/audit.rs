@@ -309,6 +309,49 @@ pub fn audit_column(ledger: &Ledger, rev: &CommitId) -> Result<Option<AuditCell>
     }))
 }
 
+/// One round of [`audit_trend`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrendPoint {
+    /// The round commit.
+    pub commit: CommitId,
+    /// Its `round_id` metadata, if any.
+    pub round_id: Option<String>,
+    /// Overall gap (audit − gating) by protocol id; `None` where a side
+    /// has no overall mean.
+    pub overall_gap: BTreeMap<String, Option<f64>>,
+}
+
+/// The gating-vs-audit gap across history: every commit reachable from
+/// `start` (newest first, at most `limit` commits examined) that has
+/// audits, with its overall gap per protocol. A gap that widens over
+/// rounds is the scorer-overfitting signal.
+pub fn audit_trend(
+    ledger: &Ledger,
+    start: CommitId,
+    limit: Option<usize>,
+) -> Result<Vec<TrendPoint>, InspectError> {
+    let mut out = Vec::new();
+    for (id, c) in ledger.log(start, limit)? {
+        let Some(gap) = audit_gap(ledger, &id)? else {
+            continue;
+        };
+        out.push(TrendPoint {
+            commit: id,
+            round_id: c
+                .metadata
+                .get("round_id")
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+            overall_gap: gap
+                .audits
+                .iter()
+                .map(|a| (a.protocol_id.clone(), a.gap.overall))
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
 fn bad(reason: impl Into<String>) -> InspectError {
     InspectError::InvalidSummary {
         reason: reason.into(),
