@@ -125,11 +125,19 @@ pub fn diff_commits(
     let mut out = Map::new();
     out.insert("a".into(), json!(a));
     out.insert("b".into(), json!(b));
+    // train.jsonl is parsed once per side for both sections that use it.
+    let rows = if sections.contains(&Section::Mixture) || sections.contains(&Section::Reward) {
+        Some((read_rows(&ra)?, read_rows(&rb)?))
+    } else {
+        None
+    };
+    let no_rows = (None, None);
+    let rows = rows.as_ref().unwrap_or(&no_rows);
     for s in sections {
         let v = match s {
             Section::Curriculum => curriculum(&ra, &rb)?,
-            Section::Mixture => mixture(&ra, &rb)?,
-            Section::Reward => reward(&ra, &rb)?,
+            Section::Mixture => mixture(&ra, &rb, rows)?,
+            Section::Reward => reward(rows),
             Section::Checkpoint => checkpoint(&ra, &rb, opts)?,
             Section::Eval => eval(&ra, &rb)?,
             Section::Gate => gate(&ra, &rb)?,
@@ -304,7 +312,11 @@ fn digests_side(r: &RoundTree<'_>) -> Result<Value, InspectError> {
     }))
 }
 
-fn mixture(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
+fn mixture(
+    a: &RoundTree<'_>,
+    b: &RoundTree<'_>,
+    (ra, rb): &(Option<Rows>, Option<Rows>),
+) -> Result<Value, InspectError> {
     let da = digests_side(a)?;
     let db = digests_side(b)?;
     let digests = json!({
@@ -314,7 +326,6 @@ fn mixture(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> 
         "a": da,
         "b": db,
     });
-    let (ra, rb) = (read_rows(a)?, read_rows(b)?);
     let counts = |r: &Option<Rows>| match r {
         Some(r) => json!({
             "rows": r.rows,
@@ -326,11 +337,11 @@ fn mixture(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> 
         None => absent(),
     };
     let mut out = json!({
-        "a": counts(&ra),
-        "b": counts(&rb),
+        "a": counts(ra),
+        "b": counts(rb),
         "digests": digests,
     });
-    if let (Some(x), Some(y)) = (&ra, &rb) {
+    if let (Some(x), Some(y)) = (ra, rb) {
         out["delta"] = json!({
             "rows": y.rows as i64 - x.rows as i64,
             "by_pool": count_delta(&x.by_pool, &y.by_pool),
@@ -384,10 +395,9 @@ fn reward_side(r: &Option<Rows>) -> Value {
     }
 }
 
-fn reward(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
-    let (ra, rb) = (read_rows(a)?, read_rows(b)?);
-    let mut out = json!({"a": reward_side(&ra), "b": reward_side(&rb)});
-    if let (Some(x), Some(y)) = (&ra, &rb) {
+fn reward((ra, rb): &(Option<Rows>, Option<Rows>)) -> Value {
+    let mut out = json!({"a": reward_side(ra), "b": reward_side(rb)});
+    if let (Some(x), Some(y)) = (ra, rb) {
         let stages: BTreeSet<&String> = x.contracts.keys().chain(y.contracts.keys()).collect();
         let mut changes = Map::new();
         let mut changed_any = false;
@@ -442,7 +452,7 @@ fn reward(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
     } else {
         out["by_stage"] = absent();
     }
-    Ok(out)
+    out
 }
 
 // ---------------------------------------------------------------- checkpoint
