@@ -121,11 +121,7 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError {
-            message: message.into(),
-            hint: None,
-            code: 1,
-        }
+        CliError { message: message.into(), hint: None, code: 1 }
     }
 
     /// Attach a hint shown after the message.
@@ -170,13 +166,8 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli
-        .dir
-        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals {
-        dir,
-        json: cli.json,
-    };
+    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals { dir, json: cli.json };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {

@@ -69,7 +69,5 @@ pub fn commit_round(
     dir: &Path,
     _opts: &CommitRoundOptions,
 ) -> Result<RoundCommit, RoundError> {
-    Err(RoundError::NotImplemented {
-        dir: dir.to_path_buf(),
-    })
+    Err(RoundError::NotImplemented { dir: dir.to_path_buf() })
 }
