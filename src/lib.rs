@@ -6,4 +6,5 @@ pub mod cli;
 pub mod contract;
 pub mod demo;
 pub mod engine;
+pub mod inspect;
 pub mod round;

@@ -27,6 +27,32 @@ pub struct EvalArgs {
 pub enum EvalCommand {
     /// Validate an external evaluator's raw JSON and write the BaT summary.
     Summarize(SummarizeArgs),
+    /// Record an audit evaluation summary for a round; audits never drive
+    /// gating or targeting.
+    Attach(AttachArgs),
+}
+
+/// `bat eval attach REV --summary F --role audit --protocol-id P [--pack F]`
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The round commit being audited.
+    #[arg(value_name = "REV")]
+    pub rev: String,
+    /// The audit's evaluation summary (contract §D output).
+    #[arg(long, value_name = "F")]
+    pub summary: PathBuf,
+    /// Evaluation role; only `audit` is accepted.
+    #[arg(long, value_name = "ROLE")]
+    pub role: String,
+    /// The audit's evaluation protocol id (names the audit).
+    #[arg(long = "protocol-id", value_name = "P")]
+    pub protocol_id: String,
+    /// Benchmark pack giving the stage list (default: the embedded pack).
+    #[arg(long, value_name = "F")]
+    pub pack: Option<PathBuf>,
+    /// Author (default: $BAT_AUTHOR, else $USER, else "unknown").
+    #[arg(long)]
+    pub author: Option<String>,
 }
 
 /// `bat eval summarize` arguments (the reference summarizer's flags).
@@ -51,10 +77,56 @@ pub struct SummarizeArgs {
 }
 
 /// Run `bat eval …`.
-pub fn run(args: EvalArgs, _g: &Globals) -> CliResult {
+pub fn run(args: EvalArgs, g: &Globals) -> CliResult {
     match args.command {
         EvalCommand::Summarize(a) => summarize(a),
+        EvalCommand::Attach(a) => attach(a, g),
     }
+}
+
+fn attach(a: AttachArgs, g: &Globals) -> CliResult {
+    use super::ledger_common::{open, resolve, short};
+    use crate::inspect::audit::{attach_audit, AttachRequest};
+    use crate::inspect::InspectError;
+    let pack = Pack::load_or_default(a.pack.as_deref())?;
+    let bytes = std::fs::read(&a.summary).map_err(|e| {
+        CliError::new(format!("cannot read {}: {e}", a.summary.display())).with_code(2)
+    })?;
+    let mut l = open(g)?;
+    let rev = resolve(&l, &a.rev)?;
+    let author = a
+        .author
+        .or_else(|| std::env::var("BAT_AUTHOR").ok())
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "unknown".into());
+    let req = AttachRequest {
+        rev,
+        summary: &bytes,
+        role: &a.role,
+        protocol_id: &a.protocol_id,
+        pack: &pack,
+        author,
+        time: None,
+    };
+    let out = attach_audit(&mut l, &req).map_err(|e| {
+        let code = match e {
+            InspectError::InvalidSummary { .. } | InspectError::InvalidAudit { .. } => 2,
+            _ => 1,
+        };
+        CliError::new(e.to_string()).with_code(code)
+    })?;
+    if g.json {
+        super::print_json(&out)?;
+    } else {
+        println!(
+            "audit {} of {} recorded as {} ({})",
+            a.protocol_id,
+            short(&out.audits),
+            short(&out.audit_commit),
+            out.tag
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn summarize(a: SummarizeArgs) -> CliResult {

@@ -9,6 +9,7 @@ pub mod checkout;
 pub mod commit;
 pub mod conformance;
 pub mod demo;
+pub mod diff;
 pub mod eval;
 pub mod firewall;
 pub mod fsck;
@@ -67,6 +68,8 @@ pub enum Command {
     Log(log::LogArgs),
     /// Show a commit and its files.
     Show(show::ShowArgs),
+    /// Compare two rounds section by section.
+    Diff(diff::DiffArgs),
     /// List a directory of a commit.
     Ls(ls::LsArgs),
     /// Print a file's bytes.
@@ -231,6 +234,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Commit(a) => commit::run(a, g),
         Command::Log(a) => log::run(a, g),
         Command::Show(a) => show::run(a, g),
+        Command::Diff(a) => diff::run(a, g),
         Command::Ls(a) => ls::run(a, g),
         Command::Cat(a) => cat::run(a, g),
         Command::Checkout(a) => checkout::run(a, g),

@@ -1,0 +1,305 @@
+//! `bat diff A B [--section S]...`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::Value;
+
+use super::ledger_common::{open, resolve, short};
+use super::{print_json, CliError, CliResult, Globals};
+use crate::inspect::diff::{diff_commits, DiffOptions, Section};
+
+/// Compare two commits (rounds), on the same or different branches:
+/// curriculum, mixture, reward, checkpoint, eval, gate and audit sections.
+/// Deltas are B − A; a side without the files says "absent".
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first (older) revision.
+    pub a: String,
+    /// The second (newer) revision.
+    pub b: String,
+    /// Only these sections (repeatable): curriculum, mixture, reward,
+    /// checkpoint, eval, gate, audit.
+    #[arg(long = "section", value_name = "S", value_parser = parse_section)]
+    pub sections: Vec<Section>,
+    /// Folder for scratch copies of large safetensors files (default: the
+    /// ledger folder).
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
+}
+
+fn parse_section(s: &str) -> Result<Section, String> {
+    s.parse()
+}
+
+/// Run `bat diff`.
+pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
+    let l = open(g)?;
+    let a = resolve(&l, &args.a)?;
+    let b = resolve(&l, &args.b)?;
+    let opts = DiffOptions {
+        sections: args.sections,
+        scratch_dir: args.scratch_dir,
+        ..DiffOptions::default()
+    };
+    let d = diff_commits(&l, a, b, &opts).map_err(|e| CliError::new(e.to_string()))?;
+    if g.json {
+        print_json(&d)?;
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(x) => x.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `x` reads better in scientific notation.
+fn sci(x: f64) -> bool {
+    x != 0.0 && !(1e-4..1e5).contains(&x.abs())
+}
+
+fn num(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if sci(x) => format!("{x:.4e}"),
+        Some(x) => format!("{x:.4}"),
+        None => s(v),
+    }
+}
+
+fn signed(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if sci(x) => format!("{x:+.4e}"),
+        Some(x) => format!("{x:+.4}"),
+        None => s(v),
+    }
+}
+
+fn triples(out: &mut String, title: &str, m: &Value) {
+    if let Some(m) = m.as_object() {
+        for (k, t) in m {
+            out.push_str(&format!(
+                "  {title}{k:<16} {:>8} -> {:>8}  {:>9}\n",
+                num(&t["a"]),
+                num(&t["b"]),
+                signed(&t["delta"])
+            ));
+        }
+    }
+}
+
+fn counts(out: &mut String, title: &str, m: &Value) {
+    if let Some(m) = m.as_object() {
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(k, t)| {
+                format!(
+                    "{k} {}→{} ({})",
+                    s(&t["a"]),
+                    s(&t["b"]),
+                    t["delta"]
+                        .as_i64()
+                        .map(|d| format!("{d:+}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!("  {title:<8} {}\n", parts.join(", ")));
+    }
+}
+
+/// Render the diff document as text.
+fn render(d: &Value) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "diff {} {}\n",
+        short(&s(&d["a"])),
+        short(&s(&d["b"]))
+    ));
+    if let Some(c) = d.get("curriculum") {
+        o.push_str("\n[curriculum]\n");
+        for side in ["a", "b"] {
+            let x = &c[side];
+            let p = &x["prescription"];
+            let presc = if p.is_object() {
+                format!(
+                    "next {} ({}, {})",
+                    s(&p["target_stage"]),
+                    s(&p["reason"]),
+                    s(&p["promotion_status"])
+                )
+            } else {
+                "prescription absent".into()
+            };
+            o.push_str(&format!(
+                "  {side}: round {} target {}; {presc}\n",
+                s(&x["round_id"]),
+                s(&x["target_stage"])
+            ));
+        }
+    }
+    if let Some(m) = d.get("mixture") {
+        o.push_str("\n[mixture]\n");
+        let delta = &m["delta"];
+        if delta.is_object() {
+            o.push_str(&format!(
+                "  rows     {} -> {}\n",
+                s(&m["a"]["rows"]),
+                s(&m["b"]["rows"])
+            ));
+            for k in ["by_pool", "by_stage", "by_track", "by_outcome"] {
+                counts(&mut o, k.trim_start_matches("by_"), &delta[k]);
+            }
+            let sr = &m["source_rows"];
+            o.push_str(&format!(
+                "  source rows: {} in, {} out, {} common\n",
+                s(&sr["in_count"]),
+                s(&sr["out_count"]),
+                s(&sr["common"])
+            ));
+        } else {
+            o.push_str(&format!("  a: {}  b: {}\n", brief(&m["a"]), brief(&m["b"])));
+        }
+        let dg = &m["digests"];
+        o.push_str(&format!(
+            "  train.jsonl {}; source {}\n",
+            if dg["train_changed"] == Value::Bool(true) {
+                "changed"
+            } else {
+                "same"
+            },
+            if dg["source_changed"] == Value::Bool(true) {
+                "changed"
+            } else {
+                "same"
+            },
+        ));
+    }
+    if let Some(r) = d.get("reward") {
+        o.push_str("\n[reward]\n");
+        match r["by_stage"].as_object() {
+            Some(m) => {
+                for (stage, c) in m {
+                    o.push_str(&format!("  {stage:<6} {}\n", s(&c["status"])));
+                }
+                o.push_str(&format!(
+                    "  task definition version {}\n",
+                    if r["task_definition_version_changed"] == Value::Bool(true) {
+                        "changed"
+                    } else {
+                        "same"
+                    }
+                ));
+            }
+            None => o.push_str(&format!("  a: {}  b: {}\n", brief(&r["a"]), brief(&r["b"]))),
+        }
+    }
+    if let Some(c) = d.get("checkpoint") {
+        o.push_str("\n[checkpoint]\n");
+        for side in ["a", "b"] {
+            o.push_str(&format!(
+                "  {side}: {} ({})\n",
+                s(&c[side]["identity"]),
+                s(&c[side]["source"])
+            ));
+        }
+        match c["files"].as_array() {
+            Some(files) => {
+                for f in files {
+                    o.push_str(&format!("  {:<9} {}\n", s(&f["status"]), s(&f["path"])));
+                    for t in f["tensors"].as_array().into_iter().flatten() {
+                        let st = s(&t["status"]);
+                        if st == "changed" {
+                            o.push_str(&format!(
+                                "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
+                                s(&t["name"]),
+                                t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
+                                s(&t["elements"]),
+                                num(&t["max_abs_delta"]),
+                                num(&t["l2_delta"]),
+                                match t["nonfinite_changed"].as_u64() {
+                                    Some(n) if n > 0 => format!(", {n} non-finite"),
+                                    _ => String::new(),
+                                }
+                            ));
+                        } else {
+                            o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
+                        }
+                    }
+                }
+            }
+            None => o.push_str("  files: absent\n"),
+        }
+    }
+    if let Some(e) = d.get("eval") {
+        o.push_str("\n[eval]                      a          b      delta\n");
+        triples(&mut o, "", &e["means"]);
+        triples(&mut o, "", &e["stages"]);
+        triples(&mut o, "track ", &e["tracks"]);
+    }
+    if let Some(g) = d.get("gate") {
+        o.push_str("\n[gate]\n");
+        o.push_str(&format!(
+            "  decision {} -> {}\n",
+            brief_status(&g["a"]),
+            brief_status(&g["b"])
+        ));
+        match g["flipped"].as_array() {
+            Some(f) if f.is_empty() => o.push_str("  no check flipped\n"),
+            Some(f) => {
+                for x in f {
+                    o.push_str(&format!(
+                        "  flipped {}: {} -> {}\n",
+                        s(&x["check"]),
+                        s(&x["a"]),
+                        s(&x["b"])
+                    ));
+                }
+            }
+            None => o.push_str("  checks: absent\n"),
+        }
+    }
+    if let Some(a) = d.get("audit") {
+        o.push_str("\n[audit]  gap = audit − gating\n");
+        for side in ["a", "b"] {
+            let g = &a[side];
+            match g["audits"].as_array() {
+                Some(list) => {
+                    for x in list {
+                        o.push_str(&format!(
+                            "  {side}: {:<24} overall {} task {} agentic {}\n",
+                            s(&x["protocol_id"]),
+                            signed(&x["gap"]["overall"]),
+                            signed(&x["gap"]["task"]),
+                            signed(&x["gap"]["agentic"])
+                        ));
+                    }
+                }
+                None => o.push_str(&format!("  {side}: no audits\n")),
+            }
+        }
+    }
+    o
+}
+
+fn brief(v: &Value) -> String {
+    if v.is_object() {
+        "present".into()
+    } else {
+        s(v)
+    }
+}
+
+fn brief_status(v: &Value) -> String {
+    if v.is_object() {
+        s(&v["status"])
+    } else {
+        s(v)
+    }
+}
