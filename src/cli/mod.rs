@@ -26,6 +26,7 @@ use clap::{Parser, Subcommand};
 
 pub mod reflog;
 pub mod reset;
+pub mod revert;
 pub mod round;
 pub mod show;
 pub mod source;
@@ -79,6 +80,8 @@ pub enum Command {
     Reflog(reflog::ReflogArgs),
     /// Move the current branch.
     Reset(reset::ResetArgs),
+    /// Undo a round's promotion with a new commit.
+    Revert(revert::RevertArgs),
     /// Verify the ledger.
     Fsck(fsck::FsckArgs),
     /// Remove unreachable objects.
@@ -118,7 +121,11 @@ pub struct CliError {
 impl CliError {
     /// An error with exit code 1 and no hint.
     pub fn new(message: impl Into<String>) -> Self {
-        CliError { message: message.into(), hint: None, code: 1 }
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: 1,
+        }
     }
 
     /// Attach a hint shown after the message.
@@ -163,8 +170,13 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli.dir.or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let globals = Globals { dir, json: cli.json };
+    let dir = cli
+        .dir
+        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let globals = Globals {
+        dir,
+        json: cli.json,
+    };
     match dispatch(cli.command, &globals) {
         Ok(code) => code,
         Err(e) => {
@@ -191,6 +203,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Tag(a) => tag::run(a, g),
         Command::Reflog(a) => reflog::run(a, g),
         Command::Reset(a) => reset::run(a, g),
+        Command::Revert(a) => revert::run(a, g),
         Command::Fsck(a) => fsck::run(a, g),
         Command::Gc(a) => gc::run(a, g),
         Command::Stats(a) => stats::run(a, g),
