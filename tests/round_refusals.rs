@@ -17,7 +17,10 @@ fn refused(c: &Campaign, check: &str, file: &str, extra: &[&str]) -> String {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "expected a refusal: {err}");
-    assert!(err.contains(&format!("`{check}`")), "check {check} not named: {err}");
+    assert!(
+        err.contains(&format!("`{check}`")),
+        "check {check} not named: {err}"
+    );
     assert!(err.contains(file), "file {file} not named: {err}");
     assert!(err.contains("hint:"), "no hint: {err}");
     // Nothing was written.
@@ -58,7 +61,11 @@ fn tampered_manifest_digest_is_refused() {
     edit(&c.round("r01").join("data/manifest.json"), |m| {
         let v: serde_json::Value = serde_json::from_str(&m).unwrap();
         let old = v["train"]["sha256"].as_str().unwrap().to_string();
-        let new = format!("{}{}", if old.starts_with('0') { '1' } else { '0' }, &old[1..]);
+        let new = format!(
+            "{}{}",
+            if old.starts_with('0') { '1' } else { '0' },
+            &old[1..]
+        );
         m.replace(&old, &new)
     });
     refused(&c, "manifest_digest", "manifest.json", &[]);
@@ -125,7 +132,9 @@ fn nan_scores_are_refused() {
     let c = build_campaign(tmp.path());
     let raw = c.round("r01").join("candidate-eval/raw-evaluation.json");
     let orig = std::fs::read_to_string(&raw).unwrap();
-    edit(&raw, |s| s.replacen("\"task_score\": 0.550", "\"task_score\": NaN", 1));
+    edit(&raw, |s| {
+        s.replacen("\"task_score\": 0.550", "\"task_score\": NaN", 1)
+    });
     let err = refused(&c, "raw_evaluation", "raw-evaluation.json", &[]);
     assert!(err.contains("task_score_invalid"), "{err}");
     // NaN in the summary itself (raw evaluation intact).
