@@ -235,6 +235,11 @@ fn raw_evaluation_never_enters_the_commit_and_is_kept_privately_on_request() {
         r1["metadata"]["raw_eval_sha256"]
     );
     assert_eq!(round["raw_evaluation"]["kept_privately"], true);
+    assert_eq!(
+        round["raw_evaluation"]["copies_in_candidate"],
+        serde_json::json!([])
+    );
+    assert_eq!(r1["warnings"], serde_json::json!([]));
     let prov: serde_json::Value =
         serde_json::from_slice(&std::fs::read(co.join("provenance.json")).unwrap()).unwrap();
     assert_eq!(prov["measured_compute"]["steps"], 50);

@@ -173,6 +173,9 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
     };
     let mut l = open(g)?;
     let out = commit_round(&mut l, &args.source, &opts).map_err(round_err)?;
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
+    }
     if g.json {
         print_json(&serde_json::json!({
             "commit": out.commit,
@@ -181,6 +184,7 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
             "gate_status": out.gate_status,
             "metadata": out.metadata,
             "raw_eval_kept": out.raw_eval_kept.is_some(),
+            "warnings": out.warnings,
         }))?;
     } else {
         let branch = out

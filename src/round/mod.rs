@@ -131,6 +131,9 @@ pub struct RoundCommit {
     pub metadata: serde_json::Value,
     /// Where the raw evaluation was kept (with `keep_raw_eval`).
     pub raw_eval_kept: Option<PathBuf>,
+    /// Things the caller should tell the user (the library prints nothing),
+    /// e.g. a copy of the raw evaluation inside `candidate/`.
+    pub warnings: Vec<String>,
 }
 
 /// Errors of the round record. Validation failures name the check and the

@@ -211,6 +211,7 @@ pub(crate) fn record(
             "blake3": c.raw.blake3,
             "bytes": c.raw.len,
             "kept_privately": raw_kept,
+            "copies_in_candidate": c.raw_copies_in_candidate,
         },
         "baseline": baseline_doc,
     });
@@ -342,5 +343,14 @@ pub(crate) fn record(
         refname: out.refname,
         metadata: serde_json::Value::Object(meta),
         raw_eval_kept: kept,
+        warnings: c
+            .raw_copies_in_candidate
+            .iter()
+            .map(|p| {
+                format!(
+                    "{p} has the raw evaluation's bytes; it is part of the candidate model and so of the commit"
+                )
+            })
+            .collect(),
     })
 }

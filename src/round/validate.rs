@@ -92,6 +92,10 @@ pub struct CheckedRound {
     pub markers_sha256: String,
     /// How many markers were used.
     pub marker_count: usize,
+    /// Files of `candidate/` whose bytes are the raw evaluation's (a
+    /// trainer copied it into the model folder; it is then committed as
+    /// part of the model).
+    pub raw_copies_in_candidate: Vec<String>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, RoundError> {
@@ -165,9 +169,22 @@ pub fn validate(
     };
 
     // 3. The candidate's identity.
-    let identity = model_identity(&l.candidate)
-        .map_err(|e| RoundError::check("candidate", &l.candidate, e.to_string()))?
-        .model_identity_sha256;
+    let ident = model_identity(&l.candidate)
+        .map_err(|e| RoundError::check("candidate", &l.candidate, e.to_string()))?;
+    let candidate_files: Vec<(String, String)> = ident
+        .basis
+        .get("files")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            Some((
+                f.get("path")?.as_str()?.to_string(),
+                f.get("sha256")?.as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let identity = ident.model_identity_sha256;
 
     // 4. Everything names that identity.
     let binding_path = l.eval_dir.join("checkpoint-binding.json");
@@ -308,6 +325,14 @@ pub fn validate(
         }
     }
 
+    // A trainer that copied the raw evaluation into its model folder makes
+    // it part of the candidate (and of its identity); report it.
+    let raw_copies_in_candidate: Vec<String> = candidate_files
+        .iter()
+        .filter(|(_, sha)| *sha == raw.sha256)
+        .map(|(p, _)| format!("candidate/{p}"))
+        .collect();
+
     // 6. The baseline summary.
     let (baseline_bytes, baseline_source, baseline_path) =
         baseline_summary(ledger, l, opts, promoted, &round_id)?;
@@ -417,6 +442,7 @@ pub fn validate(
         raw,
         markers_sha256,
         marker_count: markers.len(),
+        raw_copies_in_candidate,
     })
 }
 
