@@ -96,6 +96,27 @@ fn campaign_rounds_commit_with_metadata_promotion_and_round_revs() {
         arr[2]["metadata"]["candidate_checkpoint_sha256"]
     );
 
+    // The library's view for the loop driver.
+    {
+        let l = bat_ledger::Ledger::discover(&c.ledger).unwrap();
+        let start = bat::round::next_starting_checkpoint(&l, "main").unwrap();
+        match &start {
+            bat::round::StartingCheckpoint::Promoted(p) => {
+                assert_eq!(p.round_id, "r03");
+                assert_eq!(
+                    p.candidate_checkpoint_sha256,
+                    r3["metadata"]["candidate_checkpoint_sha256"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A branch that does not exist yet inherits HEAD's promoted round.
+        assert_eq!(
+            bat::round::next_starting_checkpoint(&l, "fork").unwrap(),
+            start
+        );
+    }
+
     // Round ids resolve as revisions; refs/promoted/main follows r03.
     let id3 = r3["commit"].as_str().unwrap();
     let id2 = r2["commit"].as_str().unwrap();
@@ -168,6 +189,17 @@ fn campaign_rounds_commit_with_metadata_promotion_and_round_revs() {
         .args(["show", "refs/promoted/main"])
         .assert()
         .failure();
+    let l = bat_ledger::Ledger::discover(&c.ledger).unwrap();
+    assert!(bat::round::promoted_round(&l, "main").unwrap().is_none());
+    assert_eq!(
+        bat::round::next_starting_checkpoint(&l, "main").unwrap(),
+        bat::round::StartingCheckpoint::Initial {
+            checkpoint_sha256: r1["metadata"]["trained_from_checkpoint_sha256"]
+                .as_str()
+                .map(str::to_string)
+        }
+    );
+    drop(l);
     bat(&c.ledger).arg("fsck").assert().success();
 }
 
@@ -246,9 +278,13 @@ fn raw_evaluation_never_enters_the_commit_and_is_kept_privately_on_request() {
     assert_eq!(prov["measured_compute"]["gpu_seconds"], 240.0);
     assert!(prov["code"].is_null());
 
-    // A checked-out round (bat's layout) commits again on another branch.
-    let out = bat(&c.ledger)
-        .args(["--json", "commit", "--no-code-repo", "--branch", "again"])
+    // A checked-out round (bat's layout) commits again, into a new ledger:
+    // its baseline is the baseline-summary.json it carries.
+    let l2 = tmp.path().join("l2");
+    std::fs::create_dir_all(&l2).unwrap();
+    bat(&l2).arg("init").assert().success();
+    let out = bat(&l2)
+        .args(["--json", "commit", "--no-code-repo"])
         .arg(&co)
         .output()
         .unwrap();

@@ -6,7 +6,8 @@
 //! the newest commit that is either a promoting round (it is the promoted
 //! round) or a revert (its `restored_commit`, possibly none). A held round
 //! never becomes the promoted round, so it is never the next round's
-//! starting checkpoint.
+//! starting checkpoint. A branch that does not exist yet inherits the
+//! promoted state of HEAD's commit (where it will fork from).
 
 use bat_ledger::{
     Commit, CommitId, CommitRequest, FieldValue, Ledger, Mode, OnMoved, Tree, TreeEntry,
@@ -87,16 +88,19 @@ fn as_promoted(id: CommitId, c: &Commit) -> Option<PromotedRound> {
     })
 }
 
-/// The tip of a branch (`HEAD` = HEAD's commit), `None` when unborn.
+/// The tip of a branch (`HEAD` = HEAD's commit). A branch that does not
+/// exist yet is where a commit to it would fork from: HEAD's commit.
 fn branch_tip(ledger: &Ledger, branch: &str) -> Result<Option<CommitId>, RoundError> {
-    if branch == "HEAD" {
-        return Ok(ledger.head()?.commit());
+    if branch != "HEAD" {
+        if let Some((_, c)) = ledger
+            .list_refs("refs/heads/")?
+            .into_iter()
+            .find(|(n, _)| n == branch)
+        {
+            return Ok(Some(c));
+        }
     }
-    Ok(ledger
-        .list_refs("refs/heads/")?
-        .into_iter()
-        .find(|(n, _)| n == branch)
-        .map(|(_, c)| c))
+    Ok(ledger.head()?.commit())
 }
 
 /// The current value of `refs/promoted/<branch>`.
