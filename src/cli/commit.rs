@@ -222,6 +222,9 @@ pub fn round_err(e: RoundError) -> CliError {
             Some("pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round")
         }
         RoundError::NotARound { .. } => Some("use --plain to record it as a plain directory"),
+        RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => Some(
+            "another commit landed on the branch while the round was validated; commit the round again",
+        ),
         RoundError::Ledger(le) => return lerr_ref(le, e.to_string()),
         _ => None,
     };

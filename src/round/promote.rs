@@ -332,7 +332,7 @@ pub fn revert_round(
     req.fields
         .insert("reverts_round_id".into(), FieldValue::Str(round_id.clone()));
     req.branch = (branch != "HEAD").then(|| branch.clone());
-    req.on_moved = OnMoved::Reparent;
+    req.on_moved = OnMoved::Fail;
     let out = ledger.commit_tree(bat_ledger::TreeId(tree_id[0]), &req)?;
     let refname = format!("{PROMOTED_PREFIX}{branch}");
     if branch != "HEAD" {

@@ -297,7 +297,7 @@ pub(crate) fn record(
     let overall = sc
         .get("overall")
         .and_then(serde_json::Value::as_f64)
-        .map(|x| format!(" overall {x}"))
+        .map(|x| format!(" overall {x:.4}"))
         .unwrap_or_default();
     let message = opts.message.clone().unwrap_or_else(|| {
         format!(
@@ -312,7 +312,9 @@ pub(crate) fn record(
         metadata: serde_json::Value::Object(meta.clone()),
         fields,
         branch: (branch != "HEAD").then(|| branch.to_string()),
-        on_moved: OnMoved::Reparent,
+        // The round was validated against the branch's promoted state; a
+        // branch that moved meanwhile may have changed it.
+        on_moved: OnMoved::Fail,
     };
     let promoted_ref_before = if branch != "HEAD" {
         promoted_ref(ledger, branch)?
