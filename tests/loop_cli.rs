@@ -249,7 +249,6 @@ fn a_failing_trainer_is_reported_and_its_output_streamed_to_stderr() {
 }
 
 #[test]
-#[ignore = "needs round-record merge"]
 fn conformance_case_through_the_cli_commits_each_round() {
     let tmp = tempfile::tempdir().unwrap();
     let ledger = init(tmp.path());
@@ -314,7 +313,6 @@ fn conformance_case_through_the_cli_commits_each_round() {
 }
 
 #[test]
-#[ignore = "needs round-record merge"]
 fn kill_9_mid_round_then_resume_commits_each_round_exactly_once() {
     let t = toy(&["--sleep-on", "r02:3"], 3);
     let mut child = bat()

@@ -412,12 +412,17 @@ impl Ledger {
         message: &str,
     ) -> Result<()> {
         if name != "HEAD" {
+            // Any namespace `refs/<ns>/<name>` (callers keep their own refs,
+            // e.g. pointers that follow a branch, next to heads and tags).
             let short = name
-                .strip_prefix(HEADS)
-                .or_else(|| name.strip_prefix(TAGS))
+                .strip_prefix("refs/")
+                .filter(|rest| {
+                    rest.split_once('/')
+                        .is_some_and(|(ns, n)| !ns.is_empty() && !n.is_empty())
+                })
                 .ok_or_else(|| Error::InvalidRefName {
                     name: name.to_string(),
-                    reason: "must start with refs/heads/ or refs/tags/",
+                    reason: "must be refs/<namespace>/<name>",
                 })?;
             validate_ref_name(short)?;
         }

@@ -1,4 +1,7 @@
-//! `bat commit DIR -m MSG [--branch B] [--meta FILE.json]`
+//! `bat commit DIR -m MSG [--branch B] [--meta FILE.json]`, and
+//! `bat commit ROUND_DIR [-m MSG] [--code-repo PATH] [--heldout-markers F]
+//! [--keep-raw-eval] [--branch B] [--pack F] [--baseline-summary F]` for a
+//! round directory (validated and recorded by [`crate::round::commit_round`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,18 +11,27 @@ use clap::Args;
 
 use super::ledger_common::{lerr, open, short, Bars, NEVER_CANCEL};
 use super::{print_json, CliError, CliResult, Globals};
+use crate::contract::pack::Pack;
+use crate::round::{commit_round, CommitRoundOptions, RoundError};
 
 /// Record DIR's files as a new commit on the current (or given) branch.
 /// A `.bat` folder inside DIR is never recorded.
+///
+/// A round directory (`data/manifest.json`, `candidate-eval/`, `gate.json`)
+/// is validated first (manifest digest, round verify, evaluation binding,
+/// firewall, recomputed gate and prescription) and recorded as a round
+/// commit; the raw evaluation is never part of the commit. `--plain`
+/// records any directory as it is.
 #[derive(Debug, Args)]
 pub struct CommitArgs {
     /// The directory to record. (Named `source` so its clap id does not
     /// collide with the global `-C DIR`.)
     #[arg(value_name = "DIR")]
     pub source: PathBuf,
-    /// Commit message.
+    /// Commit message (required for plain directories; rounds get one
+    /// derived from the round id and gate status).
     #[arg(short = 'm', long = "message")]
-    pub message: String,
+    pub message: Option<String>,
     /// Commit to this branch instead of HEAD's (created from HEAD if new).
     #[arg(long)]
     pub branch: Option<String>,
@@ -30,17 +42,52 @@ pub struct CommitArgs {
     /// Author (default: $BAT_AUTHOR, else $USER, else "unknown").
     #[arg(long)]
     pub author: Option<String>,
+    /// Record DIR as a plain directory even if it looks like a round.
+    #[arg(long)]
+    pub plain: bool,
+    /// Round: the training-code git repository recorded in provenance
+    /// (default: the repository around the current directory, if any).
+    #[arg(long, value_name = "PATH")]
+    pub code_repo: Option<PathBuf>,
+    /// Round: do not record training-code provenance.
+    #[arg(long, conflicts_with = "code_repo")]
+    pub no_code_repo: bool,
+    /// Round: extra held-out markers (JSON array of strings) for the
+    /// firewall scan, on top of the evaluation's task ids.
+    #[arg(long, value_name = "F")]
+    pub heldout_markers: Option<PathBuf>,
+    /// Round: keep the raw evaluator output in the ledger's private area
+    /// (never part of a commit, never handed to trainers).
+    #[arg(long)]
+    pub keep_raw_eval: bool,
+    /// Round: the benchmark pack (default: the embedded one).
+    #[arg(long, value_name = "F")]
+    pub pack: Option<PathBuf>,
+    /// Round: the baseline summary to gate against (default: the branch's
+    /// promoted round, else ROUND_DIR/../baseline-eval/summary.json).
+    #[arg(long, value_name = "F")]
+    pub baseline_summary: Option<PathBuf>,
 }
 
 /// Run `bat commit`.
 pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
-    let mut req = CommitRequest::new(args.message);
-    req.branch = args.branch;
-    req.author = args
+    let author = args
         .author
+        .clone()
         .or_else(|| std::env::var("BAT_AUTHOR").ok())
         .or_else(|| std::env::var("USER").ok())
         .unwrap_or_else(|| "unknown".into());
+    if !args.plain && crate::round::layout::looks_like_round(&args.source) {
+        return run_round(args, author, g);
+    }
+    let Some(message) = args.message else {
+        return Err(CliError::new("a commit message is required")
+            .with_hint("pass -m MSG")
+            .with_code(2));
+    };
+    let mut req = CommitRequest::new(message);
+    req.branch = args.branch;
+    req.author = author;
     if let Some(p) = &args.meta {
         let text = std::fs::read(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
@@ -89,4 +136,109 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The default training-code repository: the git repository around the
+/// current directory, if any.
+fn default_code_repo() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    git2::Repository::discover(&cwd).ok()?;
+    Some(cwd)
+}
+
+fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
+    if args.meta.is_some() {
+        return Err(CliError::new("--meta is not accepted for a round directory")
+            .with_hint("round metadata is derived from the round; use --plain to record it as a plain directory")
+            .with_code(2));
+    }
+    let pack = Pack::load_or_default(args.pack.as_deref())
+        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
+    let code_repo = if args.no_code_repo {
+        None
+    } else {
+        args.code_repo.clone().or_else(default_code_repo)
+    };
+    let opts = CommitRoundOptions {
+        message: args.message,
+        branch: args.branch,
+        code_repo,
+        heldout_markers: args.heldout_markers,
+        keep_raw_eval: args.keep_raw_eval,
+        pack,
+        command_templates: None,
+        extra_metadata: None,
+        baseline_summary: args.baseline_summary,
+        author: Some(author),
+    };
+    let mut l = open(g)?;
+    let out = commit_round(&mut l, &args.source, &opts).map_err(round_err)?;
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
+    }
+    if g.json {
+        print_json(&serde_json::json!({
+            "commit": out.commit,
+            "refname": out.refname,
+            "round_id": out.round_id,
+            "gate_status": out.gate_status,
+            "metadata": out.metadata,
+            "raw_eval_kept": out.raw_eval_kept.is_some(),
+            "warnings": out.warnings,
+        }))?;
+    } else {
+        let branch = out
+            .refname
+            .strip_prefix("refs/heads/")
+            .unwrap_or(&out.refname);
+        println!(
+            "[{branch} {}] round {} {}{}",
+            short(&out.commit),
+            out.round_id,
+            out.gate_status,
+            if out.gate_status == "promote" {
+                format!(" (refs/promoted/{branch} moved)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Map a round error to a CLI error with a hint.
+pub fn round_err(e: RoundError) -> CliError {
+    let hint = match &e {
+        RoundError::Check { check, .. } => Some(match *check {
+            "manifest_digest" => "the training data changed after its manifest was written; rebuild the round data",
+            "round_verify" => "check the round with `bat round verify --train F --manifest F`",
+            "firewall" => "held-out evaluation content reached train.jsonl; rebuild the round data without it",
+            "gate" | "prescription" => "recompute with `bat gate` from the baseline and candidate summaries, or pass --baseline-summary if the round was gated against another baseline",
+            "binding" | "candidate" => "the evaluation does not belong to this candidate model; re-run the evaluation on candidate/",
+            "summary" | "raw_evaluation" => "re-summarize the raw evaluation with `bat eval summarize`",
+            _ => "fix the named file and commit again",
+        }),
+        RoundError::NoBaseline { .. } => {
+            Some("pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round")
+        }
+        RoundError::NotARound { .. } => Some("use --plain to record it as a plain directory"),
+        RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => Some(
+            "another commit landed on the branch while the round was validated; commit the round again",
+        ),
+        RoundError::Ledger(le) => return lerr_ref(le, e.to_string()),
+        _ => None,
+    };
+    let mut c = CliError::new(e.to_string()).with_code(1);
+    if let Some(h) = hint {
+        c = c.with_hint(h);
+    }
+    c
+}
+
+fn lerr_ref(le: &bat_ledger::Error, msg: String) -> CliError {
+    let code = match le {
+        bat_ledger::Error::UnknownRevision { .. } | bat_ledger::Error::AmbiguousPrefix { .. } => 2,
+        _ => 1,
+    };
+    CliError::new(msg).with_code(code)
 }

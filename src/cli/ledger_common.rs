@@ -24,7 +24,7 @@ pub fn lerr(e: Error) -> CliError {
         }
         Error::AmbiguousPrefix { .. } => Some("use more hex digits"),
         Error::UnknownRevision { .. } => {
-            Some("use a branch, tag, HEAD, or a commit id prefix of at least 4 hex digits")
+            Some("use a branch, tag, HEAD, a round id (r02), or a commit id prefix of at least 4 hex digits")
         }
         Error::Corrupt { .. } | Error::ObjectMissing { .. } => {
             Some("run `bat fsck` to list all damage")
@@ -65,9 +65,13 @@ pub fn open_exclusive(g: &Globals) -> Result<Ledger, CliError> {
     Ledger::discover_with(&g.start_dir(), LockMode::Exclusive).map_err(lerr)
 }
 
-/// Resolve a revision.
+/// Resolve a revision; round ids (`r02`) name the newest round commit with
+/// that id reachable from HEAD (see [`crate::round::resolve_rev`]).
 pub fn resolve(l: &Ledger, rev: &str) -> Result<CommitId, CliError> {
-    l.resolve(rev).map_err(lerr)
+    crate::round::resolve_rev(l, rev).map_err(|e| match e {
+        crate::round::RoundError::Ledger(le) => lerr(le),
+        other => CliError::new(other.to_string()),
+    })
 }
 
 /// Split `REV:PATH` (PATH may be empty).

@@ -28,6 +28,7 @@ use clap::{Parser, Subcommand};
 
 pub mod reflog;
 pub mod reset;
+pub mod revert;
 pub mod round;
 pub mod run;
 pub mod show;
@@ -86,6 +87,8 @@ pub enum Command {
     Reflog(reflog::ReflogArgs),
     /// Move the current branch.
     Reset(reset::ResetArgs),
+    /// Undo a round's promotion with a new commit.
+    Revert(revert::RevertArgs),
     /// Verify the ledger.
     Fsck(fsck::FsckArgs),
     /// Remove unreachable objects.
@@ -243,6 +246,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Tag(a) => tag::run(a, g),
         Command::Reflog(a) => reflog::run(a, g),
         Command::Reset(a) => reset::run(a, g),
+        Command::Revert(a) => revert::run(a, g),
         Command::Fsck(a) => fsck::run(a, g),
         Command::Gc(a) => gc::run(a, g),
         Command::Stats(a) => stats::run(a, g),

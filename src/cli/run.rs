@@ -217,6 +217,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             "evaluator": campaign.evaluator,
         })),
         extra_metadata: None,
+        ..Default::default()
     };
     let mut sink = LedgerSink {
         ledger: &mut ledger,

@@ -256,6 +256,8 @@ pub struct CompletedRound<'a> {
     pub gate_status: &'a str,
     /// The `"loop"` metadata to record with the round (resume state).
     pub loop_metadata: &'a serde_json::Value,
+    /// The summary the candidate was gated against, when it is on disk.
+    pub baseline_summary: Option<&'a Path>,
 }
 
 /// Records finished rounds (the CLI commits them to the ledger).
@@ -644,6 +646,12 @@ pub fn run_loop(
                         .unwrap_or(Value::Null),
                 ),
         ));
+        // The file behind `state.baseline_summary` before inheritance moves
+        // it: the round commit re-checks the gate against exactly this one.
+        let baseline_path = match &state.current_checkpoint_round {
+            Some(r) => w.join(r).join("candidate-eval").join("summary.json"),
+            None => w.join("baseline-eval").join("summary.json"),
+        };
         if outcome.promoted {
             state.current_checkpoint = candidate.clone();
             state.current_checkpoint_round = Some(rid.clone());
@@ -680,6 +688,7 @@ pub fn run_loop(
                 round_dir: &root,
                 gate_status: &gate_status,
                 loop_metadata: &meta,
+                baseline_summary: Some(baseline_path.as_path()).filter(|p| p.is_file()),
             })
             .map_err(|reason| LoopError::Commit {
                 round_id: rid.clone(),
@@ -754,6 +763,9 @@ pub fn commit_loop_round(
 ) -> Result<crate::round::RoundCommit, crate::round::RoundError> {
     let mut opts = options.clone();
     opts.extra_metadata = Some(round.loop_metadata.clone());
+    if let Some(b) = round.baseline_summary {
+        opts.baseline_summary = Some(b.to_path_buf());
+    }
     crate::round::commit_round(ledger, round.round_dir, &opts)
 }
 

@@ -1,0 +1,358 @@
+//! Writing a validated round: the private raw-evaluation copy, the commit
+//! (tree in bat's layout, metadata and indexed fields) and the promotion ref.
+//!
+//! The commit tree holds `data/`, `candidate/`, `candidate-eval/` without
+//! `raw-evaluation.json`, `gate.json`, `prescription.json`,
+//! `training-health.json`, and bat's `round.json`, `baseline-summary.json`,
+//! `firewall.json` and `provenance.json`. It is assembled in a staging
+//! folder under `.bat/` (hard links, or copies across file systems) and
+//! recorded with [`Ledger::commit_dir`].
+//!
+//! With `keep_raw_eval`, the raw evaluation's bytes go to
+//! `.bat/private/raw-eval/<blake3 hex>` (temporary file, fsync, rename,
+//! directory fsync). That area is outside every commit tree: it is never
+//! checked out, handed to a trainer, or pushed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress, OnMoved};
+use serde_json::json;
+
+use super::layout::{committed_files, RoundLayout};
+use super::promote::{promoted_ref, PROMOTED_PREFIX};
+use super::validate::{BaselineSource, CheckedRound};
+use super::{CommitRoundOptions, RoundCommit, RoundError};
+use crate::contract::json::{self, Value};
+
+/// Where private raw evaluations live, relative to the `.bat` directory.
+pub const PRIVATE_RAW_EVAL_DIR: &str = "private/raw-eval";
+
+/// Convert a contract JSON value to a `serde_json` one (non-finite floats
+/// become null; big ints become strings).
+pub fn to_serde(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => json!(b),
+        Value::Int(i) => json!(i),
+        Value::BigInt(s) => json!(s),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null),
+        Value::Str(s) => json!(s),
+        Value::Array(a) => serde_json::Value::Array(a.iter().map(to_serde).collect()),
+        Value::Object(m) => {
+            serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), to_serde(v))).collect())
+        }
+    }
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
+    move |source| RoundError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Write `bytes` to `path` durably: temporary sibling, fsync, rename, fsync
+/// of the directory.
+fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), RoundError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write_err(dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err(dir))?;
+    tmp.write_all(bytes).map_err(write_err(path))?;
+    tmp.as_file().sync_all().map_err(write_err(path))?;
+    tmp.persist(path).map_err(|e| RoundError::Write {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Keep the raw evaluation's bytes in the private area; returns the path.
+fn keep_private(ledger: &Ledger, blake3: &str, bytes: &[u8]) -> Result<PathBuf, RoundError> {
+    let path = ledger.dir().join(PRIVATE_RAW_EVAL_DIR).join(blake3);
+    if std::fs::read(&path).is_ok_and(|b| b == bytes) {
+        return Ok(path);
+    }
+    write_durable(&path, bytes)?;
+    Ok(path)
+}
+
+/// Hard-link (or copy) `from` to `to`, creating parents.
+fn link_or_copy(from: &Path, to: &Path) -> Result<(), RoundError> {
+    if let Some(p) = to.parent() {
+        std::fs::create_dir_all(p).map_err(write_err(p))?;
+    }
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(write_err(to))?;
+    }
+    Ok(())
+}
+
+/// Mirror the regular files and folders of `from` into `to`.
+fn link_tree(from: &Path, to: &Path) -> Result<(), RoundError> {
+    std::fs::create_dir_all(to).map_err(write_err(to))?;
+    let rd = std::fs::read_dir(from).map_err(RoundError::io(from))?;
+    for e in rd {
+        let e = e.map_err(RoundError::io(from))?;
+        let ft = e.file_type().map_err(RoundError::io(&e.path()))?;
+        let dest = to.join(e.file_name());
+        if ft.is_dir() {
+            link_tree(&e.path(), &dest)?;
+        } else if ft.is_file() {
+            link_or_copy(&e.path(), &dest)?;
+        } else {
+            return Err(RoundError::check(
+                "candidate",
+                &e.path(),
+                "only regular files and folders can be recorded in a round",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn pretty(v: &serde_json::Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).unwrap_or_default();
+    b.push(b'\n');
+    b
+}
+
+/// The scores of a summary: `overall`, `task`, `agentic` from `means`, then
+/// the stage scores.
+fn scores(summary: &Value) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    if let Some(m) = summary.get("means").and_then(Value::as_object) {
+        for k in ["overall", "task", "agentic"] {
+            if let Some(v) = m.get(k) {
+                out.insert(k.to_string(), to_serde(v));
+            }
+        }
+    }
+    if let Some(s) = summary.get("stage_scores").and_then(Value::as_object) {
+        for (k, v) in s.iter() {
+            out.insert(k.clone(), to_serde(v));
+        }
+    }
+    out
+}
+
+/// Record a validated round.
+pub(crate) fn record(
+    ledger: &mut Ledger,
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    branch: &str,
+    c: CheckedRound,
+    provenance: serde_json::Value,
+) -> Result<RoundCommit, RoundError> {
+    let gate_status = if c.gate.promoted { "promote" } else { "hold" };
+    let trained_from = c
+        .gate
+        .gate
+        .get("baseline_checkpoint_sha256")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let starting = c
+        .gate
+        .prescription
+        .get("starting_checkpoint_sha256")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+
+    // The private copy first: a failure afterwards leaves only a harmless file.
+    let kept = match (&c.raw.bytes, &c.raw.blake3, opts.keep_raw_eval) {
+        (Some(bytes), Some(b3), true) => Some(keep_private(ledger, b3, bytes)?),
+        _ => None,
+    };
+    let raw_kept = kept.is_some()
+        || c.raw
+            .blake3
+            .as_ref()
+            .is_some_and(|b| ledger.dir().join(PRIVATE_RAW_EVAL_DIR).join(b).is_file());
+
+    let baseline_doc = match &c.baseline_source {
+        BaselineSource::File(_) => json!({"source": "file"}),
+        BaselineSource::Promoted(p) => json!({
+            "source": "promoted_round",
+            "round_id": p.round_id,
+            "commit": p.commit.to_string(),
+        }),
+    };
+    let mut baseline_doc = baseline_doc;
+    if let Some(m) = baseline_doc.as_object_mut() {
+        m.insert(
+            "summary_sha256".into(),
+            json!(json::sha256_hex(&c.baseline_bytes)),
+        );
+    }
+    let round_json = json!({
+        "schema_version": 1,
+        "artifact_kind": "bat_round_record",
+        "kind": "round",
+        "round_id": c.round_id,
+        "target_stage": c.target_stage,
+        "next_target_stage": c.gate.target_stage,
+        "selection_reason": c.gate.selection_reason,
+        "gate_status": gate_status,
+        "candidate_checkpoint_sha256": c.candidate_identity,
+        "starting_checkpoint_sha256": starting,
+        "trained_from_checkpoint_sha256": trained_from,
+        "train": {"sha256": c.train_sha256, "rows": c.rows},
+        "raw_evaluation": {
+            "sha256": c.raw.sha256,
+            "blake3": c.raw.blake3,
+            "bytes": c.raw.len,
+            "kept_privately": raw_kept,
+            "copies_in_candidate": c.raw_copies_in_candidate,
+        },
+        "baseline": baseline_doc,
+    });
+    let firewall_json = json!({
+        "schema_version": 1,
+        "artifact_kind": "bat_round_firewall",
+        "status": "passed",
+        "scanned": "data/train.jsonl",
+        "violations": [],
+        "heldout_markers": {
+            "count": c.marker_count,
+            "sha256": c.markers_sha256,
+            "derived_from": "evaluation task ids",
+            "extra_file_given": opts.heldout_markers.is_some(),
+        },
+    });
+
+    // Stage the tree.
+    let stage_root = ledger.dir().join("tmp-round");
+    std::fs::create_dir_all(&stage_root).map_err(write_err(&stage_root))?;
+    let stage = tempfile::Builder::new()
+        .prefix("stage-")
+        .tempdir_in(&stage_root)
+        .map_err(write_err(&stage_root))?;
+    for (rel, src) in committed_files(l) {
+        link_or_copy(&src, &stage.path().join(&rel))?;
+    }
+    link_tree(&l.candidate, &stage.path().join("candidate"))?;
+    for (name, bytes) in [
+        ("round.json", pretty(&round_json)),
+        ("firewall.json", pretty(&firewall_json)),
+        ("provenance.json", pretty(&provenance)),
+        ("baseline-summary.json", c.baseline_bytes.clone()),
+    ] {
+        let p = stage.path().join(name);
+        std::fs::write(&p, bytes).map_err(write_err(&p))?;
+    }
+
+    // Metadata and indexed fields.
+    let sc = scores(&c.summary);
+    let mut meta = serde_json::Map::new();
+    for (k, v) in [
+        ("kind", json!("bat_round")),
+        ("round_id", json!(c.round_id)),
+        ("target_stage", json!(c.target_stage)),
+        ("next_target_stage", json!(c.gate.target_stage)),
+        ("gate_status", json!(gate_status)),
+        ("selection_reason", json!(c.gate.selection_reason)),
+        ("candidate_checkpoint_sha256", json!(c.candidate_identity)),
+        ("starting_checkpoint_sha256", json!(starting)),
+        ("trained_from_checkpoint_sha256", json!(trained_from)),
+        ("raw_eval_sha256", json!(c.raw.sha256)),
+        ("raw_eval_blake3", json!(c.raw.blake3)),
+        ("raw_eval_kept", json!(raw_kept)),
+        ("layout", json!(l.layout.as_str())),
+    ] {
+        meta.insert(k.to_string(), v);
+    }
+    meta.insert("scores".into(), serde_json::Value::Object(sc.clone()));
+    if let Some(x) = &opts.extra_metadata {
+        meta.insert("loop".into(), x.clone());
+    }
+    let mut fields = BTreeMap::new();
+    for k in [
+        "kind",
+        "round_id",
+        "target_stage",
+        "next_target_stage",
+        "gate_status",
+        "candidate_checkpoint_sha256",
+        "starting_checkpoint_sha256",
+        "raw_eval_sha256",
+    ] {
+        if let Some(v) = meta.get(k).and_then(FieldValue::from_json) {
+            fields.insert(k.to_string(), v);
+        }
+    }
+    for (k, v) in &sc {
+        if let Some(f) = FieldValue::from_json(v) {
+            fields.insert(format!("scores.{k}"), f);
+        }
+    }
+    let overall = sc
+        .get("overall")
+        .and_then(serde_json::Value::as_f64)
+        .map(|x| format!(" overall {x:.4}"))
+        .unwrap_or_default();
+    let message = opts.message.clone().unwrap_or_else(|| {
+        format!(
+            "Round {} ({}): {gate_status}{overall}",
+            c.round_id, c.target_stage
+        )
+    });
+    let req = CommitRequest {
+        message,
+        author: opts.author.clone().unwrap_or_else(|| "unknown".into()),
+        time: None,
+        metadata: serde_json::Value::Object(meta.clone()),
+        fields,
+        branch: (branch != "HEAD").then(|| branch.to_string()),
+        // The round was validated against the branch's promoted state; a
+        // branch that moved meanwhile may have changed it.
+        on_moved: OnMoved::Fail,
+    };
+    let promoted_ref_before = if branch != "HEAD" {
+        promoted_ref(ledger, branch)?
+    } else {
+        None
+    };
+    let out = ledger.commit_dir(
+        stage.path(),
+        &req,
+        &NoProgress,
+        &std::sync::atomic::AtomicBool::new(false),
+    )?;
+    drop(stage);
+    let _ = std::fs::remove_dir(&stage_root);
+
+    if c.gate.promoted && branch != "HEAD" {
+        ledger.update_ref(
+            &format!("{PROMOTED_PREFIX}{branch}"),
+            promoted_ref_before,
+            Some(out.commit),
+            &format!("round {}: promote", c.round_id),
+        )?;
+    }
+    Ok(RoundCommit {
+        commit: out.commit,
+        round_id: c.round_id,
+        gate_status: gate_status.to_string(),
+        refname: out.refname,
+        metadata: serde_json::Value::Object(meta),
+        raw_eval_kept: kept,
+        warnings: c
+            .raw_copies_in_candidate
+            .iter()
+            .map(|p| {
+                format!(
+                    "{p} has the raw evaluation's bytes; it is part of the candidate model and so of the commit"
+                )
+            })
+            .collect(),
+    })
+}

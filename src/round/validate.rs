@@ -1,0 +1,488 @@
+//! The checks a round directory must pass before it is committed. Every
+//! refusal is a [`RoundError::Check`] naming the check and the file.
+//!
+//! In order:
+//! 1. `manifest_digest`: `data/manifest.json`'s `train.sha256` equals the
+//!    sha256 of `data/train.jsonl`;
+//! 2. `round_verify`: the dataset verifier (§C.8 plus prompts and reward
+//!    contracts) with the pack;
+//! 3. `candidate`: the model identity of `candidate/` can be computed (§G);
+//! 4. `binding`: `candidate-eval/checkpoint-binding.json`, the summary, the
+//!    eval request and receipt (when present) and `gate.json`'s candidate
+//!    all name that identity;
+//! 5. `raw_evaluation`: the summary and receipt name the raw file's sha256;
+//!    the summary is rebuilt from the raw evaluation and must equal
+//!    `summary.json` byte for byte (bat layout: the raw digest must equal
+//!    the one `round.json` recorded);
+//! 6. `summary`: the candidate and baseline summaries pass the gate's
+//!    acceptance (finite scores, …);
+//! 7. `training_health`: `training-health.json` is JSON;
+//! 8. `firewall`: `data/train.jsonl` passes the leakage scan with held-out
+//!    markers = the evaluation's task ids (those of stripped length ≥ 4,
+//!    casefolded) plus the markers file given;
+//! 9. `gate` / `prescription`: recomputed from the baseline and candidate
+//!    summaries and the health file, they equal `gate.json` and
+//!    `prescription.json` byte for byte.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use bat_ledger::{Ledger, Mode};
+
+use super::layout::{Layout, RoundLayout};
+use super::promote::PromotedRound;
+use super::{CommitRoundOptions, RoundError};
+use crate::contract::binding::model_identity;
+use crate::contract::firewall::{casefold, parse_markers, scan_bytes, LeakageRules};
+use crate::contract::gate::{evaluate_gate, training_healthy, GateModel, GateOutcome};
+use crate::contract::json::{self, Value};
+use crate::contract::numeric::SumMode;
+use crate::contract::prompt::Prompter;
+use crate::contract::round::verify_dataset;
+use crate::contract::summary::build_summary;
+
+/// Digests of the raw evaluator output (its bytes never enter a commit).
+#[derive(Debug, Clone)]
+pub struct RawEval {
+    /// sha256 hex of the bytes (what the summary and receipt name).
+    pub sha256: String,
+    /// BLAKE3 hex of the bytes (the private-area file name).
+    pub blake3: Option<String>,
+    /// Byte length, when the bytes were read.
+    pub len: Option<u64>,
+    /// The bytes (reference layout only).
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Where the baseline summary came from.
+#[derive(Debug, Clone)]
+pub enum BaselineSource {
+    /// Given explicitly.
+    File(PathBuf),
+    /// The promoted round of the branch.
+    Promoted(PromotedRound),
+}
+
+/// A round that passed every check.
+#[derive(Debug, Clone)]
+pub struct CheckedRound {
+    /// Round id (from the manifest).
+    pub round_id: String,
+    /// The stage trained this round (the manifest's target).
+    pub target_stage: String,
+    /// sha256 of `train.jsonl`.
+    pub train_sha256: String,
+    /// Number of training rows.
+    pub rows: u64,
+    /// The candidate's model identity.
+    pub candidate_identity: String,
+    /// The candidate summary.
+    pub summary: Value,
+    /// The baseline summary's bytes.
+    pub baseline_bytes: Vec<u8>,
+    /// Where they came from.
+    pub baseline_source: BaselineSource,
+    /// The recomputed gate (equal to the files).
+    pub gate: GateOutcome,
+    /// The parsed health file.
+    pub health: Value,
+    /// The raw evaluation.
+    pub raw: RawEval,
+    /// sha256 of the held-out markers used (CJ of the sorted list).
+    pub markers_sha256: String,
+    /// How many markers were used.
+    pub marker_count: usize,
+    /// Files of `candidate/` whose bytes are the raw evaluation's (a
+    /// trainer copied it into the model folder; it is then committed as
+    /// part of the model).
+    pub raw_copies_in_candidate: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, RoundError> {
+    std::fs::read(path).map_err(RoundError::io(path))
+}
+
+fn parse(check: &'static str, path: &Path, bytes: &[u8]) -> Result<Value, RoundError> {
+    json::parse_bytes(bytes)
+        .map_err(|e| RoundError::check(check, path, format!("not valid JSON: {e}")))
+}
+
+fn str_at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for k in keys {
+        cur = cur.get(k)?;
+    }
+    cur.as_str()
+}
+
+/// Run every check on a recognised round directory. `promoted` is the
+/// branch's promoted round (the default baseline).
+pub fn validate(
+    ledger: &Ledger,
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    promoted: Option<&PromotedRound>,
+) -> Result<CheckedRound, RoundError> {
+    let pack = &opts.pack;
+    let pack_err = |e: &dyn std::fmt::Display| RoundError::Pack {
+        reason: e.to_string(),
+    };
+
+    // 1–2. The training data.
+    let train = read(&l.train)?;
+    let manifest_bytes = read(&l.manifest)?;
+    let manifest = parse("manifest_digest", &l.manifest, &manifest_bytes)?;
+    let train_sha = json::sha256_hex(&train);
+    match str_at(&manifest, &["train", "sha256"]) {
+        Some(d) if d == train_sha => {}
+        Some(d) => {
+            return Err(RoundError::check(
+                "manifest_digest",
+                &l.manifest,
+                format!(
+                    "train.sha256 is {d} but {} has sha256 {train_sha}",
+                    l.train.display()
+                ),
+            ))
+        }
+        None => {
+            return Err(RoundError::check(
+                "manifest_digest",
+                &l.manifest,
+                "train.sha256 is missing",
+            ))
+        }
+    }
+    let k = pack.contract().map_err(|e| pack_err(&e))?;
+    let prompter = Prompter::new(&k);
+    let verified = verify_dataset(&k, &prompter, &train, &manifest_bytes)
+        .map_err(|e| RoundError::check("round_verify", &l.train, e.to_string()))?;
+    let round_id = str_at(&manifest, &["round_id"])
+        .ok_or_else(|| RoundError::check("round_verify", &l.manifest, "round_id is missing"))?
+        .to_string();
+    let target_stage = str_at(&manifest, &["target_stage"])
+        .ok_or_else(|| RoundError::check("round_verify", &l.manifest, "target_stage is missing"))?
+        .to_string();
+    let rows = match verified.get("rows") {
+        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+
+    // 3. The candidate's identity.
+    let ident = model_identity(&l.candidate)
+        .map_err(|e| RoundError::check("candidate", &l.candidate, e.to_string()))?;
+    let candidate_files: Vec<(String, String)> = ident
+        .basis
+        .get("files")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            Some((
+                f.get("path")?.as_str()?.to_string(),
+                f.get("sha256")?.as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let identity = ident.model_identity_sha256;
+
+    // 4. Everything names that identity.
+    let binding_path = l.eval_dir.join("checkpoint-binding.json");
+    let binding = parse("binding", &binding_path, &read(&binding_path)?)?;
+    let summary_path = l.eval_dir.join("summary.json");
+    let summary_bytes = read(&summary_path)?;
+    let summary = parse("summary", &summary_path, &summary_bytes)?;
+    let gate_bytes = read(&l.gate)?;
+    let gate_doc = parse("gate", &l.gate, &gate_bytes)?;
+    let mut named = vec![
+        (
+            binding_path.clone(),
+            str_at(&binding, &["model_identity_sha256"]),
+        ),
+        (
+            summary_path.clone(),
+            str_at(&summary, &["checkpoint_sha256"]),
+        ),
+        (
+            l.gate.clone(),
+            str_at(&gate_doc, &["candidate_checkpoint_sha256"]),
+        ),
+    ];
+    let receipt_path = l.eval_dir.join("receipt.json");
+    let receipt = if receipt_path.is_file() {
+        Some(parse("binding", &receipt_path, &read(&receipt_path)?)?)
+    } else {
+        None
+    };
+    if let Some(r) = &receipt {
+        named.push((receipt_path.clone(), str_at(r, &["checkpoint_sha256"])));
+    }
+    let request_path = l.eval_dir.join("eval-request.json");
+    let request = if request_path.is_file() {
+        Some(parse("binding", &request_path, &read(&request_path)?)?)
+    } else {
+        None
+    };
+    if let Some(r) = &request {
+        named.push((request_path.clone(), str_at(r, &["checkpoint_sha256"])));
+    }
+    for (p, v) in named {
+        if v != Some(identity.as_str()) {
+            return Err(RoundError::check(
+                "binding",
+                &p,
+                format!(
+                    "names checkpoint {} but the candidate model {} has identity {identity}",
+                    v.unwrap_or("(none)"),
+                    l.candidate.display()
+                ),
+            ));
+        }
+    }
+
+    // 5. The raw evaluation.
+    let raw = match (&l.layout, &l.raw_eval) {
+        (Layout::Reference, Some(raw_path)) => {
+            let bytes = read(raw_path)?;
+            let sha = json::sha256_hex(&bytes);
+            let rebuilt = build_summary(&bytes, &identity, pack, SumMode::Plain)
+                .map_err(|e| RoundError::check("raw_evaluation", raw_path, e.to_string()))?;
+            if json::to_pj_file(&rebuilt).as_bytes() != summary_bytes.as_slice() {
+                return Err(RoundError::check(
+                    "summary",
+                    &summary_path,
+                    format!(
+                        "differs from the summary recomputed from {}",
+                        raw_path.display()
+                    ),
+                ));
+            }
+            RawEval {
+                blake3: Some(bat_ledger::ObjectId::of_bytes(&bytes).to_hex()),
+                len: Some(bytes.len() as u64),
+                sha256: sha,
+                bytes: Some(bytes),
+            }
+        }
+        _ => {
+            let rj_path = l
+                .round_json
+                .clone()
+                .unwrap_or_else(|| l.dir.join("round.json"));
+            let rj = parse("raw_evaluation", &rj_path, &read(&rj_path)?)?;
+            let sha = str_at(&rj, &["raw_evaluation", "sha256"]).ok_or_else(|| {
+                RoundError::check(
+                    "raw_evaluation",
+                    &rj_path,
+                    "raw_evaluation.sha256 is missing",
+                )
+            })?;
+            RawEval {
+                sha256: sha.to_string(),
+                blake3: str_at(&rj, &["raw_evaluation", "blake3"]).map(str::to_string),
+                len: rj
+                    .get("raw_evaluation")
+                    .and_then(|r| r.get("bytes"))
+                    .and_then(|b| match b {
+                        Value::Int(n) => u64::try_from(*n).ok(),
+                        _ => None,
+                    }),
+                bytes: None,
+            }
+        }
+    };
+    if str_at(&summary, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
+        return Err(RoundError::check(
+            "raw_evaluation",
+            &summary_path,
+            format!(
+                "raw_evaluation_sha256 does not name the raw evaluation ({})",
+                raw.sha256
+            ),
+        ));
+    }
+    if let Some(r) = &receipt {
+        if str_at(r, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
+            return Err(RoundError::check(
+                "raw_evaluation",
+                &receipt_path,
+                format!(
+                    "raw_evaluation_sha256 does not name the raw evaluation ({})",
+                    raw.sha256
+                ),
+            ));
+        }
+        let ssha = json::sha256_hex(&summary_bytes);
+        if str_at(r, &["summary_sha256"]) != Some(ssha.as_str()) {
+            return Err(RoundError::check(
+                "summary",
+                &receipt_path,
+                format!(
+                    "summary_sha256 does not name {} ({ssha})",
+                    summary_path.display()
+                ),
+            ));
+        }
+    }
+
+    // A trainer that copied the raw evaluation into its model folder makes
+    // it part of the candidate (and of its identity); report it.
+    let raw_copies_in_candidate: Vec<String> = candidate_files
+        .iter()
+        .filter(|(_, sha)| *sha == raw.sha256)
+        .map(|(p, _)| format!("candidate/{p}"))
+        .collect();
+
+    // 6. The baseline summary.
+    let (baseline_bytes, baseline_source, baseline_path) =
+        baseline_summary(ledger, l, opts, promoted, &round_id)?;
+    let baseline = parse("summary", &baseline_path, &baseline_bytes)?;
+
+    // 7. Health.
+    let health_bytes = read(&l.health)?;
+    let health = parse("training_health", &l.health, &health_bytes)?;
+
+    // 8. Firewall.
+    let mut markers = BTreeSet::new();
+    if let Some(cells) = summary.get("cells").and_then(Value::as_array) {
+        for c in cells {
+            if let Some(t) = c.get("task_id").and_then(Value::as_str) {
+                if t.trim().chars().count() >= 4 {
+                    markers.insert(casefold(t));
+                }
+            }
+        }
+    }
+    if let Some(raw_bytes) = &raw.bytes {
+        if let Ok(v) = json::parse_bytes(raw_bytes) {
+            for c in v
+                .get("cells")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(t) = c.get("task_id").and_then(Value::as_str) {
+                    if t.trim().chars().count() >= 4 {
+                        markers.insert(casefold(t));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(mf) = &opts.heldout_markers {
+        let given = parse_markers(&read(mf)?)
+            .map_err(|e| RoundError::check("markers", mf, e.to_string()))?;
+        markers.extend(given);
+    }
+    let markers: Vec<String> = markers.into_iter().collect();
+    let rules = LeakageRules::from_pack(pack).map_err(|e| pack_err(&e))?;
+    let violations = scan_bytes(&train, &markers, &rules)
+        .map_err(|e| RoundError::check("firewall", &l.train, e.to_string()))?;
+    if !violations.is_empty() {
+        let shown: Vec<String> = violations
+            .iter()
+            .take(5)
+            .map(|v| format!("line {} {} {}", v.line, v.field, v.code))
+            .collect();
+        return Err(RoundError::check(
+            "firewall",
+            &l.train,
+            format!(
+                "{} leakage violation(s): {}{}",
+                violations.len(),
+                shown.join("; "),
+                if violations.len() > 5 { "; …" } else { "" }
+            ),
+        ));
+    }
+    let marker_value = Value::Array(markers.iter().map(|m| Value::Str(m.clone())).collect());
+    let markers_sha256 = json::digest(&marker_value).unwrap_or_default();
+
+    // 9. Gate and prescription.
+    let model = GateModel::from_pack(pack).map_err(|e| pack_err(&e))?;
+    let outcome =
+        evaluate_gate(&baseline, &summary, training_healthy(&health), &model).map_err(|e| {
+            RoundError::check(
+                "summary",
+                &summary_path,
+                format!("{e} (gated against baseline {})", baseline_path.display()),
+            )
+        })?;
+    if json::to_pj_file(&outcome.gate).as_bytes() != gate_bytes.as_slice() {
+        return Err(RoundError::check(
+            "gate",
+            &l.gate,
+            format!(
+                "differs from the gate recomputed from baseline {} and candidate {} (recomputed status: {})",
+                baseline_path.display(),
+                summary_path.display(),
+                if outcome.promoted { "promote" } else { "hold" }
+            ),
+        ));
+    }
+    if json::to_pj_file(&outcome.prescription).as_bytes() != read(&l.prescription)?.as_slice() {
+        return Err(RoundError::check(
+            "prescription",
+            &l.prescription,
+            "differs from the prescription recomputed from the summaries",
+        ));
+    }
+
+    Ok(CheckedRound {
+        round_id,
+        target_stage,
+        train_sha256: train_sha,
+        rows,
+        candidate_identity: identity,
+        summary,
+        baseline_bytes,
+        baseline_source,
+        gate: outcome,
+        health,
+        raw,
+        markers_sha256,
+        marker_count: markers.len(),
+        raw_copies_in_candidate,
+    })
+}
+
+/// The baseline summary (see the module docs of [`super`]): bytes, source
+/// and a path for messages.
+fn baseline_summary(
+    ledger: &Ledger,
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    promoted: Option<&PromotedRound>,
+    round_id: &str,
+) -> Result<(Vec<u8>, BaselineSource, PathBuf), RoundError> {
+    if let Some(p) = &opts.baseline_summary {
+        return Ok((read(p)?, BaselineSource::File(p.clone()), p.clone()));
+    }
+    if let Some(p) = promoted {
+        let c = ledger.read_commit(&p.commit)?;
+        let entry = ledger.lookup_path(&c.tree, "candidate-eval/summary.json")?;
+        if let Some(e) = entry.filter(|e| e.mode == Mode::File) {
+            let bytes = ledger.read_bytes(&e.id)?;
+            let label = PathBuf::from(format!(
+                "{}:candidate-eval/summary.json (promoted round {})",
+                p.commit.0.short(),
+                p.round_id
+            ));
+            return Ok((bytes, BaselineSource::Promoted(p.clone()), label));
+        }
+    }
+    let mut tries = vec![l.dir.join("baseline-summary.json")];
+    let abs = std::fs::canonicalize(&l.dir).unwrap_or_else(|_| l.dir.clone());
+    if let Some(parent) = abs.parent() {
+        tries.push(parent.join("baseline-eval").join("summary.json"));
+    }
+    for p in tries {
+        if p.is_file() {
+            return Ok((read(&p)?, BaselineSource::File(p.clone()), p));
+        }
+    }
+    Err(RoundError::NoBaseline {
+        round_id: round_id.to_string(),
+        dir: l.dir.clone(),
+    })
+}
