@@ -228,9 +228,20 @@ fn setup() -> Ledger {
     );
     let m1 = root.join("r01.meta.json");
     let m2 = root.join("r02.meta.json");
-    l.ok(&["commit", p(&r1), "-m", "round r01", "--meta", p(&m1)]);
+    // The fixtures' summaries are not bound to these toy checkpoints, so
+    // they are recorded as plain directories with round-shaped metadata.
     l.ok(&[
         "commit",
+        "--plain",
+        p(&r1),
+        "-m",
+        "round r01",
+        "--meta",
+        p(&m1),
+    ]);
+    l.ok(&[
+        "commit",
+        "--plain",
         p(&r2),
         "-m",
         "round r02",

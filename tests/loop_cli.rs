@@ -132,7 +132,7 @@ fn run_in(ledger: &Path, args: &[String]) -> Output {
     bat().arg("-C").arg(ledger).args(args).output().unwrap()
 }
 
-/// Every object in `bat log --json` output whose kind is bat_round.
+/// The metadata of every round commit in `bat log --json`, newest first.
 fn logged_rounds(ledger: &Path) -> Vec<serde_json::Value> {
     let out = bat()
         .arg("-C")
@@ -142,22 +142,15 @@ fn logged_rounds(ledger: &Path) -> Vec<serde_json::Value> {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    fn walk(v: &serde_json::Value, out: &mut Vec<serde_json::Value>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                if m.get("kind").and_then(|k| k.as_str()) == Some("bat_round") {
-                    out.push(v.clone());
-                } else {
-                    m.values().for_each(|x| walk(x, out));
-                }
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            _ => {}
-        }
-    }
-    let mut rounds = Vec::new();
-    walk(&v, &mut rounds);
-    rounds
+    // `bat log --json` is an array of commits; round commits carry their
+    // record in `metadata` (the indexed `fields` repeat some of it).
+    v.as_array()
+        .expect("log --json prints an array")
+        .iter()
+        .filter_map(|c| c.get("metadata"))
+        .filter(|m| m.get("kind").and_then(|k| k.as_str()) == Some("bat_round"))
+        .cloned()
+        .collect()
 }
 
 fn fsck_ok(ledger: &Path) {
