@@ -562,6 +562,22 @@ fn audit_attach_shows_gap_and_never_moves_branches() {
         f(&aud["stage_scores"]["S3"]) - f(&gating["stage_scores"]["S3"])
     );
 
+    // `bat log` carries the same gap: an `audit` member in --json and the
+    // audit-gap column in the round table.
+    let overall_gap = f(&aud["means"]["overall"]) - f(&gating["means"]["overall"]);
+    let log = l.json(&["log", "exp", "-n", "1"]);
+    assert_eq!(log[0]["audit"]["audits"], 1);
+    assert_eq!(log[0]["audit"]["protocol_id"], "audit-p1");
+    assert_eq!(f(&log[0]["audit"]["overall_gap"]), overall_gap);
+    let main_log = l.json(&["log", "main", "-n", "1"]);
+    assert!(
+        main_log[0].get("audit").is_none(),
+        "main's round has no audit"
+    );
+    let table = l.ok(&["log", "exp", "-n", "1"]);
+    assert!(table.contains("audit-gap"), "{table}");
+    assert!(table.contains(&format!("{overall_gap:+.3}")), "{table}");
+
     // The gate and target of the round are what they were.
     let d2 = l.json(&[
         "diff",

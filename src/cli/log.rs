@@ -8,10 +8,13 @@ use bat_ledger::{Commit, CommitId, Ledger};
 
 use super::ledger_common::{fmt_time, lerr, open, resolve, short};
 use super::{print_json, CliResult, Globals};
+use crate::inspect::audit::{audit_column, AuditCell, AUDIT_COLUMN_HEADER};
 
 /// Show history, newest first. When the history holds round commits, text
-/// mode prints a table: id, round, target, gate, overall, S1–S5 and the
-/// branch/tag/promoted markers (plain commits show their message).
+/// mode prints a table: id, round, target, gate, overall, S1–S5, the
+/// gating-vs-audit gap of rounds with audit evaluations (`bat eval attach`)
+/// and the branch/tag/promoted markers (plain commits show their message).
+/// `--json` adds an `audit` member to audited rounds.
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Where to start (default HEAD).
@@ -30,12 +33,17 @@ pub fn run(args: LogArgs, g: &Globals) -> CliResult {
         let arr: Vec<_> = log
             .iter()
             .map(|(id, c)| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "id": id, "parents": c.parents, "tree": c.tree, "author": c.author,
                     "time": c.time, "message": c.message, "metadata": c.metadata, "fields": c.fields,
-                })
+                });
+                if let Some(cell) = audit_cell(&l, id, c)? {
+                    entry["audit"] = serde_json::to_value(cell)
+                        .map_err(|e| super::CliError::new(format!("cannot encode JSON output: {e}")))?;
+                }
+                Ok(entry)
             })
-            .collect();
+            .collect::<Result<_, super::CliError>>()?;
         print_json(&arr)?;
     } else if log.iter().any(|(_, c)| is_round_like(c)) {
         print_table(&l, &log)?;
@@ -52,6 +60,14 @@ pub fn run(args: LogArgs, g: &Globals) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The audit column of a round commit (audits only ever attach to rounds).
+fn audit_cell(l: &Ledger, id: &CommitId, c: &Commit) -> Result<Option<AuditCell>, super::CliError> {
+    if c.metadata.get("kind").and_then(serde_json::Value::as_str) != Some("bat_round") {
+        return Ok(None);
+    }
+    audit_column(l, id).map_err(|e| super::CliError::new(e.to_string()))
 }
 
 fn is_round_like(c: &Commit) -> bool {
@@ -87,7 +103,7 @@ fn print_table(l: &Ledger, log: &[(CommitId, Commit)]) -> Result<(), super::CliE
     for s in stages {
         header.push_str(&format!("  {s:>6}"));
     }
-    header.push_str("  refs");
+    header.push_str(&format!("  {AUDIT_COLUMN_HEADER:>9}  refs"));
     println!("{header}");
     for (id, c) in log {
         let m = &c.metadata;
@@ -121,6 +137,10 @@ fn print_table(l: &Ledger, log: &[(CommitId, Commit)]) -> Result<(), super::CliE
                 for st in stages {
                     s.push_str(&format!("  {:>6}", score(st)));
                 }
+                let audit = audit_cell(l, id, c)?
+                    .map(|a| a.text)
+                    .unwrap_or_else(|| "-".into());
+                s.push_str(&format!("  {audit:>9}"));
                 s
             }
             "bat_revert" => format!(
