@@ -44,3 +44,27 @@ pub fn run(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
     out.extend(super::eval_conformance::run_eval_families(dir, opts));
     out
 }
+
+/// One result row from a check's outcome (`Ok(detail)` passes).
+pub(crate) fn case_result(family: &str, case: &str, outcome: Result<String, String>) -> CaseResult {
+    let (passed, detail) = match outcome {
+        Ok(d) => (true, d),
+        Err(d) => (false, d),
+    };
+    CaseResult {
+        family: family.into(),
+        case: case.into(),
+        passed,
+        detail,
+    }
+}
+
+/// Read a vector file; the error names it.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Read and parse a JSON vector file; the error names it.
+pub(crate) fn read_json(path: &Path) -> Result<super::json::Value, String> {
+    super::json::parse_bytes(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+}

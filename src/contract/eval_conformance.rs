@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::binding::{build_binding, Arm};
+use super::conformance::{case_result as result, read, read_json};
 use super::conformance::{CaseResult, Options};
 use super::firewall::{self, LeakageRules};
 use super::gate::{evaluate_gate, training_healthy, GateModel};
@@ -33,27 +34,6 @@ pub fn run_eval_families(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
         out.extend(run_protocol(&dir.join("protocol")));
     }
     out
-}
-
-fn result(family: &str, case: &str, outcome: Result<String, String>) -> CaseResult {
-    let (passed, detail) = match outcome {
-        Ok(d) => (true, d),
-        Err(d) => (false, d),
-    };
-    CaseResult {
-        family: family.into(),
-        case: case.into(),
-        passed,
-        detail,
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
-fn read_json(path: &Path) -> Result<Value, String> {
-    json::parse_bytes(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn str_field<'a>(case: &'a Value, key: &str) -> Result<&'a str, String> {

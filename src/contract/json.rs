@@ -243,6 +243,38 @@ pub struct ParseError {
     pub reason: String,
 }
 
+/// Python `==` on parsed JSON values: ints, floats and bools compare by
+/// value (`1 == 1.0 == True`), objects by key set and values in any order,
+/// arrays element-wise; NaN is unequal to everything.
+pub fn python_eq(a: &Value, b: &Value) -> bool {
+    fn num(v: &Value) -> Option<f64> {
+        match v {
+            Value::Bool(x) => Some(f64::from(u8::from(*x))),
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::BigInt(x), Value::BigInt(y)) => x == y,
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| python_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| python_eq(v, w)))
+        }
+        _ => match (num(a), num(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => false,
+        },
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Float formatting (§A.5)
 

@@ -764,13 +764,14 @@ pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let e2e = Value::Str(E2E.into());
-            if pool == POOL_TARGET && !py_eq(stage, target) {
+            if pool == POOL_TARGET && !json::python_eq(stage, target) {
                 return Err(RoundError::TargetStageInvalid);
             }
-            if pool == POOL_MIX && (py_eq(stage, target) || py_eq(stage, &e2e)) {
+            if pool == POOL_MIX && (json::python_eq(stage, target) || json::python_eq(stage, &e2e))
+            {
                 return Err(RoundError::MixStageInvalid);
             }
-            if pool == POOL_E2E && !py_eq(stage, &e2e) {
+            if pool == POOL_E2E && !json::python_eq(stage, &e2e) {
                 return Err(RoundError::E2eStageInvalid);
             }
             let sid = extra
@@ -783,35 +784,6 @@ pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result
         }
     }
     Ok(())
-}
-
-/// Python `==` on JSON values: objects ignore member order, numbers compare
-/// by value across int/float/bool (`1 == 1.0 == True`).
-pub fn py_eq(a: &Value, b: &Value) -> bool {
-    fn num(v: &Value) -> Option<f64> {
-        match v {
-            Value::Bool(x) => Some(f64::from(u8::from(*x))),
-            Value::Int(i) => Some(*i as f64),
-            Value::Float(f) => Some(*f),
-            _ => None,
-        }
-    }
-    match (a, b) {
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::BigInt(x), Value::BigInt(y)) => x == y,
-        (Value::Str(x), Value::Str(y)) => x == y,
-        (Value::Null, Value::Null) => true,
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
-        }
-        _ => match (num(a), num(b)) {
-            (Some(x), Some(y)) => x == y,
-            _ => false,
-        },
-    }
 }
 
 /// CJ lines, encoded in parallel, concatenated in order.
@@ -888,7 +860,7 @@ pub fn prescribed_target(
         let obj = payload.as_object().ok_or(RoundError::PrescriptionInvalid)?;
         let prescribed = obj.get("target_stage").cloned().unwrap_or(Value::Null);
         if let Some(v) = &value {
-            if !py_eq(&prescribed, v) {
+            if !json::python_eq(&prescribed, v) {
                 return Err(RoundError::TargetDisagrees);
             }
         }
@@ -1017,7 +989,7 @@ pub fn verify_dataset(
             let expected = reward::expected_reward_contract(k, stage)?;
             if !extra
                 .get("reward_contract")
-                .is_some_and(|r| py_eq(r, &expected))
+                .is_some_and(|r| json::python_eq(r, &expected))
             {
                 return Err(RoundError::RowRewardContractInvalid);
             }

@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use super::conformance::{case_result as case, read, read_json};
 use super::conformance::{CaseResult, Options};
 use super::json::{self, Value};
 use super::pack::Pack;
@@ -37,27 +38,6 @@ pub fn has_reference_versions(pack: &Pack) -> bool {
         }
         v.and_then(Value::as_str) == Some(*want)
     })
-}
-
-fn case(family: &str, name: &str, result: Result<String, String>) -> CaseResult {
-    let (passed, detail) = match result {
-        Ok(d) => (true, d),
-        Err(d) => (false, d),
-    };
-    CaseResult {
-        family: family.into(),
-        case: name.into(),
-        passed,
-        detail,
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
-fn read_json(path: &Path) -> Result<Value, String> {
-    json::parse_bytes(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Replace the value at a dotted path with `"<masked>"` (if present).
