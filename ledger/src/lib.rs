@@ -42,6 +42,7 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod delta;
 pub mod error;
 pub mod id;
 pub mod maint;
