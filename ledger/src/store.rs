@@ -432,15 +432,43 @@ impl Ledger {
                 let mut whole = blake3::Hasher::new();
                 let mut total = 0u64;
                 let window = rayon::current_num_threads().max(1) * 4;
-                for batch in jobs.chunks(window) {
+                let decode = |batch: &[Vec<RecordRef>]| -> Vec<Result<Vec<u8>>> {
+                    batch.par_iter().map(|chain| decode_chain(chain)).collect()
+                };
+                // Decode window i+1 on the pool while this thread hashes and
+                // writes window i (two windows in memory at most).
+                let mut pending: Option<Vec<Result<Vec<u8>>>> = None;
+                let mut batches = jobs.chunks(window);
+                loop {
                     check_cancel(cancel)?;
-                    let datas: Vec<Result<Vec<u8>>> =
-                        batch.par_iter().map(|chain| decode_chain(chain)).collect();
-                    for d in datas {
-                        let d = d?;
-                        whole.update(&d);
-                        total += d.len() as u64;
-                        out.write_all(&d).map_err(io_err("write", "output"))?;
+                    let next = batches.next();
+                    let current = pending.take();
+                    let (decoded, written) = std::thread::scope(|s| {
+                        let h = next.map(|b| s.spawn(move || decode(b)));
+                        let mut written: Result<()> = Ok(());
+                        for d in current.into_iter().flatten() {
+                            match d {
+                                Ok(d) => {
+                                    whole.update(&d);
+                                    total += d.len() as u64;
+                                    if let Err(e) = out.write_all(&d) {
+                                        written = Err(io_err("write", "output")(e));
+                                        break;
+                                    }
+                                }
+                                Err(e) => {
+                                    written = Err(e);
+                                    break;
+                                }
+                            }
+                        }
+                        let decoded = h.map(|h| h.join().expect("decoder does not panic"));
+                        (decoded, written)
+                    });
+                    written?;
+                    match decoded {
+                        Some(d) => pending = Some(d),
+                        None => break,
                     }
                 }
                 if ObjectId(*whole.finalize().as_bytes()) != *id {

@@ -171,24 +171,34 @@ pub fn decode_planes(
 
 /// Split `raw` (XOR `base`) into `width` byte planes.
 pub fn split_planes(raw: &[u8], base: Option<&[u8]>, width: usize) -> Vec<Vec<u8>> {
-    let n = raw.len() / width;
-    let mut planes = vec![vec![0u8; n]; width];
-    match base {
-        Some(b) => {
-            for (i, (e, be)) in raw
-                .chunks_exact(width)
-                .zip(b.chunks_exact(width))
-                .enumerate()
-            {
-                for k in 0..width {
-                    planes[k][i] = e[k] ^ be[k];
+    match width {
+        1 => vec![match base {
+            Some(b) => raw.iter().zip(b).map(|(x, y)| x ^ y).collect(),
+            None => raw.to_vec(),
+        }],
+        2 => split_w::<2>(raw, base),
+        4 => split_w::<4>(raw, base),
+        _ => split_w::<8>(raw, base),
+    }
+}
+
+fn split_w<const W: usize>(raw: &[u8], base: Option<&[u8]>) -> Vec<Vec<u8>> {
+    let n = raw.len() / W;
+    let mut planes = vec![vec![0u8; n]; W];
+    for (k, plane) in planes.iter_mut().enumerate() {
+        match base {
+            Some(b) => {
+                for ((o, e), be) in plane
+                    .iter_mut()
+                    .zip(raw.chunks_exact(W))
+                    .zip(b.chunks_exact(W))
+                {
+                    *o = e[k] ^ be[k];
                 }
             }
-        }
-        None => {
-            for (i, e) in raw.chunks_exact(width).enumerate() {
-                for k in 0..width {
-                    planes[k][i] = e[k];
+            None => {
+                for (o, e) in plane.iter_mut().zip(raw.chunks_exact(W)) {
+                    *o = e[k];
                 }
             }
         }
@@ -200,10 +210,11 @@ pub fn split_planes(raw: &[u8], base: Option<&[u8]>, width: usize) -> Vec<Vec<u8
 pub fn join_planes(planes: &[Vec<u8>], base: Option<&[u8]>, width: usize) -> Vec<u8> {
     let n = planes.first().map_or(0, Vec::len);
     let mut out = vec![0u8; n * width];
-    for (i, e) in out.chunks_exact_mut(width).enumerate() {
-        for k in 0..width {
-            e[k] = planes[k][i];
-        }
+    match width {
+        1 => out.copy_from_slice(&planes[0]),
+        2 => join_w::<2>(planes, &mut out),
+        4 => join_w::<4>(planes, &mut out),
+        _ => join_w::<8>(planes, &mut out),
     }
     if let Some(b) = base {
         for (o, x) in out.iter_mut().zip(b) {
@@ -211,4 +222,19 @@ pub fn join_planes(planes: &[Vec<u8>], base: Option<&[u8]>, width: usize) -> Vec
         }
     }
     out
+}
+
+fn join_w<const W: usize>(planes: &[Vec<u8>], out: &mut [u8]) {
+    if W == 2 {
+        for ((e, a), b) in out.chunks_exact_mut(2).zip(&planes[0]).zip(&planes[1]) {
+            e[0] = *a;
+            e[1] = *b;
+        }
+        return;
+    }
+    for (k, plane) in planes.iter().enumerate().take(W) {
+        for (e, p) in out.chunks_exact_mut(W).zip(plane) {
+            e[k] = *p;
+        }
+    }
 }
