@@ -608,6 +608,7 @@ pub(crate) type RecordRef = (String, Arc<File>, Expect, Option<ObjectId>);
 pub const MAX_CHAIN: usize = 64;
 
 /// Resolve the chain of records needed to decode `row`.
+#[allow(clippy::type_complexity)]
 pub(crate) fn resolve_chain(
     row: ObjectRow,
     locate: &mut dyn FnMut(&ObjectId) -> Result<Option<ObjectRow>>,

@@ -96,7 +96,7 @@ pub fn encode_planes(
     width: usize,
     base: Option<(&ObjectId, &[u8])>,
 ) -> std::result::Result<Vec<u8>, String> {
-    if !matches!(width, 1 | 2 | 4 | 8) || raw.len() % width != 0 {
+    if !matches!(width, 1 | 2 | 4 | 8) || !raw.len().is_multiple_of(width) {
         return Err(format!(
             "cannot split {} bytes into {width}-byte elements",
             raw.len()
@@ -134,7 +134,7 @@ pub fn decode_planes(
 ) -> std::result::Result<Vec<u8>, String> {
     let h = PlanesHeader::decode(payload)?;
     let w = h.width as usize;
-    if raw_len % w as u64 != 0 {
+    if !raw_len.is_multiple_of(w as u64) {
         return Err(format!(
             "raw length {raw_len} is not a multiple of the element width {w}"
         ));

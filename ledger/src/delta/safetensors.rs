@@ -49,7 +49,7 @@ pub fn dtype_width(dtype: &str) -> Option<u8> {
 pub fn header_len(prefix: &[u8], file_len: u64) -> Option<u64> {
     let b: [u8; 8] = prefix.get(0..8)?.try_into().ok()?;
     let n = u64::from_le_bytes(b);
-    (n >= 2 && n <= MAX_HEADER && n.checked_add(8)? <= file_len).then_some(n)
+    ((2..=MAX_HEADER).contains(&n) && n.checked_add(8)? <= file_len).then_some(n)
 }
 
 /// Parse a safetensors file's layout from its first `8 + n` bytes
