@@ -76,7 +76,7 @@ fn safetensors(ts: &[T]) -> Vec<u8> {
     }
     header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
@@ -91,7 +91,7 @@ fn safetensors(ts: &[T]) -> Vec<u8> {
 fn perturb(rng: &mut Rng, ts: &mut [T]) {
     for t in ts {
         for b in t.data.iter_mut() {
-            if rng.next() % 8 == 0 {
+            if rng.next().is_multiple_of(8) {
                 *b ^= 1 << (rng.next() % 8);
             }
         }
@@ -277,7 +277,8 @@ fn chain_depth(l: &Ledger, id: &ObjectId) -> usize {
     depth
 }
 
-fn delta_rows(l: &Ledger) -> Vec<(ObjectId, String, u64)> {
+/// Delta-stored chunks of the files reachable from HEAD.
+fn delta_rows(l: &Ledger) -> Vec<ObjectId> {
     let mut out = Vec::new();
     let tip = l.resolve("HEAD").unwrap();
     let mut c = Some(tip);
@@ -287,12 +288,8 @@ fn delta_rows(l: &Ledger) -> Vec<(ObjectId, String, u64)> {
             if let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location) {
                 for ch in l.read_chunk_list(&list).unwrap().chunks {
                     if let Some(r) = l.locate(&ch.id).unwrap() {
-                        if let Location::Delta {
-                            pack_id, offset, ..
-                        } = r.location
-                        {
-                            let _ = pack_id;
-                            out.push((ch.id, String::new(), offset));
+                        if let Location::Delta { .. } = r.location {
+                            out.push(ch.id);
                         }
                     }
                 }
@@ -328,25 +325,15 @@ fn chain_depth_is_bounded_by_keyframes() {
     }
 }
 
-fn pack_path(l: &Ledger, id: &ObjectId) -> (std::path::PathBuf, u64) {
-    let row = l.locate(id).unwrap().unwrap();
-    let (pid, off, _) = row.location.record().unwrap();
-    let conn = rusqlite_free_pack_name(l, pid);
-    (conn, off)
-}
-
-/// The pack file holding pack id `pid` (the only pack with records of the
-/// newest commit is found by scanning packs for the record offset).
-fn rusqlite_free_pack_name(l: &Ledger, _pid: i64) -> std::path::PathBuf {
-    // Each commit writes one segment; the test ledgers are small, so pick
-    // the newest segment by modification time.
+/// Pack segments, oldest first (each commit writes its own segment).
+fn packs_by_age(l: &Ledger) -> Vec<std::path::PathBuf> {
     let mut packs: Vec<_> = std::fs::read_dir(l.dir().join("packs"))
         .unwrap()
         .flatten()
         .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
         .collect();
     packs.sort();
-    packs.last().unwrap().1.clone()
+    packs.into_iter().map(|p| p.1).collect()
 }
 
 #[test]
@@ -356,8 +343,9 @@ fn corrupted_delta_is_detected_with_a_clear_error() {
     let s = series(&mut l, &t.path().join("d"), 2);
     let deltas = delta_rows(&l);
     assert!(!deltas.is_empty());
-    let (id, _, _) = deltas[0];
-    let (path, off) = pack_path(&l, &id);
+    let id = deltas[0];
+    let (_, off, _) = l.locate(&id).unwrap().unwrap().location.record().unwrap();
+    let path = packs_by_age(&l).pop().unwrap();
     let f = std::fs::OpenOptions::new()
         .write(true)
         .read(true)
@@ -387,20 +375,14 @@ fn corrupted_or_missing_base_is_detected() {
     let t = tempfile::tempdir().unwrap();
     let mut l = small_ledger(t.path());
     let s = series(&mut l, &t.path().join("d"), 2);
-    let (did, _, _) = delta_rows(&l)[0];
+    let did = delta_rows(&l)[0];
     let Some(Location::Delta { base, .. }) = l.locate(&did).unwrap().map(|r| r.location) else {
         panic!()
     };
     // corrupt the base record (in the first, oldest pack)
     let row = l.locate(&base).unwrap().unwrap();
     let (_, off, _) = row.location.record().unwrap();
-    let mut packs: Vec<_> = std::fs::read_dir(l.dir().join("packs"))
-        .unwrap()
-        .flatten()
-        .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
-        .collect();
-    packs.sort();
-    let path = packs[0].1.clone();
+    let path = packs_by_age(&l)[0].clone();
     let f = std::fs::OpenOptions::new()
         .write(true)
         .read(true)
