@@ -15,6 +15,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const ENC_PACKED: i64 = 1;
 /// Encoding code: the object is a large file described by a chunk list.
 pub const ENC_CHUNKED: i64 = 2;
+/// Encoding code: one record in a pack whose payload is a delta against the
+/// object in the `base` column (FORMAT.md §12).
+pub const ENC_DELTA: i64 = 3;
 
 /// Schema, created by `init` in one transaction.
 pub const SCHEMA: &str = r#"
@@ -78,6 +81,39 @@ pub enum Location {
         /// Id of the chunk-list object.
         list: ObjectId,
     },
+    /// One record in a pack whose payload is a delta against `base` (which
+    /// must be read, verified, first).
+    Delta {
+        /// Catalog pack id.
+        pack_id: i64,
+        /// Record offset in the pack file.
+        offset: u64,
+        /// Stored payload length.
+        stored_len: u64,
+        /// The base object.
+        base: ObjectId,
+    },
+}
+
+impl Location {
+    /// `(pack_id, offset, stored_len)` of the record, for record-stored
+    /// objects (packed or delta).
+    pub fn record(&self) -> Option<(i64, u64, u64)> {
+        match *self {
+            Location::Packed {
+                pack_id,
+                offset,
+                stored_len,
+            }
+            | Location::Delta {
+                pack_id,
+                offset,
+                stored_len,
+                ..
+            } => Some((pack_id, offset, stored_len)),
+            Location::Chunked { .. } => None,
+        }
+    }
 }
 
 /// One catalog row.
@@ -103,6 +139,8 @@ pub(crate) struct StagedRow {
     /// `Some((offset, stored_len))` in this session's pack, or chunked.
     pub packed: Option<(u64, u64)>,
     pub chunk_list: Option<ObjectId>,
+    /// Delta base of a packed row.
+    pub delta_base: Option<ObjectId>,
 }
 
 /// Set the pragmas every connection uses.
@@ -136,6 +174,12 @@ fn row_to_object(
         },
         ENC_CHUNKED => Location::Chunked {
             list: ObjectId::from_slice(&base?)?,
+        },
+        ENC_DELTA => Location::Delta {
+            pack_id: pack_id?,
+            offset: u64::try_from(offset?).ok()?,
+            stored_len: u64::try_from(stored?).ok()?,
+            base: ObjectId::from_slice(&base?)?,
         },
         _ => return None,
     };
@@ -269,11 +313,15 @@ pub(crate) fn insert_staged(
     for r in rows {
         let (enc, pid, off, stored, base) = match (r.packed, r.chunk_list) {
             (Some((off, stored)), _) => (
-                ENC_PACKED,
+                if r.delta_base.is_some() {
+                    ENC_DELTA
+                } else {
+                    ENC_PACKED
+                },
                 pack_id,
                 Some(off as i64),
                 Some(stored as i64),
-                None,
+                r.delta_base.map(|b| b.as_bytes().to_vec()),
             ),
             (None, Some(list)) => (
                 ENC_CHUNKED,

@@ -15,6 +15,7 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 
 use crate::catalog;
+use crate::delta::{self, PieceKey};
 use crate::error::{db_err, io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, TreeEntry};
@@ -100,7 +101,12 @@ enum Node {
 struct FileTask {
     path: PathBuf,
     size: u64,
+    /// Pieces of the same path in the parent commit (for delta storage).
+    base: Option<BaseMap>,
 }
+
+/// Tensor piece -> (chunk id, length) of the base file.
+type BaseMap = std::collections::HashMap<PieceKey, (ObjectId, u64)>;
 
 fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
     use std::os::unix::ffi::OsStrExt;
@@ -142,6 +148,7 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
             files.push(FileTask {
                 path: path.clone(),
                 size: md.len(),
+                base: None,
             });
             Node::File {
                 slot: files.len() - 1,
@@ -201,6 +208,8 @@ fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
 struct Job {
     slot: usize,
     index: u32,
+    /// For a tensor piece: element width and the base piece, if any.
+    plan: Option<(u8, Option<ObjectId>)>,
     /// Shared with the whole-file hasher thread for large files.
     data: Arc<Vec<u8>>,
 }
@@ -212,7 +221,7 @@ struct Done {
     index: u32,
     id: ObjectId,
     len: u64,
-    record: Option<(RecordHeader, Vec<u8>)>,
+    record: Option<(RecordHeader, Vec<u8>, Option<ObjectId>)>,
 }
 
 /// Per-file result of the pipeline.
@@ -224,12 +233,16 @@ struct FileResult {
     chunks: Vec<(u32, ObjectId, u64)>,
 }
 
-fn worker(
-    ledger_conn: Connection,
+struct WorkerCtx {
+    conn: Connection,
+    packs_dir: PathBuf,
     level: i32,
-    jobs: &Mutex<Receiver<Job>>,
-    done: SyncSender<Result<Done>>,
-) {
+    max_depth: u32,
+    cache: std::collections::HashMap<i64, (String, Arc<File>)>,
+}
+
+fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Result<Done>>) {
+    let level = cx.level;
     let mut comp = match zstd::bulk::Compressor::new(level) {
         Ok(c) => c,
         Err(e) => {
@@ -248,7 +261,7 @@ fn worker(
         };
         let Ok(job) = job else { return };
         let id = ObjectId::of_bytes(&job.data);
-        let known = match catalog::has_object(&ledger_conn, &id) {
+        let known = match catalog::has_object(&cx.conn, &id) {
             Ok(k) => k,
             Err(e) => {
                 let _ = done.send(Err(e));
@@ -258,11 +271,13 @@ fn worker(
         let record = if known {
             None
         } else {
-            let (c, payload) = pack::compress(&mut comp, &job.data);
-            Some((
-                RecordHeader::for_payload(Kind::Bytes, c, id, job.data.len() as u64, &payload),
-                payload,
-            ))
+            match encode_job(&mut cx, &mut comp, &job, id) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let _ = done.send(Err(e));
+                    return;
+                }
+            }
         };
         let d = Done {
             slot: job.slot,
@@ -275,6 +290,68 @@ fn worker(
             return;
         }
     }
+}
+
+/// Compress one piece: plain zstd, or byte planes (a delta against its base
+/// piece when the chain stays within the depth limit and the delta is the
+/// smaller encoding).
+fn encode_job(
+    cx: &mut WorkerCtx,
+    comp: &mut zstd::bulk::Compressor<'static>,
+    job: &Job,
+    id: ObjectId,
+) -> Result<(RecordHeader, Vec<u8>, Option<ObjectId>)> {
+    let raw_len = job.data.len() as u64;
+    let Some((width, base)) = job.plan else {
+        let (c, payload) = pack::compress(comp, &job.data);
+        return Ok((
+            RecordHeader::for_payload(Kind::Bytes, c, id, raw_len, &payload),
+            payload,
+            None,
+        ));
+    };
+    let bad = |reason: String| Error::BadObject {
+        id,
+        kind: "tensor piece",
+        reason,
+    };
+    let mut delta: Option<(Vec<u8>, ObjectId)> = None;
+    if let Some(b) = base {
+        if let Some(row) = catalog::get_object(&cx.conn, &b)?.and_then(|r| r.ok()) {
+            let (conn, dir, cache) = (&cx.conn, &cx.packs_dir, &mut cx.cache);
+            let chain = crate::store::resolve_chain(
+                row,
+                &mut |x| Ok(catalog::get_object(conn, x)?.and_then(|r| r.ok())),
+                &mut |pid, x| crate::store::open_pack_with(conn, dir, cache, pid, x),
+            )?;
+            if chain.len() as u32 <= cx.max_depth {
+                let bytes = crate::store::decode_chain(&chain)?;
+                if bytes.len() == job.data.len() {
+                    let p = delta::encode_planes(comp, &job.data, width.into(), Some((&b, &bytes)))
+                        .map_err(bad)?;
+                    delta = Some((p, b));
+                }
+            }
+        }
+    }
+    let small_enough = delta
+        .as_ref()
+        .is_some_and(|(p, _)| (p.len() as u64) * 2 <= raw_len);
+    let (payload, base) = if small_enough {
+        let (p, b) = delta.take().expect("checked");
+        (p, Some(b))
+    } else {
+        let key = delta::encode_planes(comp, &job.data, width.into(), None).map_err(bad)?;
+        match delta {
+            Some((p, b)) if p.len() < key.len() => (p, Some(b)),
+            _ => (key, None),
+        }
+    };
+    Ok((
+        RecordHeader::for_payload(Kind::Bytes, pack::COMPRESSION_PLANES, id, raw_len, &payload),
+        payload,
+        base,
+    ))
 }
 
 impl Ledger {
@@ -315,6 +392,11 @@ impl Ledger {
 
         let mut files = Vec::new();
         let root = scan(dir, dir, &mut files)?;
+        if self.config.delta {
+            if let Some(tip) = expected_tip {
+                self.attach_bases(tip, dir, &mut files)?;
+            }
+        }
         let total: u64 = files.iter().map(|f| f.size).sum();
         let mut staging = Staging::new(self);
         progress.start("recording", Some(total));
@@ -396,6 +478,70 @@ impl Ledger {
         let rows = std::mem::take(&mut st.rows);
         self.write_tx(|c| catalog::insert_staged(c, name.as_deref(), &rows))?;
         Ok(ids)
+    }
+
+    /// For every large file whose path exists in commit `tip` as a
+    /// tensor-cut safetensors file, map its base pieces. Anything unusable
+    /// (other storage, unreadable, different cut) just means "no base".
+    fn attach_bases(&self, tip: CommitId, dir: &Path, files: &mut [FileTask]) -> Result<()> {
+        let commit = self.read_commit(&tip)?;
+        let entries: std::collections::HashMap<String, crate::read::FileEntry> = self
+            .walk_files(&commit.tree)?
+            .into_iter()
+            .map(|e| (e.path.clone(), e))
+            .collect();
+        for f in files.iter_mut() {
+            if f.size <= self.config.chunk_threshold {
+                continue;
+            }
+            let Some(rel) = f
+                .path
+                .strip_prefix(dir)
+                .ok()
+                .and_then(|p| p.to_str())
+                .map(|p| p.replace(std::path::MAIN_SEPARATOR, "/"))
+            else {
+                continue;
+            };
+            let Some(e) = entries.get(&rel) else {
+                continue;
+            };
+            f.base = self.base_map(&e.id).ok().flatten();
+        }
+        Ok(())
+    }
+
+    fn base_map(&self, id: &ObjectId) -> Result<Option<BaseMap>> {
+        let Some(row) = self.locate(id)? else {
+            return Ok(None);
+        };
+        let crate::catalog::Location::Chunked { list } = row.location else {
+            return Ok(None);
+        };
+        let cl = self.read_chunk_list(&list)?;
+        let Some(first) = cl.chunks.first() else {
+            return Ok(None);
+        };
+        let head = self.read_bytes(&first.id)?;
+        let Some(layout) = delta::parse_layout(&head, cl.total) else {
+            return Ok(None);
+        };
+        let pcs = delta::pieces(&layout, cl.total, delta::MAX_PIECE);
+        if pcs.len() != cl.chunks.len()
+            || pcs
+                .iter()
+                .zip(&cl.chunks)
+                .any(|(p, c)| p.len != u64::from(c.len))
+        {
+            return Ok(None);
+        }
+        let mut m = BaseMap::new();
+        for (p, c) in pcs.into_iter().zip(&cl.chunks) {
+            if let Some(k) = p.key {
+                m.insert(k, (c.id, p.len));
+            }
+        }
+        Ok(Some(m))
     }
 
     fn branch_ref_for(&self, req: &CommitRequest) -> Result<String> {
@@ -485,15 +631,22 @@ impl Ledger {
             for conn in conns {
                 let done = done_tx.clone();
                 let jr = &job_rx;
-                s.spawn(move || worker(conn, cfg.zstd_level, jr, done));
+                let cx = WorkerCtx {
+                    conn,
+                    packs_dir: self.packs_dir(),
+                    level: cfg.zstd_level,
+                    max_depth: cfg.delta_max_depth,
+                    cache: Default::default(),
+                };
+                s.spawn(move || worker(cx, jr, done));
             }
             drop(done_tx);
             let writer = s.spawn(|| -> Result<Vec<Done>> {
                 let mut pieces = Vec::new();
                 for d in done_rx {
                     let mut d = d?;
-                    if let Some((h, payload)) = d.record.take() {
-                        staging.append_record(&h, &payload)?;
+                    if let Some((h, payload, base)) = d.record.take() {
+                        staging.append_record_with_base(&h, &payload, base)?;
                     }
                     progress.inc(d.len);
                     pieces.push(d);
@@ -670,10 +823,19 @@ fn read_files(
             jobs.send(Job {
                 slot,
                 index: 0,
+                plan: None,
                 data: Arc::new(data),
             })
             .map_err(|_| stopped())?;
             continue;
+        }
+        if cfg.delta {
+            if let Some(pcs) = tensor_pieces(&mut file, f)? {
+                let (whole, size) = send_pieces(&mut file, f, slot, &pcs, jobs, cancel)?;
+                results[slot].whole = Some(whole);
+                results[slot].size = size;
+                continue;
+            }
         }
         if buf.len() != bufsize {
             buf = vec![0u8; bufsize];
@@ -726,8 +888,13 @@ fn read_files(
                     check_cancel(cancel)?;
                     let data = Arc::new(buf[start..start + cut].to_vec());
                     htx.send(data.clone()).map_err(|_| stopped())?;
-                    jobs.send(Job { slot, index, data })
-                        .map_err(|_| stopped())?;
+                    jobs.send(Job {
+                        slot,
+                        index,
+                        plan: None,
+                        data,
+                    })
+                    .map_err(|_| stopped())?;
                     index += 1;
                     size += cut as u64;
                     start += cut;
@@ -743,6 +910,91 @@ fn read_files(
         results[slot].size = size;
     }
     Ok(())
+}
+
+/// If `file` is a well-formed safetensors file, its pieces; the file
+/// position is back at 0 afterwards either way.
+fn tensor_pieces(file: &mut File, f: &FileTask) -> Result<Option<Vec<delta::Piece>>> {
+    use std::io::{Seek, SeekFrom};
+    let mut prefix = [0u8; 8];
+    let r = file.read_exact(&mut prefix);
+    let mut out = None;
+    if r.is_ok() {
+        if let Some(n) = delta::safetensors::header_len(&prefix, f.size) {
+            let mut head = vec![0u8; 8 + n as usize];
+            head[..8].copy_from_slice(&prefix);
+            if file.read_exact(&mut head[8..]).is_ok() {
+                out = delta::parse_layout(&head, f.size)
+                    .map(|l| delta::pieces(&l, f.size, delta::MAX_PIECE));
+            }
+        }
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(io_err("seek", &f.path))?;
+    Ok(out)
+}
+
+/// Stream a safetensors file piece by piece to the workers, hashing the
+/// whole file on a helper thread. Returns (file id, size).
+fn send_pieces(
+    file: &mut File,
+    f: &FileTask,
+    slot: usize,
+    pcs: &[delta::Piece],
+    jobs: &SyncSender<Job>,
+    cancel: &AtomicBool,
+) -> Result<(ObjectId, u64)> {
+    let stopped = || Error::InvalidInput {
+        message: "ingest pipeline stopped".into(),
+    };
+    let (htx, hrx) = sync_channel::<Arc<Vec<u8>>>(32);
+    std::thread::scope(|s| -> Result<(ObjectId, u64)> {
+        let hasher = s.spawn(move || {
+            let mut h = blake3::Hasher::new();
+            for block in hrx {
+                h.update(&block);
+            }
+            ObjectId(*h.finalize().as_bytes())
+        });
+        let mut send_all = || -> Result<u64> {
+            let mut size = 0u64;
+            for (index, p) in pcs.iter().enumerate() {
+                check_cancel(cancel)?;
+                let mut data = vec![0u8; p.len as usize];
+                file.read_exact(&mut data)
+                    .map_err(|e| Error::InvalidInput {
+                        message: format!("{} changed while being recorded: {e}", f.path.display()),
+                    })?;
+                let data = Arc::new(data);
+                htx.send(data.clone()).map_err(|_| stopped())?;
+                let plan = p.key.as_ref().map(|k| {
+                    let base = f
+                        .base
+                        .as_ref()
+                        .and_then(|m| m.get(k))
+                        .filter(|(_, len)| *len == p.len)
+                        .map(|(id, _)| *id);
+                    (p.width, base)
+                });
+                let index = u32::try_from(index).map_err(|_| Error::InvalidInput {
+                    message: format!("{} has too many pieces", f.path.display()),
+                })?;
+                jobs.send(Job {
+                    slot,
+                    index,
+                    plan,
+                    data,
+                })
+                .map_err(|_| stopped())?;
+                size += p.len;
+            }
+            Ok(size)
+        };
+        let size = send_all();
+        drop(htx);
+        let whole = hasher.join().expect("hasher thread does not panic");
+        Ok((whole, size?))
+    })
 }
 
 /// A `BEGIN IMMEDIATE` transaction on a shared connection reference, rolled

@@ -6,7 +6,10 @@
 //! BLAKE3 derive-key mode (domain separation). Objects live as zstd records
 //! in append-only pack segments located through a SQLite catalog, which also
 //! holds refs, HEAD, the reflog and an index of commits and their declared
-//! fields. See `FORMAT.md` for the bytes.
+//! fields. Large safetensors files are cut along their tensors and stored
+//! as byte planes, each tensor piece optionally an element-wise XOR delta
+//! against the same piece of the previous version ([`delta`]). See
+//! `FORMAT.md` for the bytes.
 //!
 //! The crate does no terminal I/O and reads no environment; long operations
 //! report through [`Progress`] and honour a cancellation flag.
@@ -42,6 +45,7 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod delta;
 pub mod error;
 pub mod id;
 pub mod maint;

@@ -144,6 +144,14 @@ pub struct Stats {
     /// Sum of distinct objects' raw lengths (chunked files counted once, via
     /// their chunks).
     pub unique_bytes: u64,
+    /// Records stored as deltas against a base object.
+    pub delta_objects: u64,
+    /// Sum of the raw lengths of delta-stored records.
+    pub delta_logical_bytes: u64,
+    /// Sum of the stored payload lengths of delta-stored records.
+    pub delta_stored_bytes: u64,
+    /// Sum of the stored payload lengths of all records.
+    pub record_stored_bytes: u64,
 }
 
 /// Sum of file sizes under a directory.
@@ -278,11 +286,30 @@ impl Ledger {
             let cl = self.read_chunk_list(&list)?;
             for c in &cl.chunks {
                 seen.insert(c.id);
+                self.mark_bases(&c.id, seen)?;
             }
         }
         if verify {
             let n = self.read_bytes_to(id, &mut std::io::sink(), cancel)?;
             progress.inc(n);
+        }
+        Ok(())
+    }
+
+    /// Mark the delta bases of `id` (transitively) reachable.
+    fn mark_bases(&self, id: &ObjectId, seen: &mut HashSet<ObjectId>) -> Result<()> {
+        let mut cur = *id;
+        for _ in 0..crate::store::MAX_CHAIN {
+            let Some(row) = self.locate(&cur)? else {
+                return Ok(());
+            };
+            let Location::Delta { base, .. } = row.location else {
+                return Ok(());
+            };
+            if !seen.insert(base) {
+                return Ok(());
+            }
+            cur = base;
         }
         Ok(())
     }
@@ -351,6 +378,23 @@ impl Ledger {
                     offset,
                     stored_len,
                 } => check_row(r, packs.get(pack_id), *offset, *stored_len).err(),
+                Location::Delta {
+                    pack_id,
+                    offset,
+                    stored_len,
+                    base,
+                } => {
+                    if ids.contains(base) {
+                        check_row(r, packs.get(pack_id), *offset, *stored_len).err()
+                    } else {
+                        Some(Problem {
+                            object: Some(r.id),
+                            pack: packs.get(pack_id).map(|p| p.name.clone()),
+                            offset: Some(*offset),
+                            message: format!("delta base {base} is not in the catalog"),
+                        })
+                    }
+                }
                 Location::Chunked { list } => (!ids.contains(list)).then(|| Problem {
                     object: Some(r.id),
                     pack: None,
@@ -436,7 +480,7 @@ impl Ledger {
             if !live {
                 dead.push(r.id);
             }
-            if let Location::Packed { pack_id, .. } = r.location {
+            if let Some((pack_id, _, _)) = r.location.record() {
                 let v = live_by_pack.entry(pack_id).or_default();
                 if live {
                     v.push(r);
@@ -448,9 +492,9 @@ impl Ledger {
             let live = live_by_pack.get(pid).map(|v| v.as_slice()).unwrap_or(&[]);
             let live_bytes: u64 = live
                 .iter()
-                .map(|r| match r.location {
-                    Location::Packed { stored_len, .. } => RECORD_HEADER_LEN as u64 + stored_len,
-                    _ => 0,
+                .map(|r| match r.location.record() {
+                    Some((_, _, stored_len)) => RECORD_HEADER_LEN as u64 + stored_len,
+                    None => 0,
                 })
                 .sum();
             if PACK_HEADER_LEN + live_bytes != info.size {
@@ -465,15 +509,9 @@ impl Ledger {
             check_cancel(cancel)?;
             let info = &packs[pid];
             let mut live: Vec<&ObjectRow> = live_by_pack.get(pid).cloned().unwrap_or_default();
-            live.sort_by_key(|r| match r.location {
-                Location::Packed { offset, .. } => offset,
-                _ => 0,
-            });
+            live.sort_by_key(|r| r.location.record().map_or(0, |x| x.1));
             for r in live {
-                let Location::Packed {
-                    offset, stored_len, ..
-                } = r.location
-                else {
+                let Some((_, offset, stored_len)) = r.location.record() else {
                     continue;
                 };
                 let file = info.file.as_ref().ok_or_else(|| Error::Corrupt {
@@ -591,7 +629,13 @@ impl Ledger {
             logical_bytes: q("SELECT SUM(logical_bytes) FROM commits")?,
             stored_bytes: dir_size(&self.dir),
             pack_bytes: dir_size(&self.packs_dir()),
-            unique_bytes: q("SELECT SUM(raw_len) FROM objects WHERE encoding = 1 AND kind = 1")?,
+            unique_bytes: q(
+                "SELECT SUM(raw_len) FROM objects WHERE encoding IN (1, 3) AND kind = 1",
+            )?,
+            delta_objects: q("SELECT COUNT(*) FROM objects WHERE encoding = 3")?,
+            delta_logical_bytes: q("SELECT SUM(raw_len) FROM objects WHERE encoding = 3")?,
+            delta_stored_bytes: q("SELECT SUM(stored_len) FROM objects WHERE encoding = 3")?,
+            record_stored_bytes: q("SELECT SUM(stored_len) FROM objects WHERE encoding IN (1, 3)")?,
         })
     }
 
@@ -650,11 +694,31 @@ impl Ledger {
             tx.execute("INSERT INTO packs(name) VALUES (?1)", [name])
                 .map_err(db_err("registering a pack"))?;
             let pid = tx.last_insert_rowid();
+            let pfile = File::open(dir.join(name)).map_err(io_err("open", dir.join(name)))?;
             for (off, h) in recs {
+                // A delta record names its base in its payload header.
+                let mut base: Option<ObjectId> = None;
+                if h.compression == pack::COMPRESSION_PLANES {
+                    let mut ph = vec![0u8; (4 + 32usize).min(h.stored_len as usize)];
+                    if pfile
+                        .read_exact_at(&mut ph, off + RECORD_HEADER_LEN as u64)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    if ph.len() == 36 && ph[2] & crate::delta::FLAG_BASE != 0 {
+                        base = ObjectId::from_slice(&ph[4..36]);
+                    }
+                }
+                let enc = if base.is_some() {
+                    catalog::ENC_DELTA
+                } else {
+                    catalog::ENC_PACKED
+                };
                 n += tx
                     .execute(
-                        "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, NULL)",
-                        params![h.id.as_bytes().as_slice(), i64::from(h.kind.code()), h.raw_len as i64, pid, off as i64, h.stored_len as i64],
+                        "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        params![h.id.as_bytes().as_slice(), i64::from(h.kind.code()), h.raw_len as i64, enc, pid, off as i64, h.stored_len as i64, base.map(|b| b.as_bytes().to_vec())],
                     )
                     .map_err(db_err("inserting objects"))? as u64;
             }

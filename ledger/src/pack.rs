@@ -25,6 +25,9 @@ pub const RECORD_HEADER_LEN: usize = 80;
 pub const COMPRESSION_NONE: u8 = 0;
 /// Record payload is one zstd frame.
 pub const COMPRESSION_ZSTD: u8 = 1;
+/// Record payload is a planes payload (byte planes, each one zstd frame,
+/// optionally a delta against a base object); see FORMAT.md §12.
+pub const COMPRESSION_PLANES: u8 = 2;
 /// Largest raw size a single record may declare; larger data is always
 /// chunked, so anything above this in a header is corruption, and the bound
 /// keeps a damaged header from making us allocate gigabytes.
@@ -97,7 +100,10 @@ impl RecordHeader {
         }
         let kind = Kind::from_code(h[5]).ok_or_else(|| format!("unknown kind code {}", h[5]))?;
         let compression = h[6];
-        if compression != COMPRESSION_NONE && compression != COMPRESSION_ZSTD {
+        if !matches!(
+            compression,
+            COMPRESSION_NONE | COMPRESSION_ZSTD | COMPRESSION_PLANES
+        ) {
             return Err(format!("unknown compression code {compression}"));
         }
         let id = ObjectId::from_slice(&h[8..40]).expect("32 bytes");
@@ -334,6 +340,19 @@ pub struct Expect {
 /// Read, check and decompress one record, verifying header, payload checksum
 /// and the object digest. Returns the raw bytes; never unverified ones.
 pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
+    read_record_with_base(file, pack, e, None)
+}
+
+/// [`read_record`] for a record that may be a delta: `base` is the base
+/// object's id (as the catalog says) and its verified bytes. A delta record
+/// read without its base, or naming another base than the catalog, is
+/// reported as corrupt.
+pub fn read_record_with_base(
+    file: &File,
+    pack: &str,
+    e: &Expect,
+    base: Option<(&ObjectId, &[u8])>,
+) -> Result<Vec<u8>> {
     let corrupt = |reason: String| Error::Corrupt {
         id: e.id,
         pack: pack.to_string(),
@@ -355,6 +374,18 @@ pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
     }
     let raw = match h.compression {
         COMPRESSION_NONE => payload,
+        COMPRESSION_PLANES => {
+            let ph = crate::delta::PlanesHeader::decode(&payload).map_err(corrupt)?;
+            if ph.base.as_ref() != base.map(|b| b.0) {
+                return Err(corrupt(format!(
+                    "delta base in the record ({}) differs from the catalog's ({})",
+                    ph.base.map_or("none".into(), |b| b.to_string()),
+                    base.map_or("none".into(), |b| b.0.to_string())
+                )));
+            }
+            crate::delta::decode_planes(&payload, h.raw_len, base.map(|b| b.1))
+                .map_err(|r| corrupt(format!("delta/planes decoding failed: {r}")))?
+        }
         _ => {
             let raw = zstd::bulk::decompress(&payload, h.raw_len as usize)
                 .map_err(|err| corrupt(format!("zstd decompression failed: {err}")))?;

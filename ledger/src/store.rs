@@ -45,6 +45,13 @@ pub struct WriteConfig {
     pub zstd_level: i32,
     /// Worker threads for hashing + compression (0 = cores + 1).
     pub threads: usize,
+    /// Store large safetensors files tensor-aware: cut along tensors, byte
+    /// planes, and element-wise XOR deltas against the same path in the
+    /// parent commit (FORMAT.md §12).
+    pub delta: bool,
+    /// Longest delta chain: a piece whose base already sits at this depth
+    /// is stored as a keyframe instead (bounds restore cost).
+    pub delta_max_depth: u32,
 }
 
 impl Default for WriteConfig {
@@ -56,6 +63,8 @@ impl Default for WriteConfig {
             chunk_max: 2 << 20,
             zstd_level: 1,
             threads: 0,
+            delta: true,
+            delta_max_depth: 4,
         }
     }
 }
@@ -298,33 +307,26 @@ impl Ledger {
         catalog::has_object(&self.db, id)
     }
 
-    /// Read a record-stored object of `kind`, verified.
+    /// Read a record-stored object of `kind`, verified (decoding its delta
+    /// chain, if it is a delta).
     pub(crate) fn read_packed(&self, row: &ObjectRow) -> Result<Vec<u8>> {
-        match &row.location {
-            Location::Packed {
-                pack_id,
-                offset,
-                stored_len,
-            } => {
-                let (name, file) = self.pack_file(*pack_id, &row.id)?;
-                pack::read_record(
-                    &file,
-                    &name,
-                    &Expect {
-                        id: row.id,
-                        kind: row.kind,
-                        offset: *offset,
-                        raw_len: row.raw_len,
-                        stored_len: *stored_len,
-                    },
-                )
-            }
-            Location::Chunked { .. } => Err(Error::BadObject {
+        if let Location::Chunked { .. } = row.location {
+            return Err(Error::BadObject {
                 id: row.id,
                 kind: row.kind.name(),
                 reason: "expected a single record, found a chunked file".into(),
-            }),
+            });
         }
+        let chain = self.record_chain(row.clone())?;
+        decode_chain(&chain)
+    }
+
+    /// The records to read for `row`: the row itself, then its delta base,
+    /// its base, ... down to a self-contained record.
+    pub(crate) fn record_chain(&self, row: ObjectRow) -> Result<Vec<RecordRef>> {
+        resolve_chain(row, &mut |id| self.locate(id), &mut |pid, id| {
+            self.pack_file(pid, id)
+        })
     }
 
     /// Read a structured object's verified bytes.
@@ -389,7 +391,7 @@ impl Ledger {
             });
         }
         match &row.location {
-            Location::Packed { .. } => {
+            Location::Packed { .. } | Location::Delta { .. } => {
                 let raw = self.read_packed(&row)?;
                 out.write_all(&raw).map_err(io_err("write", "output"))?;
                 Ok(raw.len() as u64)
@@ -411,18 +413,13 @@ impl Ledger {
                     let crow = self
                         .locate(&c.id)?
                         .ok_or(Error::ObjectMissing { id: c.id })?;
-                    let Location::Packed {
-                        pack_id,
-                        offset,
-                        stored_len,
-                    } = crow.location
-                    else {
+                    if crow.location.record().is_none() {
                         return Err(Error::BadObject {
                             id: c.id,
                             kind: "chunk",
                             reason: "chunk is not a record".into(),
                         });
-                    };
+                    }
                     if crow.kind != Kind::Bytes || crow.raw_len != u64::from(c.len) {
                         return Err(Error::BadObject {
                             id: c.id,
@@ -430,33 +427,48 @@ impl Ledger {
                             reason: "length or kind differs from the chunk list".into(),
                         });
                     }
-                    let (name, file) = self.pack_file(pack_id, &c.id)?;
-                    jobs.push((
-                        name,
-                        file,
-                        Expect {
-                            id: c.id,
-                            kind: Kind::Bytes,
-                            offset,
-                            raw_len: crow.raw_len,
-                            stored_len,
-                        },
-                    ));
+                    jobs.push(self.record_chain(crow)?);
                 }
                 let mut whole = blake3::Hasher::new();
                 let mut total = 0u64;
                 let window = rayon::current_num_threads().max(1) * 4;
-                for batch in jobs.chunks(window) {
+                let decode = |batch: &[Vec<RecordRef>]| -> Vec<Result<Vec<u8>>> {
+                    batch.par_iter().map(|chain| decode_chain(chain)).collect()
+                };
+                // Decode window i+1 on the pool while this thread hashes and
+                // writes window i (two windows in memory at most).
+                let mut pending: Option<Vec<Result<Vec<u8>>>> = None;
+                let mut batches = jobs.chunks(window);
+                loop {
                     check_cancel(cancel)?;
-                    let datas: Vec<Result<Vec<u8>>> = batch
-                        .par_iter()
-                        .map(|(name, file, e)| pack::read_record(file, name, e))
-                        .collect();
-                    for d in datas {
-                        let d = d?;
-                        whole.update(&d);
-                        total += d.len() as u64;
-                        out.write_all(&d).map_err(io_err("write", "output"))?;
+                    let next = batches.next();
+                    let current = pending.take();
+                    let (decoded, written) = std::thread::scope(|s| {
+                        let h = next.map(|b| s.spawn(move || decode(b)));
+                        let mut written: Result<()> = Ok(());
+                        for d in current.into_iter().flatten() {
+                            match d {
+                                Ok(d) => {
+                                    whole.update(&d);
+                                    total += d.len() as u64;
+                                    if let Err(e) = out.write_all(&d) {
+                                        written = Err(io_err("write", "output")(e));
+                                        break;
+                                    }
+                                }
+                                Err(e) => {
+                                    written = Err(e);
+                                    break;
+                                }
+                            }
+                        }
+                        let decoded = h.map(|h| h.join().expect("decoder does not panic"));
+                        (decoded, written)
+                    });
+                    written?;
+                    match decoded {
+                        Some(d) => pending = Some(d),
+                        None => break,
                     }
                 }
                 if ObjectId(*whole.finalize().as_bytes()) != *id {
@@ -513,6 +525,16 @@ impl Staging {
 
     /// Append an already-compressed record unless the object is known.
     pub(crate) fn append_record(&mut self, header: &RecordHeader, payload: &[u8]) -> Result<()> {
+        self.append_record_with_base(header, payload, None)
+    }
+
+    /// Append a record that may be a delta against `base`.
+    pub(crate) fn append_record_with_base(
+        &mut self,
+        header: &RecordHeader,
+        payload: &[u8],
+        base: Option<ObjectId>,
+    ) -> Result<()> {
         if !self.seen.insert(header.id) {
             return Ok(());
         }
@@ -523,6 +545,7 @@ impl Staging {
             raw_len: header.raw_len,
             packed: Some((off, header.stored_len)),
             chunk_list: None,
+            delta_base: base,
         });
         Ok(())
     }
@@ -557,6 +580,7 @@ impl Staging {
                 raw_len,
                 packed: None,
                 chunk_list: Some(list),
+                delta_base: None,
             });
         }
     }
@@ -573,4 +597,148 @@ impl Staging {
     pub fn pack_len(&self) -> u64 {
         self.pack.as_ref().map(|p| p.len()).unwrap_or(0)
     }
+}
+
+/// One record to read: pack name, open pack file, what the catalog expects,
+/// and the delta base the catalog names (if a delta).
+pub(crate) type RecordRef = (String, Arc<File>, Expect, Option<ObjectId>);
+
+/// Longest delta chain a reader follows (a guard against a damaged catalog
+/// forming a cycle; writers stay far below it).
+pub const MAX_CHAIN: usize = 64;
+
+/// Resolve the chain of records needed to decode `row`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn resolve_chain(
+    row: ObjectRow,
+    locate: &mut dyn FnMut(&ObjectId) -> Result<Option<ObjectRow>>,
+    open: &mut dyn FnMut(i64, &ObjectId) -> Result<(String, Arc<File>)>,
+) -> Result<Vec<RecordRef>> {
+    let mut chain: Vec<RecordRef> = Vec::new();
+    let mut cur = row;
+    loop {
+        let (base, (pack_id, offset, stored_len)) = match &cur.location {
+            Location::Packed {
+                pack_id,
+                offset,
+                stored_len,
+            } => (None, (*pack_id, *offset, *stored_len)),
+            Location::Delta {
+                pack_id,
+                offset,
+                stored_len,
+                base,
+            } => (Some(*base), (*pack_id, *offset, *stored_len)),
+            Location::Chunked { .. } => {
+                return Err(Error::BadObject {
+                    id: cur.id,
+                    kind: "delta base",
+                    reason: "a delta base must be a single record, found a chunked file".into(),
+                })
+            }
+        };
+        let (name, file) = open(pack_id, &cur.id)?;
+        chain.push((
+            name.clone(),
+            file,
+            Expect {
+                id: cur.id,
+                kind: cur.kind,
+                offset,
+                raw_len: cur.raw_len,
+                stored_len,
+            },
+            base,
+        ));
+        let Some(b) = base else {
+            return Ok(chain);
+        };
+        if chain.len() > MAX_CHAIN {
+            return Err(Error::Corrupt {
+                id: cur.id,
+                pack: name,
+                offset,
+                reason: format!("delta chain longer than {MAX_CHAIN} records (cycle?)"),
+            });
+        }
+        cur = match locate(&b)? {
+            Some(r) => r,
+            None => {
+                return Err(Error::Corrupt {
+                    id: cur.id,
+                    pack: name,
+                    offset,
+                    reason: format!("its delta base {b} is missing"),
+                })
+            }
+        };
+        if cur.raw_len != chain.last().map_or(0, |c| c.2.raw_len) || cur.kind != Kind::Bytes {
+            return Err(Error::Corrupt {
+                id: chain.last().map_or(cur.id, |c| c.2.id),
+                pack: name,
+                offset,
+                reason: format!("its delta base {b} has another length or kind"),
+            });
+        }
+    }
+}
+
+/// Decode a resolved chain bottom-up; every record (base or delta) is
+/// verified against its own id before it is used.
+pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
+    let mut prev: Option<(ObjectId, Vec<u8>)> = None;
+    for (name, file, e, base) in chain.iter().rev() {
+        let b = match (base, &prev) {
+            (Some(bid), Some((pid, bytes))) if bid == pid => Some((bid, bytes.as_slice())),
+            (None, _) => None,
+            _ => {
+                return Err(Error::Corrupt {
+                    id: e.id,
+                    pack: name.clone(),
+                    offset: e.offset,
+                    reason: "delta chain is inconsistent".into(),
+                })
+            }
+        };
+        let raw = pack::read_record_with_base(file, name, e, b)?;
+        prev = Some((e.id, raw));
+    }
+    prev.map(|p| p.1).ok_or(Error::InvalidInput {
+        message: "empty record chain".into(),
+    })
+}
+
+/// Open a pack file by catalog id through connection `conn` (worker threads).
+pub(crate) fn open_pack_with(
+    conn: &Connection,
+    packs_dir: &Path,
+    cache: &mut HashMap<i64, (String, Arc<File>)>,
+    pack_id: i64,
+    id: &ObjectId,
+) -> Result<(String, Arc<File>)> {
+    if let Some(p) = cache.get(&pack_id) {
+        return Ok(p.clone());
+    }
+    let name: String = conn
+        .query_row(
+            "SELECT name FROM packs WHERE pack_id = ?1",
+            [pack_id],
+            |r| r.get(0),
+        )
+        .map_err(|_| Error::Corrupt {
+            id: *id,
+            pack: format!("#{pack_id}"),
+            offset: 0,
+            reason: "catalog names a pack that is not registered".into(),
+        })?;
+    let path = packs_dir.join(&name);
+    let f = File::open(&path).map_err(|e| Error::Corrupt {
+        id: *id,
+        pack: name.clone(),
+        offset: 0,
+        reason: format!("cannot open pack file: {e}"),
+    })?;
+    let entry = (name, Arc::new(f));
+    cache.insert(pack_id, entry.clone());
+    Ok(entry)
 }

@@ -24,6 +24,10 @@ pub fn run(_args: StatsArgs, g: &Globals) -> CliResult {
         println!("logical bytes  {}", s.logical_bytes);
         println!("unique bytes   {}", s.unique_bytes);
         println!("stored bytes   {}", s.stored_bytes);
+        println!(
+            "delta objects  {} ({} logical bytes stored in {})",
+            s.delta_objects, s.delta_logical_bytes, s.delta_stored_bytes
+        );
         if s.logical_bytes > 0 {
             println!(
                 "ratio          {:.3}",

@@ -1,0 +1,435 @@
+//! Tensor-aware delta storage: round trips over safetensors files of every
+//! dtype, layout changes, fallbacks, corruption detection, chain depth, gc
+//! and fsck.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use bat_ledger::{
+    CommitId, CommitRequest, Error, Ledger, Location, LockMode, NoProgress, ObjectId,
+};
+
+fn no() -> AtomicBool {
+    AtomicBool::new(false)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+const DTYPES: &[(&str, usize)] = &[
+    ("BOOL", 1),
+    ("U8", 1),
+    ("I8", 1),
+    ("F8_E5M2", 1),
+    ("F8_E4M3", 1),
+    ("I16", 2),
+    ("U16", 2),
+    ("F16", 2),
+    ("BF16", 2),
+    ("I32", 4),
+    ("U32", 4),
+    ("F32", 4),
+    ("F64", 8),
+    ("I64", 8),
+    ("U64", 8),
+];
+
+struct T {
+    name: String,
+    dtype: &'static str,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+fn tensor(rng: &mut Rng, name: &str, dtype: &'static str, w: usize, shape: Vec<usize>) -> T {
+    let n: usize = shape.iter().product();
+    T {
+        name: name.into(),
+        dtype,
+        shape,
+        data: rng.bytes(n * w),
+    }
+}
+
+/// Serialize like the safetensors crate: sorted JSON header padded with
+/// spaces to a multiple of 8, then the data in order.
+fn safetensors(ts: &[T]) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    let mut off = 0usize;
+    for t in ts {
+        header.insert(
+            t.name.clone(),
+            serde_json::json!({"dtype": t.dtype, "shape": t.shape, "data_offsets": [off, off + t.data.len()]}),
+        );
+        off += t.data.len();
+    }
+    header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while !h.len().is_multiple_of(8) {
+        h.push(b' ');
+    }
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&h);
+    for t in ts {
+        out.extend_from_slice(&t.data);
+    }
+    out
+}
+
+/// Change about one element byte in eight.
+fn perturb(rng: &mut Rng, ts: &mut [T]) {
+    for t in ts {
+        for b in t.data.iter_mut() {
+            if rng.next().is_multiple_of(8) {
+                *b ^= 1 << (rng.next() % 8);
+            }
+        }
+    }
+}
+
+fn small_ledger(t: &Path) -> Ledger {
+    let mut l = Ledger::init(t).unwrap();
+    l.config.chunk_threshold = 1024;
+    l
+}
+
+fn commit(l: &mut Ledger, d: &Path, msg: &str) -> CommitId {
+    l.commit_dir(d, &CommitRequest::new(msg), &NoProgress, &no())
+        .unwrap()
+        .commit
+}
+
+/// Every file of commit `c` reads back as `expect`.
+fn check(l: &Ledger, c: &CommitId, expect: &[(&str, &[u8])]) {
+    let tree = l.read_commit(c).unwrap().tree;
+    let files = l.walk_files(&tree).unwrap();
+    assert_eq!(files.len(), expect.len());
+    for (name, bytes) in expect {
+        let f = files.iter().find(|f| f.path == *name).unwrap();
+        assert_eq!(f.id, ObjectId(*blake3::hash(bytes).as_bytes()));
+        assert_eq!(&l.read_bytes(&f.id).unwrap(), bytes, "{name}");
+    }
+}
+
+fn all_dtypes(rng: &mut Rng) -> Vec<T> {
+    let mut ts = Vec::new();
+    for (i, (d, w)) in DTYPES.iter().enumerate() {
+        let shape = match i % 4 {
+            0 => vec![7, 13],
+            1 => vec![3, 5, 11],
+            2 => vec![257],
+            _ => vec![1, 1, 1, 999],
+        };
+        ts.push(tensor(rng, &format!("t.{d}"), d, *w, shape));
+        ts.push(tensor(rng, &format!("empty.{d}"), d, *w, vec![0, 4]));
+    }
+    ts.push(tensor(rng, "scalar", "F32", 4, vec![]));
+    ts
+}
+
+#[test]
+fn every_dtype_round_trips_and_deltas() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let d = t.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let mut rng = Rng(7);
+    let mut ts = all_dtypes(&mut rng);
+    let mut history = Vec::new();
+    for round in 0..4 {
+        let bytes = safetensors(&ts);
+        std::fs::write(d.join("model.safetensors"), &bytes).unwrap();
+        let c = commit(&mut l, &d, &format!("r{round}"));
+        history.push((c, bytes));
+        perturb(&mut rng, &mut ts);
+    }
+    for (c, bytes) in &history {
+        check(&l, c, &[("model.safetensors", bytes)]);
+    }
+    let st = l.stats().unwrap();
+    assert!(st.delta_objects > 0, "later rounds are stored as deltas");
+    assert!(st.delta_stored_bytes < st.delta_logical_bytes);
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+#[test]
+fn layout_changes_fall_back_per_tensor() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let d = t.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let mut rng = Rng(11);
+    let mut ts = vec![
+        tensor(&mut rng, "a", "BF16", 2, vec![64, 64]),
+        tensor(&mut rng, "b", "F32", 4, vec![1000]),
+        tensor(&mut rng, "c", "F16", 2, vec![33, 3]),
+        tensor(&mut rng, "d", "I64", 8, vec![5, 7]),
+    ];
+    let b0 = safetensors(&ts);
+    std::fs::write(d.join("m.safetensors"), &b0).unwrap();
+    let c0 = commit(&mut l, &d, "r0");
+    perturb(&mut rng, &mut ts);
+    ts[1].name = "b_renamed".into(); // renamed
+    ts[2].shape = vec![3, 33]; // same bytes, other shape
+    ts[3].dtype = "U64"; // other dtype
+    ts.remove(0); // removed
+    ts.push(tensor(&mut rng, "added", "BF16", 2, vec![64, 64]));
+    ts.push(tensor(&mut rng, "a2", "BF16", 2, vec![64, 64]));
+    let b1 = safetensors(&ts);
+    std::fs::write(d.join("m.safetensors"), &b1).unwrap();
+    let c1 = commit(&mut l, &d, "r1");
+    check(&l, &c0, &[("m.safetensors", &b0)]);
+    check(&l, &c1, &[("m.safetensors", &b1)]);
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+#[test]
+fn non_safetensors_and_malformed_headers_are_stored_plainly() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let d = t.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let mut rng = Rng(3);
+    let good = safetensors(&[tensor(&mut rng, "x", "BF16", 2, vec![4096])]);
+    let mut cases: Vec<(String, Vec<u8>)> = vec![("plain.bin".into(), rng.bytes(50_000))];
+    // header length beyond the file
+    let mut m = good.clone();
+    m[0..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    cases.push(("huge_len.safetensors".into(), m));
+    // offsets beyond the data
+    let bad = br#"{"x":{"dtype":"BF16","shape":[4096],"data_offsets":[0,999999]}}"#;
+    let mut m = (bad.len() as u64).to_le_bytes().to_vec();
+    m.extend_from_slice(bad);
+    m.extend_from_slice(&rng.bytes(8192));
+    cases.push(("bad_offsets.safetensors".into(), m));
+    // shape does not match the byte range
+    let bad = br#"{"x":{"dtype":"BF16","shape":[4095],"data_offsets":[0,8192]}}"#;
+    let mut m = (bad.len() as u64).to_le_bytes().to_vec();
+    m.extend_from_slice(bad);
+    m.extend_from_slice(&rng.bytes(8192));
+    cases.push(("bad_shape.safetensors".into(), m));
+    // not JSON, unknown dtype, overlapping tensors
+    for (n, h) in [
+        ("not_json", &b"{not json at all}"[..]),
+        ("unknown_dtype", br#"{"x":{"dtype":"F4","shape":[8192],"data_offsets":[0,8192]}}"#),
+        ("overlap", br#"{"x":{"dtype":"U8","shape":[8192],"data_offsets":[0,8192]},"y":{"dtype":"U8","shape":[10],"data_offsets":[5,15]}}"#),
+    ] {
+        let mut m = (h.len() as u64).to_le_bytes().to_vec();
+        m.extend_from_slice(h);
+        m.extend_from_slice(&rng.bytes(8192));
+        cases.push((format!("{n}.safetensors"), m));
+    }
+    for (n, b) in &cases {
+        std::fs::write(d.join(n), b).unwrap();
+    }
+    let c = commit(&mut l, &d, "r0");
+    for (n, b) in cases.iter_mut() {
+        b[100] ^= 0xff; // second round: still fine
+        std::fs::write(d.join(n.as_str()), &b).unwrap();
+    }
+    let c2 = commit(&mut l, &d, "r1");
+    let expect: Vec<(&str, &[u8])> = cases
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    check(&l, &c2, &expect);
+    let _ = c;
+    assert_eq!(l.stats().unwrap().delta_objects, 0);
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+/// A series of `rounds` commits of one perturbed model; returns commits and bytes.
+fn series(l: &mut Ledger, d: &Path, rounds: usize) -> Vec<(CommitId, Vec<u8>)> {
+    std::fs::create_dir_all(d).unwrap();
+    let mut rng = Rng(99);
+    let mut ts = vec![
+        tensor(&mut rng, "w1", "BF16", 2, vec![128, 64]),
+        tensor(&mut rng, "w2", "F32", 4, vec![2000]),
+    ];
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        let b = safetensors(&ts);
+        std::fs::write(d.join("m.safetensors"), &b).unwrap();
+        out.push((commit(l, d, &format!("r{r}")), b));
+        perturb(&mut rng, &mut ts);
+    }
+    out
+}
+
+fn chain_depth(l: &Ledger, id: &ObjectId) -> usize {
+    let mut depth = 0;
+    let mut cur = *id;
+    while let Some(Location::Delta { base, .. }) = l.locate(&cur).unwrap().map(|r| r.location) {
+        depth += 1;
+        cur = base;
+    }
+    depth
+}
+
+/// Delta-stored chunks of the files reachable from HEAD.
+fn delta_rows(l: &Ledger) -> Vec<ObjectId> {
+    let mut out = Vec::new();
+    let tip = l.resolve("HEAD").unwrap();
+    let mut c = Some(tip);
+    while let Some(cid) = c {
+        let commit = l.read_commit(&cid).unwrap();
+        for f in l.walk_files(&commit.tree).unwrap() {
+            if let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location) {
+                for ch in l.read_chunk_list(&list).unwrap().chunks {
+                    if let Some(r) = l.locate(&ch.id).unwrap() {
+                        if let Location::Delta { .. } = r.location {
+                            out.push(ch.id);
+                        }
+                    }
+                }
+            }
+        }
+        c = commit.parents.first().copied();
+    }
+    out
+}
+
+#[test]
+fn chain_depth_is_bounded_by_keyframes() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    l.config.delta_max_depth = 2;
+    let s = series(&mut l, &t.path().join("d"), 7);
+    let mut max = 0;
+    for (c, _) in &s {
+        let tree = l.read_commit(c).unwrap().tree;
+        for f in l.walk_files(&tree).unwrap() {
+            let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location)
+            else {
+                panic!("large file is chunked");
+            };
+            for ch in l.read_chunk_list(&list).unwrap().chunks {
+                max = max.max(chain_depth(&l, &ch.id));
+            }
+        }
+    }
+    assert_eq!(max, 2, "chains reach but never exceed the limit");
+    for (c, b) in &s {
+        check(&l, c, &[("m.safetensors", b)]);
+    }
+}
+
+/// Pack segments, oldest first (each commit writes its own segment).
+fn packs_by_age(l: &Ledger) -> Vec<std::path::PathBuf> {
+    let mut packs: Vec<_> = std::fs::read_dir(l.dir().join("packs"))
+        .unwrap()
+        .flatten()
+        .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
+        .collect();
+    packs.sort();
+    packs.into_iter().map(|p| p.1).collect()
+}
+
+#[test]
+fn corrupted_delta_is_detected_with_a_clear_error() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series(&mut l, &t.path().join("d"), 2);
+    let deltas = delta_rows(&l);
+    assert!(!deltas.is_empty());
+    let id = deltas[0];
+    let (_, off, _) = l.locate(&id).unwrap().unwrap().location.record().unwrap();
+    let path = packs_by_age(&l).pop().unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    let at = off + 80 + 50;
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
+    let tree = l.read_commit(&s[1].0).unwrap().tree;
+    let file = l.walk_files(&tree).unwrap()[0].id;
+    match l.read_bytes(&file) {
+        Err(Error::Corrupt { id: bad, pack, .. }) => {
+            assert_eq!(bad, id);
+            assert!(path.ends_with(&pack));
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let rep = l.fsck(&NoProgress, &no()).unwrap();
+    assert!(!rep.ok());
+    // the older round still reads
+    check(&l, &s[0].0, &[("m.safetensors", &s[0].1)]);
+}
+
+#[test]
+fn corrupted_or_missing_base_is_detected() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series(&mut l, &t.path().join("d"), 2);
+    let did = delta_rows(&l)[0];
+    let Some(Location::Delta { base, .. }) = l.locate(&did).unwrap().map(|r| r.location) else {
+        panic!()
+    };
+    // corrupt the base record (in the first, oldest pack)
+    let row = l.locate(&base).unwrap().unwrap();
+    let (_, off, _) = row.location.record().unwrap();
+    let path = packs_by_age(&l)[0].clone();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, off + 90).unwrap();
+    f.write_all_at(&[b[0] ^ 0x01], off + 90).unwrap();
+    let tree = l.read_commit(&s[1].0).unwrap().tree;
+    let file = l.walk_files(&tree).unwrap()[0].id;
+    match l.read_bytes(&file) {
+        Err(Error::Corrupt { id, .. }) => assert_eq!(id, base, "the damaged base is named"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(!l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+#[test]
+fn gc_keeps_bases_and_rebuild_restores_delta_rows() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series(&mut l, &t.path().join("d"), 4);
+    let before = l.stats().unwrap();
+    assert!(before.delta_objects > 0);
+    drop(l);
+    let mut l = Ledger::open_with(&t.path().join(".bat"), LockMode::Exclusive).unwrap();
+    l.gc(&NoProgress, &no()).unwrap();
+    for (c, b) in &s {
+        check(&l, c, &[("m.safetensors", b)]);
+    }
+    l.rebuild_catalog().unwrap();
+    let after = l.stats().unwrap();
+    assert_eq!(after.delta_objects, before.delta_objects);
+    for (c, b) in &s {
+        check(&l, c, &[("m.safetensors", b)]);
+    }
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+#[test]
+fn delta_disabled_stores_no_deltas() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    l.config.delta = false;
+    let s = series(&mut l, &t.path().join("d"), 3);
+    assert_eq!(l.stats().unwrap().delta_objects, 0);
+    for (c, b) in &s {
+        check(&l, c, &[("m.safetensors", b)]);
+    }
+}
