@@ -6,5 +6,6 @@ pub mod cli;
 pub mod contract;
 pub mod demo;
 pub mod engine;
+pub mod fsutil;
 pub mod inspect;
 pub mod round;

@@ -2,7 +2,6 @@
 //! (contract §D). Also home of the output-writing helper the evaluation
 //! verbs share.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -183,20 +182,6 @@ pub(crate) fn write_checked(path: &Path, bytes: &[u8], refusal: &str) -> Result<
             )))
         }
     }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", parent.display())))?;
-    let io = |e: std::io::Error| CliError::new(format!("cannot write {}: {e}", path.display()));
-    let mut tmp = tempfile::NamedTempFile::new_in(&parent).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    // Make the rename durable too; a failure here does not undo the write.
-    if let Ok(dir) = std::fs::File::open(&parent) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    crate::fsutil::write_atomic(path, bytes)
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
 }

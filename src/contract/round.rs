@@ -7,7 +7,6 @@
 //! scheduling.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -1054,37 +1053,7 @@ pub fn write_immutable(path: &Path, content: &[u8]) -> Result<(), WriteError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(e)),
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut attempt = 0u32;
-    let (tmp, mut file) = loop {
-        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 1000 => {
-                attempt += 1
-            }
-            Err(e) => return Err(io(e)),
-        }
-    };
-    let written = file.write_all(content).and_then(|()| file.sync_all());
-    drop(file);
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    // Persist the rename itself; not every platform lets a directory be
-    // opened for syncing, and the data is already safe, so this is best effort.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::fsutil::write_atomic(path, content).map_err(io)
 }
 
 /// The validated identity of a row's extra_info, for callers that need the

@@ -308,22 +308,7 @@ pub fn from_serde(v: &serde_json::Value) -> Result<Value, LoopError> {
 
 /// Write `text` to `path` via a temporary file, fsync and rename.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), LoopError> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".bat-tmp-")
-        .tempfile_in(dir)
-        .map_err(io_err(path))?;
-    tmp.write_all(text).map_err(io_err(path))?;
-    tmp.as_file().sync_all().map_err(io_err(path))?;
-    tmp.persist(path).map_err(|e| LoopError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::fsutil::write_atomic(path, text).map_err(io_err(path))
 }
 
 fn plain_write(path: &Path, text: &str) -> Result<(), LoopError> {

@@ -14,7 +14,6 @@
 //! checked out, handed to a trainer, or pushed.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress, OnMoved};
@@ -58,19 +57,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
 /// Write `bytes` to `path` durably: temporary sibling, fsync, rename, fsync
 /// of the directory.
 fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), RoundError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write_err(dir))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err(dir))?;
-    tmp.write_all(bytes).map_err(write_err(path))?;
-    tmp.as_file().sync_all().map_err(write_err(path))?;
-    tmp.persist(path).map_err(|e| RoundError::Write {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::fsutil::write_atomic(path, bytes).map_err(write_err(path))
 }
 
 /// Keep the raw evaluation's bytes in the private area; returns the path.
