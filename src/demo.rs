@@ -155,6 +155,7 @@ pub fn run_demo(dir: &Path, pack: &Pack, progress: &dyn Progress) -> Result<Demo
     let mut req = CommitRequest::new(format!(
         "{DEMO_ROUND_ID}: round view for target {DEMO_TARGET_STAGE} ({rows} rows, default pack)"
     ));
+    req.author = "bat demo".into();
     req.metadata = serde_json::json!({
         "kind": "bat_round_view",
         "round_id": DEMO_ROUND_ID,
