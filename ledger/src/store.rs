@@ -260,32 +260,13 @@ impl Ledger {
 
     /// Open (cached) pack file by catalog id.
     pub(crate) fn pack_file(&self, pack_id: i64, id: &ObjectId) -> Result<(String, Arc<File>)> {
-        if let Some(p) = self.pack_files.borrow().get(&pack_id) {
-            return Ok(p.clone());
-        }
-        let name: String = self
-            .db
-            .query_row(
-                "SELECT name FROM packs WHERE pack_id = ?1",
-                [pack_id],
-                |r| r.get(0),
-            )
-            .map_err(|_| Error::Corrupt {
-                id: *id,
-                pack: format!("#{pack_id}"),
-                offset: 0,
-                reason: "catalog names a pack that is not registered".into(),
-            })?;
-        let path = self.packs_dir().join(&name);
-        let f = File::open(&path).map_err(|e| Error::Corrupt {
-            id: *id,
-            pack: name.clone(),
-            offset: 0,
-            reason: format!("cannot open pack file: {e}"),
-        })?;
-        let entry = (name, Arc::new(f));
-        self.pack_files.borrow_mut().insert(pack_id, entry.clone());
-        Ok(entry)
+        open_pack_with(
+            &self.db,
+            &self.packs_dir(),
+            &mut self.pack_files.borrow_mut(),
+            pack_id,
+            id,
+        )
     }
 
     /// The catalog row of an object, if stored.
