@@ -302,8 +302,14 @@ impl Ledger {
 
     /// Create a branch at `at`; fails if it exists.
     pub fn create_branch(&mut self, name: &str, at: CommitId) -> Result<()> {
+        self.create_ref(HEADS, "branch", name, at)
+    }
+
+    /// Create `prefix` + `name` at `at`, failing if it exists; `what` names
+    /// the kind of ref in the reflog.
+    fn create_ref(&mut self, prefix: &str, what: &str, name: &str, at: CommitId) -> Result<()> {
         validate_ref_name(name)?;
-        let full = format!("{HEADS}{name}");
+        let full = format!("{prefix}{name}");
         self.write_tx(|c| {
             if get_ref(c, &full)?.is_some() {
                 return Err(Error::RefExists { name: full.clone() });
@@ -313,7 +319,7 @@ impl Ledger {
                 &full,
                 Some(None),
                 Some(at),
-                &format!("branch: created at {at}"),
+                &format!("{what}: created at {at}"),
             )
         })
     }
@@ -339,20 +345,7 @@ impl Ledger {
 
     /// Create a tag at `at`; tags never move.
     pub fn create_tag(&mut self, name: &str, at: CommitId) -> Result<()> {
-        validate_ref_name(name)?;
-        let full = format!("{TAGS}{name}");
-        self.write_tx(|c| {
-            if get_ref(c, &full)?.is_some() {
-                return Err(Error::RefExists { name: full.clone() });
-            }
-            cas(
-                c,
-                &full,
-                Some(None),
-                Some(at),
-                &format!("tag: created at {at}"),
-            )
-        })
+        self.create_ref(TAGS, "tag", name, at)
     }
 
     /// Attach HEAD to an existing branch.
