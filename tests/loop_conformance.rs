@@ -24,6 +24,7 @@ fn campaign(fx: &Path, source: &Path, work: &Path, pack: Option<&Path>) -> Campa
         batches: 1,
         pack: pack.map(Path::to_path_buf),
         branch: None,
+        extra_placeholders: Vec::new(),
     }
 }
 

@@ -91,6 +91,7 @@ fn setup(trainer_extra: &[&str], evaluator_extra: &[&str], rounds: i64) -> Setup
         batches: 2,
         pack: None,
         branch: None,
+        extra_placeholders: Vec::new(),
     };
     Setup {
         tmp,

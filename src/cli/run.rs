@@ -195,6 +195,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             rounds: a.rounds,
             batches: a.batches,
             pack: a.pack.clone(),
+            extra_placeholders: Vec::new(),
             branch: a.branch.clone(),
         })?;
         eprintln!(

@@ -152,6 +152,12 @@ pub struct Campaign {
     /// The ledger branch rounds are committed to (`None`: the current one).
     #[serde(default)]
     pub branch: Option<String>,
+    /// Extra trainer placeholders beyond the contract's, as
+    /// `("{name}", value)` pairs (for example `{reward_mode}` and `{seed}`
+    /// for the simulator and for ablations). Whole-element replacement like
+    /// the others; none of them is required.
+    #[serde(default)]
+    pub extra_placeholders: Vec<(String, String)>,
 }
 
 /// Where a campaign stands after some rounds.
@@ -546,6 +552,12 @@ pub fn run_loop(
                 campaign.runtime_tool_format.clone(),
             ),
         ];
+        let mut values: Vec<(&str, String)> = values.to_vec();
+        for (k, v) in &campaign.extra_placeholders {
+            if !values.iter().any(|(name, _)| name == k) {
+                values.push((k.as_str(), v.clone()));
+            }
+        }
         let argv = command::expand(&campaign.trainer, &values);
         let required: Vec<&str> = values
             .iter()
