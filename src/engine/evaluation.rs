@@ -105,6 +105,9 @@ pub struct EvaluationRun<'a> {
     pub log_dir: Option<&'a Path>,
     /// Log label (e.g. `r01/evaluator`).
     pub log_label: &'a str,
+    /// Extra optional placeholders, `("{name}", value)` (for example
+    /// `{bat}`, the path of the running bat binary).
+    pub extra_placeholders: &'a [(String, String)],
 }
 
 fn path_text(p: &Path) -> String {
@@ -164,8 +167,14 @@ pub fn run_evaluation(
         ("{output}", path_text(&raw_path)),
         ("{request}", path_text(&request_path)),
     ];
-    let argv = command::expand(run.command, &values);
     let required: Vec<&str> = values.iter().map(|(_, v)| v.as_str()).collect();
+    let mut all: Vec<(&str, String)> = values.to_vec();
+    for (k, v) in run.extra_placeholders {
+        if !all.iter().any(|(name, _)| name == k) {
+            all.push((k.as_str(), v.clone()));
+        }
+    }
+    let argv = command::expand(run.command, &all);
     if !command::all_present(&argv, &required) {
         return Err(EvaluationError::PlaceholdersMissing);
     }
@@ -227,6 +236,7 @@ mod tests {
                 gate_step: 0,
                 arm: Arm::Baseline,
                 log_dir: None,
+                extra_placeholders: &[],
                 log_label: "e",
             },
             &Pack::default_pack(),

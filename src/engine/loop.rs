@@ -733,6 +733,7 @@ fn evaluate(
             arm,
             log_dir: opts.log_dir,
             log_label: &label,
+            extra_placeholders: &campaign.extra_placeholders,
         },
         opts.pack,
         &mut SinkAdapter(observer),
