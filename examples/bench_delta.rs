@@ -83,40 +83,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bat_secs = t.elapsed().as_secs_f64();
     let st = ledger.stats()?;
     let bat_bytes = st.pack_bytes;
-    // restore r05
+    // restore r05 (the figure) and the deepest round of the chain
     let idx = rounds
         .iter()
         .position(|r| r == "r05")
         .unwrap_or(rounds.len() / 2);
-    let r = &rounds[idx];
-    let out_tz = work.join("restore-tz");
-    std::fs::create_dir_all(&out_tz)?;
-    let t = Instant::now();
-    assert!(sh(&format!(
-        "zstd -q -d -c '{}/{r}.tar.zst' | tar -C '{}' -xf -",
-        tz.display(),
-        out_tz.display()
-    )));
-    sync();
-    let tz_restore = t.elapsed().as_secs_f64();
-    let out_bat = work.join("restore-bat");
-    std::fs::create_dir_all(&out_bat)?;
-    let t = Instant::now();
-    let tree = ledger.read_commit(&commits[idx])?.tree;
-    for f in ledger.walk_files(&tree)? {
-        let p = out_bat.join(&f.path);
-        let mut w = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(&p)?);
-        ledger.read_bytes_to(&f.id, &mut w, &cancel)?;
-        use std::io::Write;
-        w.flush()?;
+    let mut restores = Vec::new();
+    for i in [idx, rounds.len() - 1] {
+        let r = &rounds[i];
+        let out_tz = work.join(format!("restore-tz-{r}"));
+        std::fs::create_dir_all(&out_tz)?;
+        let t = Instant::now();
+        assert!(sh(&format!(
+            "zstd -q -d -c '{}/{r}.tar.zst' | tar -C '{}' -xf -",
+            tz.display(),
+            out_tz.display()
+        )));
+        sync();
+        let tz_restore = t.elapsed().as_secs_f64();
+        let out_bat = work.join(format!("restore-bat-{r}"));
+        std::fs::create_dir_all(&out_bat)?;
+        let t = Instant::now();
+        let tree = ledger.read_commit(&commits[i])?.tree;
+        for f in ledger.walk_files(&tree)? {
+            let p = out_bat.join(&f.path);
+            let mut w = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(&p)?);
+            ledger.read_bytes_to(&f.id, &mut w, &cancel)?;
+            use std::io::Write;
+            w.flush()?;
+        }
+        sync();
+        let bat_restore = t.elapsed().as_secs_f64();
+        let same = sh(&format!(
+            "cmp -s '{}/{r}/model.safetensors' '{}/model.safetensors'",
+            out_tz.display(),
+            out_bat.display()
+        ));
+        restores.push((r.clone(), tz_restore, bat_restore, same));
     }
-    sync();
-    let bat_restore = t.elapsed().as_secs_f64();
-    let same = sh(&format!(
-        "cmp -s '{}/{r}/model.safetensors' '{}/model.safetensors'",
-        out_tz.display(),
-        out_bat.display()
-    ));
     let mb = raw as f64 / 1e6;
     println!(
         "series {} ({} rounds, {:.1} MiB raw), max delta depth {depth}",
@@ -124,6 +128,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rounds.len(),
         raw as f64 / 1048576.0
     );
+    let (r, tz_restore, bat_restore, same) = restores[0].clone();
     println!("| tool | ingest s | ingest MB/s | stored MiB | stored/raw | restore {r} s |");
     println!("|---|---|---|---|---|---|");
     println!(
@@ -140,6 +145,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("ingest ratio bat/tar+zstd: {:.2}x; restore ratio bat/zstd -d: {:.2}; delta objects {} ({:.1} MiB logical, {:.1} MiB stored); restored bytes identical: {same}",
         tz_secs / bat_secs, bat_restore / tz_restore, st.delta_objects, st.delta_logical_bytes as f64 / 1048576.0, st.delta_stored_bytes as f64 / 1048576.0);
+    for (r, tzr, br, same) in &restores[1..] {
+        println!("restore {r} (deepest): zstd -d {tzr:.2} s, bat {br:.2} s, ratio {:.2}; identical: {same}", br / tzr);
+    }
+    if std::env::var_os("BAT_BENCH_KEEP").is_some() {
+        println!("kept {}", work.display());
+        return Ok(());
+    }
     drop(ledger);
     std::fs::remove_dir_all(&work)?;
     Ok(())

@@ -64,7 +64,7 @@ impl Default for WriteConfig {
             zstd_level: 1,
             threads: 0,
             delta: true,
-            delta_max_depth: 4,
+            delta_max_depth: 9,
         }
     }
 }
@@ -413,8 +413,15 @@ impl Ledger {
                 let mut whole = blake3::Hasher::new();
                 let mut total = 0u64;
                 let window = rayon::current_num_threads().max(1) * 4;
+                // Pieces are decoded without their own digests: the whole-file
+                // digest below verifies every byte once. On a mismatch the
+                // pieces are decoded again with every digest, so the error
+                // names the damaged record.
                 let decode = |batch: &[Vec<RecordRef>]| -> Vec<Result<Vec<u8>>> {
-                    batch.par_iter().map(|chain| decode_chain(chain)).collect()
+                    batch
+                        .par_iter()
+                        .map(|chain| decode_chain_unverified(chain))
+                        .collect()
                 };
                 // Decode window i+1 on the pool while this thread hashes and
                 // writes window i (two windows in memory at most).
@@ -453,6 +460,10 @@ impl Ledger {
                     }
                 }
                 if ObjectId(*whole.finalize().as_bytes()) != *id {
+                    for chain in &jobs {
+                        check_cancel(cancel)?;
+                        decode_chain(chain)?;
+                    }
                     return Err(Error::Corrupt {
                         id: *id,
                         pack: "(chunked)".into(),
@@ -664,13 +675,34 @@ pub(crate) fn resolve_chain(
     }
 }
 
-/// Decode a resolved chain bottom-up; every record (base or delta) is
-/// verified against its own id before it is used.
+/// Decode a resolved chain bottom-up. Only the final result's digest is
+/// computed on the fast path (every record's header and payload checksum
+/// are still checked); if it does not match, the chain is decoded again
+/// verifying every link, so the damage is reported at the record that has it.
 pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
+    match decode_chain_with(chain, false, true) {
+        Err(Error::Corrupt { .. }) if chain.len() > 1 => decode_chain_with(chain, true, true),
+        other => other,
+    }
+}
+
+/// Decode a chain without computing any digest (headers and payload
+/// checksums are still checked). Only for pieces of a chunked file whose
+/// whole-file digest is verified afterwards; see [`Ledger::read_bytes_to`].
+pub(crate) fn decode_chain_unverified(chain: &[RecordRef]) -> Result<Vec<u8>> {
+    decode_chain_with(chain, false, false)
+}
+
+fn decode_chain_with(
+    chain: &[RecordRef],
+    verify_links: bool,
+    verify_final: bool,
+) -> Result<Vec<u8>> {
     let mut prev: Option<(ObjectId, Vec<u8>)> = None;
-    for (name, file, e, base) in chain.iter().rev() {
-        let b = match (base, &prev) {
-            (Some(bid), Some((pid, bytes))) if bid == pid => Some((bid, bytes.as_slice())),
+    let last = chain.len().saturating_sub(1);
+    for (depth, (name, file, e, base)) in chain.iter().rev().enumerate() {
+        let b = match (base, prev.take()) {
+            (Some(bid), Some((pid, bytes))) if *bid == pid => Some((bid, bytes)),
             (None, _) => None,
             _ => {
                 return Err(Error::Corrupt {
@@ -681,7 +713,8 @@ pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
                 })
             }
         };
-        let raw = pack::read_record_with_base(file, name, e, b)?;
+        let check = verify_links || (verify_final && depth == last);
+        let raw = pack::read_record_chained(file, name, e, b, check)?;
         prev = Some((e.id, raw));
     }
     prev.map(|p| p.1).ok_or(Error::InvalidInput {

@@ -67,6 +67,11 @@ pub struct CommitArgs {
     /// promoted round, else ROUND_DIR/../baseline-eval/summary.json).
     #[arg(long, value_name = "F")]
     pub baseline_summary: Option<PathBuf>,
+    /// Longest chain of tensor deltas before a checkpoint piece is stored in
+    /// full again (default 9: one full copy per 10 rounds). Lower restores
+    /// faster, higher stores less; 0 stores every checkpoint in full.
+    #[arg(long, value_name = "N")]
+    pub delta_depth: Option<u32>,
 }
 
 /// Run `bat commit`.
@@ -115,6 +120,9 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
             .with_code(2));
     }
     let mut l = open(g)?;
+    if let Some(d) = args.delta_depth {
+        l.config.delta_max_depth = d;
+    }
     let bars = Bars::new(g);
     let out = l
         .commit_dir(&dir, &req, &bars, &NEVER_CANCEL)
@@ -172,6 +180,9 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
         author: Some(author),
     };
     let mut l = open(g)?;
+    if let Some(d) = args.delta_depth {
+        l.config.delta_max_depth = d;
+    }
     let out = commit_round(&mut l, &args.source, &opts).map_err(round_err)?;
     for w in &out.warnings {
         eprintln!("warning: {w}");
