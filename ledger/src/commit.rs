@@ -52,6 +52,9 @@ pub struct CommitRequest {
     pub branch: Option<String>,
     /// Concurrency policy.
     pub on_moved: OnMoved,
+    /// Commit whose files are the delta bases of large safetensors files
+    /// (same path); `None` = the branch tip the commit is parented on.
+    pub delta_base: Option<CommitId>,
 }
 
 impl CommitRequest {
@@ -65,6 +68,7 @@ impl CommitRequest {
             fields: BTreeMap::new(),
             branch: None,
             on_moved: OnMoved::Reparent,
+            delta_base: None,
         }
     }
 }
@@ -393,8 +397,8 @@ impl Ledger {
         let mut files = Vec::new();
         let root = scan(dir, dir, &mut files)?;
         if self.config.delta {
-            if let Some(tip) = expected_tip {
-                self.attach_bases(tip, dir, &mut files)?;
+            if let Some(base) = req.delta_base.or(expected_tip) {
+                self.attach_bases(base, dir, &mut files)?;
             }
         }
         let total: u64 = files.iter().map(|f| f.size).sum();

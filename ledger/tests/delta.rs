@@ -433,3 +433,59 @@ fn delta_disabled_stores_no_deltas() {
         check(&l, c, &[("m.safetensors", b)]);
     }
 }
+
+/// Chunk ids of the large file in commit `c`.
+fn chunk_ids(l: &Ledger, c: &CommitId) -> Vec<ObjectId> {
+    let tree = l.read_commit(c).unwrap().tree;
+    let f = l.walk_files(&tree).unwrap()[0].id;
+    let Some(Location::Chunked { list }) = l.locate(&f).unwrap().map(|r| r.location) else {
+        panic!("large file is chunked");
+    };
+    l.read_chunk_list(&list)
+        .unwrap()
+        .chunks
+        .iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+#[test]
+fn an_explicit_delta_base_replaces_the_parent() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let d = t.path().join("d");
+    // main: r0, r1 (perturbed). Then a file derived from r0, committed on
+    // main with r0 named as its base: its deltas point into r0, not r1.
+    let s = series(&mut l, &d, 2);
+    // rebuild r0's tensors exactly as `series` made them
+    let mut r = Rng(99);
+    let mut ts = vec![
+        tensor(&mut r, "w1", "BF16", 2, vec![128, 64]),
+        tensor(&mut r, "w2", "F32", 4, vec![2000]),
+    ];
+    assert_eq!(safetensors(&ts), s[0].1, "r0 rebuilt");
+    let mut rng = Rng(7);
+    perturb(&mut rng, &mut ts);
+    let b = safetensors(&ts);
+    std::fs::write(d.join("m.safetensors"), &b).unwrap();
+    let mut req = CommitRequest::new("from r0");
+    req.delta_base = Some(s[0].0);
+    let c = l.commit_dir(&d, &req, &NoProgress, &no()).unwrap().commit;
+    let r0: std::collections::HashSet<ObjectId> = chunk_ids(&l, &s[0].0).into_iter().collect();
+    let r1: std::collections::HashSet<ObjectId> = chunk_ids(&l, &s[1].0).into_iter().collect();
+    let mut bases = 0;
+    for ch in chunk_ids(&l, &c) {
+        if let Some(Location::Delta { base, .. }) = l.locate(&ch).unwrap().map(|r| r.location) {
+            assert!(r0.contains(&base), "base {base} is a piece of r0");
+            assert!(!r1.contains(&base), "base {base} is not a piece of r1");
+            bases += 1;
+        }
+    }
+    assert!(bases >= 2, "the tensor pieces are deltas against r0");
+    check(&l, &c, &[("m.safetensors", &b)]);
+    assert_eq!(
+        l.read_commit(&c).unwrap().parents,
+        vec![s[1].0],
+        "history is unchanged"
+    );
+}

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use bat_ledger::{CommitRequest, FieldValue};
 use clap::Args;
 
-use super::ledger_common::{lerr, open, short, Bars, NEVER_CANCEL};
+use super::ledger_common::{lerr, open, resolve, short, Bars, NEVER_CANCEL};
 use super::{print_json, CliError, CliResult, Globals};
 use crate::contract::pack::Pack;
 use crate::round::{commit_round, CommitRoundOptions, RoundError};
@@ -72,6 +72,11 @@ pub struct CommitArgs {
     /// faster, higher stores less; 0 stores every checkpoint in full.
     #[arg(long, value_name = "N")]
     pub delta_depth: Option<u32>,
+    /// Store large checkpoint files as deltas against the same paths in this
+    /// revision instead of the branch tip (e.g. a replay arm against the
+    /// original round). Plain directories only.
+    #[arg(long, value_name = "REV")]
+    pub delta_base: Option<String>,
 }
 
 /// Run `bat commit`.
@@ -123,6 +128,9 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     if let Some(d) = args.delta_depth {
         l.config.delta_max_depth = d;
     }
+    if let Some(rev) = &args.delta_base {
+        req.delta_base = Some(resolve(&l, rev)?);
+    }
     let bars = Bars::new(g);
     let out = l
         .commit_dir(&dir, &req, &bars, &NEVER_CANCEL)
@@ -155,6 +163,11 @@ fn default_code_repo() -> Option<PathBuf> {
 }
 
 fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
+    if args.delta_base.is_some() {
+        return Err(CliError::new("--delta-base applies to plain directories")
+            .with_hint("round commits use the branch's previous round as delta base; add --plain to record the folder as is")
+            .with_code(2));
+    }
     if args.meta.is_some() {
         return Err(CliError::new("--meta is not accepted for a round directory")
             .with_hint("round metadata is derived from the round; use --plain to record it as a plain directory")

@@ -302,6 +302,7 @@ pub(crate) fn record(
         // The round was validated against the branch's promoted state; a
         // branch that moved meanwhile may have changed it.
         on_moved: OnMoved::Fail,
+        delta_base: None,
     };
     let promoted_ref_before = if branch != "HEAD" {
         promoted_ref(ledger, branch)?
