@@ -237,7 +237,7 @@ pub fn decode_planes_owned(
         _ => {}
     }
     let mut at = h.encoded_len();
-    let mut frames = h.plane_lens.iter().map(|&l| {
+    let frames = h.plane_lens.iter().map(|&l| {
         let frame = &payload[at..at + l as usize];
         at += l as usize;
         frame
