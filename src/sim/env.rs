@@ -276,3 +276,96 @@ pub fn play_workflow(
 pub fn tokens_of(decisions: &[Decision]) -> u64 {
     decisions.iter().map(|d| ACTION_TOKENS[d.action]).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (Environment, Policy) {
+        let env = Environment::from_pack(&Pack::default_pack()).expect("default pack");
+        let policy = Policy::initial(&env.tracks, &env.stages, 3);
+        (env, policy)
+    }
+
+    /// A policy that always picks `action` (logit gap of 60).
+    fn always(policy: &Policy, action: usize) -> Policy {
+        let mut p = policy.clone();
+        for (i, z) in p.logits.iter_mut().enumerate() {
+            *z = if i % ACTIONS.len() == action {
+                60.0
+            } else {
+                0.0
+            };
+        }
+        p
+    }
+
+    #[test]
+    fn narrating_never_earns_credit_and_breaks_the_chain() {
+        let (env, policy) = setup();
+        let p = always(&policy, NARRATE);
+        let at = Situation {
+            track: 0,
+            difficulty: -0.5,
+        };
+        for i in 0..50u64 {
+            let mut rng = KeyedStream::new("t", &[&i.to_le_bytes()]);
+            let w = play_workflow(&env, &p, at, CLEAN, &mut rng);
+            assert!(w.stage_scores.iter().all(|s| *s == 0.0));
+            assert_eq!(w.task_score, 0.0);
+            assert_eq!(env.e2e_reward(&w), 0.0);
+        }
+    }
+
+    #[test]
+    fn late_stages_need_execution_evidence_unless_repaired() {
+        let (env, policy) = setup();
+        let at = Situation {
+            track: 1,
+            difficulty: -0.5,
+        };
+        let verify = always(&policy, 0);
+        let repair = always(&policy, REPAIR);
+        let mut earned_by_repair = 0.0;
+        for i in 0..200u64 {
+            let mut d = Vec::new();
+            let mut rng = KeyedStream::new("t", &[&i.to_le_bytes()]);
+            let r = play_stage(&env, &verify, at, 2, MISSING, &mut rng, &mut d);
+            assert_eq!(r.score, 0.0);
+            assert_eq!(r.next_condition, MISSING);
+            let mut rng = KeyedStream::new("t", &[&i.to_le_bytes()]);
+            earned_by_repair += play_stage(&env, &repair, at, 2, MISSING, &mut rng, &mut d).score;
+        }
+        assert!(earned_by_repair > 50.0, "{earned_by_repair}");
+        // The first stages need no earlier evidence.
+        let mut d = Vec::new();
+        let mut total = 0.0;
+        for i in 0..200u64 {
+            let mut rng = KeyedStream::new("t", &[&i.to_le_bytes()]);
+            total += play_stage(&env, &verify, at, 0, MISSING, &mut rng, &mut d).score;
+        }
+        assert!(total > 0.0);
+    }
+
+    #[test]
+    fn difficulty_domains_differ_and_stay_in_range() {
+        for id in ["a", "b", "sim-heldout-vqa-00"] {
+            let t = difficulty(TRAIN_DOMAIN, id);
+            let h = difficulty(HELDOUT_DOMAIN, id);
+            assert!((-0.5..0.5).contains(&t) && (-0.5..0.5).contains(&h));
+            assert_ne!(t, h);
+        }
+    }
+
+    #[test]
+    fn e2e_reward_is_half_weighted_stage_mean_half_outcome() {
+        let (env, _) = setup();
+        let w = Workflow {
+            decisions: Vec::new(),
+            stage_scores: vec![1.0, 0.0, 1.0, 0.0, 1.0],
+            task_score: 0.5,
+        };
+        let expected = 0.5 * (0.25 + 0.35 + 0.1) + 0.5 * 0.5;
+        assert!((env.e2e_reward(&w) - expected).abs() < 1e-12);
+    }
+}

@@ -264,3 +264,34 @@ impl Policy {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_policy_loads_back_and_its_bytes_depend_only_on_the_seed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tracks = vec!["a".to_string(), "b".to_string()];
+        let stages: Vec<String> = ["S1", "S2", "S3"].iter().map(|s| s.to_string()).collect();
+        let p = Policy::initial(&tracks, &stages, 11);
+        p.save(&tmp.path().join("m1")).expect("save");
+        Policy::initial(&tracks, &stages, 11)
+            .save(&tmp.path().join("m2"))
+            .expect("save");
+        let back = Policy::load(&tmp.path().join("m1")).expect("load");
+        assert_eq!(back, p);
+        for f in ["model.safetensors", "config.json"] {
+            assert_eq!(
+                std::fs::read(tmp.path().join("m1").join(f)).expect("read"),
+                std::fs::read(tmp.path().join("m2").join(f)).expect("read")
+            );
+        }
+        assert_ne!(Policy::initial(&tracks, &stages, 12).logits, p.logits);
+        // A second save into a filled folder is refused.
+        assert!(matches!(
+            p.save(&tmp.path().join("m1")),
+            Err(SimError::OutputExists { .. })
+        ));
+    }
+}

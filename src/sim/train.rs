@@ -560,3 +560,115 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     )?;
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Policy {
+        Policy::initial(
+            &["vqa".to_string()],
+            &["S1".into(), "S2".into(), "S3".into()],
+            7,
+        )
+    }
+
+    fn cont(policy: &Policy, action: usize, reward: f64) -> Continuation {
+        Continuation {
+            decisions: vec![Decision {
+                offset: policy.offset(0, 1, 0),
+                action,
+            }],
+            reward,
+        }
+    }
+
+    #[test]
+    fn advantage_is_reward_minus_group_mean_without_std() {
+        assert_eq!(
+            advantages(&[3.0, 1.0, 1.0, 1.0]),
+            vec![1.5, -0.5, -0.5, -0.5]
+        );
+        // A std-normalised advantage would be ±1 here; ours keeps the scale.
+        assert_eq!(advantages(&[0.2, 0.0]), vec![0.1, -0.1]);
+        assert!(advantages(&[]).is_empty());
+    }
+
+    #[test]
+    fn equal_rewards_give_no_policy_gradient_only_kl() {
+        let reference = tiny();
+        let mut policy = reference.clone();
+        let o = policy.offset(0, 1, 0);
+        policy.logits[o] += 0.7;
+        let group: Vec<Continuation> = (0..4).map(|a| cont(&policy, a, 0.4)).collect();
+        let g = group_gradient(&policy, &reference, &group);
+        assert!(g.policy.iter().all(|x| *x == 0.0), "{:?}", g.policy);
+        assert!(g.kl[o..o + 4].iter().any(|x| x.abs() > 1e-3));
+        // At the reference itself the KL gradient vanishes too.
+        let at_ref = group_gradient(&reference, &reference, &group);
+        assert!(at_ref.kl.iter().all(|x| x.abs() < 1e-15));
+    }
+
+    #[test]
+    fn the_kl_term_pulls_toward_the_reference() {
+        let reference = tiny();
+        let mut policy = reference.clone();
+        let o = policy.offset(0, 1, 0);
+        policy.logits[o + 2] += 1.5;
+        let before = kl_at(&policy, &reference, o);
+        let group: Vec<Continuation> = (0..4).map(|_| cont(&policy, 2, 1.0)).collect();
+        for _ in 0..20 {
+            let g = group_gradient(&policy, &reference, &group);
+            apply_update(&mut policy, &[g], 1.0, 0.5, 4);
+        }
+        let after = kl_at(&policy, &reference, o);
+        assert!(after < before * 0.9, "KL {before} -> {after}");
+    }
+
+    #[test]
+    fn a_positive_advantage_action_becomes_more_likely() {
+        let reference = tiny();
+        let mut policy = reference.clone();
+        let o = policy.offset(0, 1, 0);
+        let p0 = policy.probs_at(o);
+        let group = vec![
+            cont(&policy, 1, 1.0),
+            cont(&policy, 2, 0.0),
+            cont(&policy, 3, 0.0),
+            cont(&policy, 1, 1.0),
+        ];
+        let g = group_gradient(&policy, &reference, &group);
+        apply_update(&mut policy, &[g], 1.0, 0.006, 4);
+        let p1 = policy.probs_at(o);
+        assert!(p1[1] > p0[1], "{p0:?} -> {p1:?}");
+        assert!(p1[2] < p0[2] && p1[3] < p0[3]);
+        // Logits elsewhere are untouched.
+        let other = policy.offset(0, 2, 1);
+        assert_eq!(
+            policy.logits[other..other + 4],
+            reference.logits[other..other + 4]
+        );
+    }
+
+    #[test]
+    fn reward_modes_parse_and_unknown_ones_are_refused() {
+        assert_eq!(RewardMode::parse("stage").unwrap(), RewardMode::Stage);
+        assert_eq!(RewardMode::parse("terminal").unwrap(), RewardMode::Terminal);
+        let e = RewardMode::parse("E2E").unwrap_err();
+        assert!(e.to_string().contains("stage or terminal"), "{e}");
+    }
+
+    #[test]
+    fn the_group_reduction_is_order_fixed_and_reproducible() {
+        let reference = tiny();
+        let group: Vec<Continuation> = (0..4).map(|a| cont(&reference, a, a as f64)).collect();
+        let g1 = group_gradient(&reference, &reference, &group);
+        let g2 = group_gradient(&reference, &reference, &group);
+        let mut a = reference.clone();
+        let mut b = reference.clone();
+        apply_update(&mut a, &[g1.clone(), g2.clone()], 2.0, 0.006, 8);
+        apply_update(&mut b, &[g1, g2], 2.0, 0.006, 8);
+        assert_eq!(a, b);
+        assert_ne!(a, reference);
+    }
+}
