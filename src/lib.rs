@@ -9,3 +9,4 @@ pub mod engine;
 pub mod fsutil;
 pub mod inspect;
 pub mod round;
+pub mod sim;

@@ -32,6 +32,7 @@ pub mod revert;
 pub mod round;
 pub mod run;
 pub mod show;
+pub mod sim;
 pub mod source;
 pub mod stats;
 pub mod switch;
@@ -113,6 +114,9 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the BaT loop with external trainer/evaluator commands.
     Run(run::RunArgs),
+    /// Simulator backend children (`bat run --backend sim` runs them).
+    #[command(hide = true)]
+    Sim(sim::SimArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -259,6 +263,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
+        Command::Sim(a) => sim::run(a, g),
     }
 }
 
