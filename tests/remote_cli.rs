@@ -27,7 +27,7 @@ fn model(r: u64) -> Vec<u8> {
         elems * 2
     );
     let mut h = header.into_bytes();
-    while !h.len().is_multiple_of(8) {
+    while h.len() % 8 != 0 {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();

@@ -21,6 +21,10 @@ use crate::store::Ledger;
 /// `true` = do not fetch it (the remote keeps it, as a promisor).
 pub type PathFilter = dyn Fn(&str, &TreeEntry) -> bool + Sync;
 
+/// Answers "which of these does the other side store?" (see
+/// [`Remote::has`]).
+pub type HasFn<'a> = dyn FnMut(&[ObjectId]) -> Result<Vec<bool>, RemoteError> + 'a;
+
 /// Payload bytes per imported batch.
 pub const BATCH_BYTES: u64 = 64 << 20;
 /// Objects per `has`/`get` request.
@@ -618,13 +622,11 @@ pub fn is_ancestor(l: &Ledger, anc: CommitId, desc: CommitId) -> Result<bool, Re
 pub fn send_plan(
     local: &Ledger,
     tips: &[CommitId],
-    has: &mut dyn FnMut(&[ObjectId]) -> Result<Vec<bool>, RemoteError>,
+    has: &mut HasFn<'_>,
     cancel: &AtomicBool,
 ) -> Result<Vec<ObjectId>, RemoteError> {
     let mut seen: HashSet<ObjectId> = HashSet::new();
-    let ask = |ids: Vec<ObjectId>,
-               has: &mut dyn FnMut(&[ObjectId]) -> Result<Vec<bool>, RemoteError>|
-     -> Result<Vec<ObjectId>, RemoteError> {
+    let ask = |ids: Vec<ObjectId>, has: &mut HasFn<'_>| -> Result<Vec<ObjectId>, RemoteError> {
         let mut out = Vec::new();
         for part in ids.chunks(REQUEST_IDS) {
             let h = has(part)?;
