@@ -5,9 +5,9 @@
 //! 2. clone it over a directory remote (or, with a third argument, over a
 //!    `http(s)://` / `s3://` URL once those backends are built in) and,
 //!    for comparison, `rsync -a` the same files; each ends with `sync`;
-//! 3. in the clone, commit one new round (r09 with about one bf16 element
-//!    in eight nudged, like a training step) and push it back: bytes sent
-//!    vs the round's raw size.
+//! 3. in the clone, commit two new rounds (r10 = r09 with about one bf16
+//!    element in eight nudged, like a training step; r11 likewise from r10)
+//!    and push each back: bytes sent vs the round's raw size.
 //!
 //! Usage: `cargo run --release --example bench_remote -- SERIES WORK [URL]`
 //! (WORK must not exist). "Bytes sent" for bat is the framed wire stream
@@ -31,9 +31,39 @@ fn dir_bytes(p: &Path) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
         let m = e.metadata().expect("stat");
-        n += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
+        n += if m.is_dir() {
+            dir_bytes(&e.path())
+        } else {
+            m.len()
+        };
     }
     n
+}
+
+/// Copy round `from` to `to`, nudging the low byte of about one bf16
+/// element in eight of every safetensors file (like a training step);
+/// returns the round's size.
+fn nudge(from: &Path, to: &Path, seed: u64) -> Result<u64, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(to)?;
+    let mut total = 0u64;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let mut b = std::fs::read(e.path())?;
+        if e.file_name().to_string_lossy().ends_with(".safetensors") {
+            let n = u64::from_le_bytes(b[0..8].try_into()?) as usize + 8;
+            let mut x = seed;
+            for i in (n..b.len()).step_by(2) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 8 == 0 {
+                    b[i] ^= 1;
+                }
+            }
+        }
+        total += b.len() as u64;
+        std::fs::write(to.join(e.file_name()), &b)?;
+    }
+    Ok(total)
 }
 
 fn mb(b: u64) -> f64 {
@@ -104,44 +134,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clone_s = t.elapsed().as_secs_f64();
     let clone_sent = 64 + f.stats.payload_bytes + 96 * f.stats.objects_received;
 
-    // 3. One new round, pushed back.
-    let last = rounds.last().ok_or("empty series")?;
-    let new_round = work.join("r10");
-    std::fs::create_dir_all(&new_round)?;
-    let mut new_raw = 0u64;
-    for e in std::fs::read_dir(last)?.flatten() {
-        let mut b = std::fs::read(e.path())?;
-        if e.file_name().to_string_lossy().ends_with(".safetensors") {
-            let n = u64::from_le_bytes(b[0..8].try_into()?) as usize + 8;
-            let mut x = 0x2545_F491_4F6C_DD1Du64;
-            for i in (n..b.len()).step_by(2) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                if x % 8 == 0 {
-                    b[i] ^= 1; // low byte of a bf16 element
-                }
-            }
-        }
-        new_raw += b.len() as u64;
-        std::fs::write(new_round.join(e.file_name()), &b)?;
+    // 3. Two new rounds, each committed in the clone and pushed back: r10
+    //    (a keyframe: r09 sits at the default delta depth limit) and r11 (a
+    //    delta against r10).
+    let mut pushes = Vec::new();
+    let mut base = rounds.last().ok_or("empty series")?.clone();
+    for (k, name) in ["r10", "r11"].into_iter().enumerate() {
+        let new_round = work.join(name);
+        let new_raw = nudge(&base, &new_round, 0x2545_F491_4F6C_DD1D + k as u64)?;
+        let mut c = Ledger::open(&clone.join(".bat"))?;
+        c.commit_dir(&new_round, &CommitRequest::new(name), &NoProgress, &no)?;
+        let t = Instant::now();
+        let p = push(
+            &c,
+            remote.as_mut(),
+            "refs/heads/main",
+            "refs/heads/main",
+            false,
+            &NoProgress,
+            &no,
+        )?;
+        sync();
+        let push_s = t.elapsed().as_secs_f64();
+        pushes.push((
+            name,
+            new_raw,
+            push_s,
+            64 + p.payload_bytes + 96 * p.objects_sent,
+            p.objects_sent,
+        ));
+        base = new_round;
     }
-    let mut c = Ledger::open(&clone.join(".bat"))?;
-    c.commit_dir(&new_round, &CommitRequest::new("r10"), &NoProgress, &no)?;
-    let t = Instant::now();
-    let p = push(
-        &c,
-        remote.as_mut(),
-        "refs/heads/main",
-        "refs/heads/main",
-        false,
-        &NoProgress,
-        &no,
-    )?;
     drop(remote);
-    sync();
-    let push_s = t.elapsed().as_secs_f64();
-    let push_sent = 64 + p.payload_bytes + 96 * p.objects_sent;
 
     println!(
         "series: {} rounds, {:.1} MB of files; remote: {}",
@@ -163,18 +187,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         mb(raw_total) / clone_s,
         clone_sent as f64 / raw_total as f64
     );
+    for (name, new_raw, push_s, push_sent, _) in &pushes {
+        println!(
+            "| push of new round {name} | bat push | {push_s:.1} | {:.0} | {push_sent} | {:.3} |",
+            mb(*new_raw) / push_s,
+            *push_sent as f64 / *new_raw as f64
+        );
+    }
     println!(
-        "| push of 1 new round | bat push | {push_s:.1} | {:.0} | {push_sent} | {:.3} |",
-        mb(new_raw) / push_s,
-        push_sent as f64 / new_raw as f64
-    );
-    println!(
-        "ratios (bat / rsync, same run): time {:.2}x, bytes sent {:.3}x; clone stored {} objects; push sent {} objects for a {:.1} MB round",
+        "ratios (bat / rsync, same run): time {:.2}x, bytes sent {:.3}x; clone stored {} objects; pushes sent {:?} objects",
         clone_s / rsync_s,
         clone_sent as f64 / rsync_sent as f64,
         f.stats.objects_stored,
-        p.objects_sent,
-        mb(new_raw)
+        pushes.iter().map(|p| p.4).collect::<Vec<_>>()
     );
     Ok(())
 }

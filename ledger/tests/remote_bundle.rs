@@ -71,14 +71,24 @@ fn bundle_round_trip_and_crafted_bundles() {
     let bad = t.path().join("ghost.bundle");
     craft(
         &bad,
-        &[("refs/heads/main", tip), ("refs/heads/ghost", CommitId(ObjectId([0xab; 32])))],
+        &[
+            ("refs/heads/main", tip),
+            ("refs/heads/ghost", CommitId(ObjectId([0xab; 32]))),
+        ],
         &objs,
     );
     let e = verify_bundle(&bad, &t.path().join("s2"), &NoProgress, &no()).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
     let before = state(c.dir());
-    let e = fetch(&mut c, &mut Bundle::open(&bad).unwrap(), "g", None, &NoProgress, &no())
-        .unwrap_err();
+    let e = fetch(
+        &mut c,
+        &mut Bundle::open(&bad).unwrap(),
+        "g",
+        None,
+        &NoProgress,
+        &no(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
     assert_eq!(state(c.dir()), before);
     // An object missing from the middle: the closure is incomplete.
@@ -87,8 +97,15 @@ fn bundle_round_trip_and_crafted_bundles() {
     holey.remove(i);
     craft(&bad, &[("refs/heads/main", tip)], &holey);
     assert!(verify_bundle(&bad, &t.path().join("s3"), &NoProgress, &no()).is_err());
-    let e = fetch(&mut c, &mut Bundle::open(&bad).unwrap(), "g", None, &NoProgress, &no())
-        .unwrap_err();
+    let e = fetch(
+        &mut c,
+        &mut Bundle::open(&bad).unwrap(),
+        "g",
+        None,
+        &NoProgress,
+        &no(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
     assert_eq!(state(c.dir()), before);
     // A bad ref name.

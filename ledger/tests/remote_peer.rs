@@ -139,7 +139,9 @@ fn every_kind_of_lie_is_refused_and_changes_nothing() {
             &no(),
         )
         .unwrap();
-        local.update_ref("refs/heads/main", None, Some(tip), "seed").unwrap();
+        local
+            .update_ref("refs/heads/main", None, Some(tip), "seed")
+            .unwrap();
     }
     // A commit whose tree holds an entry named "..".
     let blob = b"payload".to_vec();
@@ -198,8 +200,16 @@ fn every_kind_of_lie_is_refused_and_changes_nothing() {
             e.to_string().contains(want),
             "{lie:?}: expected {want:?} in {e}"
         );
-        assert_eq!(state(local.dir()), before, "{lie:?} changed the local ledger");
-        assert!(local.all_refs().unwrap().iter().all(|(n, _)| !n.starts_with("refs/remotes/")));
+        assert_eq!(
+            state(local.dir()),
+            before,
+            "{lie:?} changed the local ledger"
+        );
+        assert!(local
+            .all_refs()
+            .unwrap()
+            .iter()
+            .all(|(n, _)| !n.starts_with("refs/remotes/")));
     }
     // An honest fetch afterwards works and verifies.
     let mut honest = DirRemote::open(&t.path().join("src")).unwrap();
@@ -217,9 +227,27 @@ fn push_is_atomic_fast_forward_only_and_compare_and_swap() {
         t.path().join("dest")
     })
     .unwrap();
-    let out = push(&a, &mut dest, "refs/heads/main", "refs/heads/main", false, &NoProgress, &no()).unwrap();
+    let out = push(
+        &a,
+        &mut dest,
+        "refs/heads/main",
+        "refs/heads/main",
+        false,
+        &NoProgress,
+        &no(),
+    )
+    .unwrap();
     assert!(out.objects_sent > 0);
-    let again = push(&a, &mut dest, "refs/heads/main", "refs/heads/main", false, &NoProgress, &no()).unwrap();
+    let again = push(
+        &a,
+        &mut dest,
+        "refs/heads/main",
+        "refs/heads/main",
+        false,
+        &NoProgress,
+        &no(),
+    )
+    .unwrap();
     assert!(again.up_to_date);
     // A remote ref that does not match what the pusher saw: CAS refused.
     let e = dest
@@ -231,7 +259,8 @@ fn push_is_atomic_fast_forward_only_and_compare_and_swap() {
         .update_ref("refs/heads/main", Some(ca[2]), ca[0], false)
         .unwrap_err();
     assert!(matches!(e, RemoteError::NonFastForward { .. }), "{e}");
-    dest.update_ref("refs/heads/main", Some(ca[2]), ca[0], true).unwrap();
+    dest.update_ref("refs/heads/main", Some(ca[2]), ca[0], true)
+        .unwrap();
     // A ref to a commit the remote does not have is refused.
     let (_b, cb) = series_ledger(&t.path().join("b"), 1, 99);
     let e = dest
