@@ -4,13 +4,16 @@
 
 pub mod bind;
 pub mod branch;
+pub mod bundle;
 pub mod cat;
 pub mod checkout;
+pub mod clone;
 pub mod commit;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
 pub mod eval;
+pub mod fetch;
 pub mod firewall;
 pub mod fsck;
 pub mod gate;
@@ -26,7 +29,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod pull;
+pub mod push;
 pub mod reflog;
+pub mod remote;
 pub mod reset;
 pub mod revert;
 pub mod round;
@@ -37,6 +43,7 @@ pub mod source;
 pub mod stats;
 pub mod switch;
 pub mod tag;
+pub mod transfer_common;
 
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
@@ -117,6 +124,18 @@ pub enum Command {
     /// Simulator backend children (`bat run --backend sim` runs them).
     #[command(hide = true)]
     Sim(sim::SimArgs),
+    /// Manage named remotes.
+    Remote(remote::RemoteArgs),
+    /// Copy a ledger (directory, bundle, endpoint) into a new directory.
+    Clone(clone::CloneArgs),
+    /// Download missing objects and update remote-tracking refs.
+    Fetch(fetch::FetchArgs),
+    /// Fetch, then fast-forward a branch.
+    Pull(pull::PullArgs),
+    /// Send a branch to a remote (atomic, compare-and-swap).
+    Push(push::PushArgs),
+    /// Create or verify a single-file bundle.
+    Bundle(bundle::BundleArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -264,6 +283,12 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
         Command::Sim(a) => sim::run(a, g),
+        Command::Remote(a) => remote::run(a, g),
+        Command::Clone(a) => clone::run(a, g),
+        Command::Fetch(a) => fetch::run(a, g),
+        Command::Pull(a) => pull::run(a, g),
+        Command::Push(a) => push::run(a, g),
+        Command::Bundle(a) => bundle::run(a, g),
     }
 }
 

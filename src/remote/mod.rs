@@ -1,0 +1,118 @@
+//! bat's side of sharing: which backend a URL names, which files a
+//! `--filter` leaves on the remote, fetching promised files on demand, and
+//! the private area (`.bat/private/`), which no transfer touches unless
+//! `--include-private` is given.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use bat_ledger::remote::transfer::{hydrate, PathFilter};
+use bat_ledger::remote::{Bundle, DirRemote, Remote, RemoteError};
+use bat_ledger::{CommitId, Ledger, Progress, TreeEntry};
+
+pub mod private;
+
+/// Options for opening a remote.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    /// `--include-private` was given (backends that cannot hold private
+    /// data refuse it).
+    pub include_private: bool,
+}
+
+/// Open the remote a URL names: `http(s)://` and `s3://` (backends that
+/// are not built into this build), a bundle file, or a ledger directory.
+pub fn open_remote(url: &str, _opts: &RemoteOptions) -> Result<Box<dyn Remote>, RemoteError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Err(RemoteError::Unsupported {
+            url: url.into(),
+            reason: "the HTTP remote (`bat serve`) is not built into this bat".into(),
+        });
+    }
+    if url.starts_with("s3://") {
+        return Err(RemoteError::Unsupported {
+            url: url.into(),
+            reason: "the S3 remote is not built into this bat".into(),
+        });
+    }
+    let path = Path::new(url.strip_prefix("file://").unwrap_or(url));
+    if path.is_file() {
+        return Ok(Box::new(Bundle::open(path)?));
+    }
+    Ok(Box::new(DirRemote::open(path)?))
+}
+
+/// The `.bat` directory of a directory remote, if `url` names one.
+pub fn dir_remote_ledger(url: &str) -> Option<PathBuf> {
+    let p = Path::new(url.strip_prefix("file://").unwrap_or(url));
+    let d = p.join(bat_ledger::store::LEDGER_DIR);
+    d.join(bat_ledger::store::VERSION_FILE)
+        .is_file()
+        .then_some(d)
+}
+
+/// Store a directory URL as an absolute path, so the remote works from any
+/// working directory; other URLs are kept as given.
+pub fn normalize_url(url: &str) -> String {
+    if url.contains("://") {
+        return url.to_string();
+    }
+    std::path::absolute(url)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| url.to_string())
+}
+
+/// Name of the only filter: leave model checkpoints on the remote.
+pub const NO_CHECKPOINTS: &str = "no-checkpoints";
+
+/// File extensions of model weights.
+const MODEL_EXTENSIONS: &[&str] = &[
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".gguf",
+    ".onnx",
+];
+
+/// The `no-checkpoints` filter: files under a round's `candidate/` folder
+/// (the trained model, FORMAT of bat's round tree) and model-weight files
+/// anywhere. `true` = leave on the remote.
+pub fn is_checkpoint(path: &str, _e: &TreeEntry) -> bool {
+    path.starts_with("candidate/")
+        || path.contains("/candidate/")
+        || MODEL_EXTENSIONS.iter().any(|x| path.ends_with(x))
+}
+
+/// The path filter a `--filter` name stands for.
+pub fn filter_by_name(name: &str) -> Result<&'static PathFilter, String> {
+    match name {
+        NO_CHECKPOINTS => Ok(&is_checkpoint),
+        other => Err(format!(
+            "unknown filter {other:?} (the only filter is {NO_CHECKPOINTS})"
+        )),
+    }
+}
+
+/// In a partial clone, fetch the promised files of `commit` (all of them,
+/// or those `select` accepts) from the promisor remote, verified on
+/// arrival. Returns how many files were fetched (0 in a full clone). For
+/// `checkout`, `diff` and replay.
+pub fn hydrate_commit(
+    ledger: &mut Ledger,
+    commit: &CommitId,
+    select: Option<&PathFilter>,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<u64, RemoteError> {
+    let Some(p) = ledger.promisor()? else {
+        return Ok(0);
+    };
+    let tree = ledger.read_commit(commit)?.tree;
+    if bat_ledger::remote::transfer::missing_files(ledger, &tree, select)?.is_empty() {
+        return Ok(0);
+    }
+    let mut remote = open_remote(&p.url, &RemoteOptions::default())?;
+    hydrate(ledger, remote.as_mut(), &tree, select, progress, cancel)
+}
