@@ -52,6 +52,9 @@ pub struct CommitRequest {
     pub branch: Option<String>,
     /// Concurrency policy.
     pub on_moved: OnMoved,
+    /// When `branch` does not exist yet: start it with a root commit (no
+    /// parent) instead of forking from HEAD's commit.
+    pub orphan: bool,
 }
 
 impl CommitRequest {
@@ -65,6 +68,7 @@ impl CommitRequest {
             fields: BTreeMap::new(),
             branch: None,
             on_moved: OnMoved::Reparent,
+            orphan: false,
         }
     }
 }
@@ -706,7 +710,7 @@ impl Ledger {
         let parent = match cur {
             Some(c) => Some(c),
             // A new branch forks from HEAD's commit.
-            None if req.branch.is_some() => refs::read_head(&tx)?.commit(),
+            None if req.branch.is_some() && !req.orphan => refs::read_head(&tx)?.commit(),
             None => None,
         };
         let commit = Commit {

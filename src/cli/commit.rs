@@ -170,6 +170,7 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
         extra_metadata: None,
         baseline_summary: args.baseline_summary,
         author: Some(author),
+        ..Default::default()
     };
     let mut l = open(g)?;
     let out = commit_round(&mut l, &args.source, &opts).map_err(round_err)?;
