@@ -8,4 +8,5 @@ pub mod demo;
 pub mod engine;
 pub mod fsutil;
 pub mod inspect;
+pub mod replay;
 pub mod round;

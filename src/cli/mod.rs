@@ -7,6 +7,7 @@ pub mod branch;
 pub mod cat;
 pub mod checkout;
 pub mod commit;
+pub mod compare;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
@@ -27,9 +28,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod reflog;
+pub mod replay;
 pub mod reset;
 pub mod revert;
 pub mod round;
+pub mod round_progress;
 pub mod run;
 pub mod show;
 pub mod source;
@@ -113,6 +116,10 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the BaT loop with external trainer/evaluator commands.
     Run(run::RunArgs),
+    /// Re-run recorded rounds: verify them, or replay them as an ablation.
+    Replay(replay::ReplayArgs),
+    /// Compare two arms round by round and base → final.
+    Compare(compare::CompareArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -259,6 +266,8 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
+        Command::Replay(a) => replay::run(a, g),
+        Command::Compare(a) => compare::run(a, g),
     }
 }
 
