@@ -10,3 +10,4 @@ pub mod fsutil;
 pub mod inspect;
 pub mod replay;
 pub mod round;
+pub mod sim;

@@ -35,6 +35,7 @@ pub mod round;
 pub mod round_progress;
 pub mod run;
 pub mod show;
+pub mod sim;
 pub mod source;
 pub mod stats;
 pub mod switch;
@@ -120,6 +121,9 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Compare two arms round by round and base → final.
     Compare(compare::CompareArgs),
+    /// Simulator backend children (`bat run --backend sim` runs them).
+    #[command(hide = true)]
+    Sim(sim::SimArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -268,6 +272,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Run(a) => run::run(a, g),
         Command::Replay(a) => replay::run(a, g),
         Command::Compare(a) => compare::run(a, g),
+        Command::Sim(a) => sim::run(a, g),
     }
 }
 

@@ -23,6 +23,7 @@ use crate::engine::r#loop::{
 };
 use crate::engine::resume::{find_last_round, prepare_resume};
 use crate::round::CommitRoundOptions;
+use crate::sim;
 
 /// Run the evaluate → train → evaluate → gate loop and commit each round.
 #[derive(Debug, Args)]
@@ -56,14 +57,9 @@ pub struct RunArgs {
         allow_negative_numbers = true
     )]
     pub rounds: i64,
-    /// Batches (of 8 rows) per round.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 378,
-        allow_negative_numbers = true
-    )]
-    pub batches: i64,
+    /// Batches (of 8 rows) per round [default: 378; with --backend sim: 50].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub batches: Option<i64>,
     /// The benchmark pack (default: the embedded one).
     #[arg(long, value_name = "F")]
     pub pack: Option<PathBuf>,
@@ -73,6 +69,18 @@ pub struct RunArgs {
     /// Commit rounds to this branch (default: the current branch).
     #[arg(long, value_name = "B")]
     pub branch: Option<String>,
+    /// `command`: the --trainer/--evaluator templates; `sim`: the embedded
+    /// simulator (source grid, initial policy and templates are made for you).
+    #[arg(long, value_enum, default_value_t = Backend::Command)]
+    pub backend: Backend,
+    /// Campaign seed of the simulator backend (initial policy, rollouts,
+    /// held-out draws) [default: 0].
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Reward mode of the simulator backend: `stage` (BaT) or `terminal`
+    /// (every row rewarded only by the end-to-end reward) [default: stage].
+    #[arg(long, value_name = "M")]
+    pub reward_mode: Option<String>,
     /// Continue the campaign of the last round committed by `bat run` on the
     /// branch (--branch, else HEAD); other arguments are taken from the ledger.
     #[arg(
@@ -86,9 +94,20 @@ pub struct RunArgs {
             "runtime_tool_format",
             "pack",
             "work_dir",
+            "seed",
+            "reward_mode",
         ]
     )]
     pub resume: bool,
+}
+
+/// Which trainer/evaluator pair drives the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// External argv templates (--trainer, --evaluator).
+    Command,
+    /// The embedded simulator (`bat sim train|evaluate` children).
+    Sim,
 }
 
 /// Progress lines and child output on stderr (stdout carries the result).
@@ -144,6 +163,59 @@ fn read_template(p: &PathBuf) -> Result<Vec<String>, CliError> {
     Ok(parse_template(&bytes)?)
 }
 
+/// The default batches of the command backend (the contract's).
+const DEFAULT_BATCHES: i64 = 378;
+
+fn current_exe() -> Result<PathBuf, CliError> {
+    std::env::current_exe().map_err(|e| {
+        CliError::new(format!(
+            "cannot find the bat binary to run the simulator: {e}"
+        ))
+    })
+}
+
+/// A resumed simulator campaign runs this binary, wherever it is now.
+fn refresh_bat_placeholder(campaign: &mut Campaign) -> Result<(), CliError> {
+    if let Some(entry) = campaign
+        .extra_placeholders
+        .iter_mut()
+        .find(|(k, _)| k == sim::BAT_PLACEHOLDER)
+    {
+        entry.1 = current_exe()?.to_string_lossy().into_owned();
+    }
+    Ok(())
+}
+
+/// The simulator campaign of `bat run --backend sim`, set up under `run_dir`.
+fn sim_campaign(a: &RunArgs, run_dir: &std::path::Path) -> Result<Campaign, CliError> {
+    let given = [
+        (a.source.is_some(), "--source"),
+        (a.initial_checkpoint.is_some(), "--initial-checkpoint"),
+        (a.trainer.is_some(), "--trainer"),
+        (a.evaluator.is_some(), "--evaluator"),
+        (a.protocol_id.is_some(), "--protocol-id"),
+        (a.runtime_tool_format.is_some(), "--runtime-tool-format"),
+        (a.pack.is_some(), "--pack"),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(set, _)| *set) {
+        return Err(CliError::new(format!("{flag} cannot be used with --backend sim"))
+            .with_hint("the simulator makes its own source grid, initial policy and templates from the embedded pack")
+            .with_code(2));
+    }
+    let reward_mode = sim::RewardMode::parse(a.reward_mode.as_deref().unwrap_or("stage"))
+        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
+    Ok(sim::prepare_campaign(&sim::SimCampaign {
+        setup_dir: run_dir.join("sim-setup"),
+        work_dir: a.work_dir.clone().unwrap_or_else(|| run_dir.join("work")),
+        bat: current_exe()?,
+        rounds: a.rounds,
+        batches: a.batches.unwrap_or(sim::DEFAULT_BATCHES),
+        seed: a.seed.unwrap_or(sim::DEFAULT_SEED),
+        reward_mode,
+        branch: a.branch.clone(),
+    })?)
+}
+
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Globals) -> CliResult {
     let mut ledger = open(g)?;
@@ -168,6 +240,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             point.run_id, point.state.completed_rounds, point.campaign.rounds
         );
         let mut campaign = point.campaign;
+        refresh_bat_placeholder(&mut campaign)?;
         if a.branch.is_some() {
             campaign.branch = a.branch.clone();
         }
@@ -178,31 +251,41 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let run_id = format!("{secs}-{}", std::process::id());
-        let trainer = read_template(&need(a.trainer.clone(), "--trainer")?)?;
-        let evaluator = read_template(&need(a.evaluator.clone(), "--evaluator")?)?;
-        let work_dir = a
-            .work_dir
-            .clone()
-            .unwrap_or_else(|| runs.join(&run_id).join("work"));
-        let campaign = prepare_fresh(&Campaign {
-            source: need(a.source.clone(), "--source")?,
-            initial_checkpoint: need(a.initial_checkpoint.clone(), "--initial-checkpoint")?,
-            work_dir,
-            trainer,
-            evaluator,
-            protocol_id: need(a.protocol_id.clone(), "--protocol-id")?,
-            runtime_tool_format: need(a.runtime_tool_format.clone(), "--runtime-tool-format")?,
-            rounds: a.rounds,
-            batches: a.batches,
-            pack: a.pack.clone(),
-            extra_placeholders: Vec::new(),
-            branch: a.branch.clone(),
-        })?;
-        eprintln!(
-            "bat run: campaign {run_id}, work dir {}",
-            campaign.work_dir.display()
-        );
-        (campaign, run_id, Start::Fresh)
+        if a.backend == Backend::Sim {
+            let campaign = prepare_fresh(&sim_campaign(&a, &runs.join(&run_id))?)?;
+            eprintln!(
+                "bat run: simulator campaign {run_id} (seed {}), work dir {}",
+                a.seed.unwrap_or(sim::DEFAULT_SEED),
+                campaign.work_dir.display()
+            );
+            (campaign, run_id, Start::Fresh)
+        } else {
+            let trainer = read_template(&need(a.trainer.clone(), "--trainer")?)?;
+            let evaluator = read_template(&need(a.evaluator.clone(), "--evaluator")?)?;
+            let work_dir = a
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| runs.join(&run_id).join("work"));
+            let campaign = prepare_fresh(&Campaign {
+                source: need(a.source.clone(), "--source")?,
+                initial_checkpoint: need(a.initial_checkpoint.clone(), "--initial-checkpoint")?,
+                work_dir,
+                trainer,
+                evaluator,
+                protocol_id: need(a.protocol_id.clone(), "--protocol-id")?,
+                runtime_tool_format: need(a.runtime_tool_format.clone(), "--runtime-tool-format")?,
+                rounds: a.rounds,
+                batches: a.batches.unwrap_or(DEFAULT_BATCHES),
+                pack: a.pack.clone(),
+                extra_placeholders: Vec::new(),
+                branch: a.branch.clone(),
+            })?;
+            eprintln!(
+                "bat run: campaign {run_id}, work dir {}",
+                campaign.work_dir.display()
+            );
+            (campaign, run_id, Start::Fresh)
+        }
     };
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = runs.join(&run_id).join("logs");
