@@ -139,3 +139,12 @@ impl ReplayObserver for RoundProgress {
         self
     }
 }
+
+impl crate::demo::DemoObserver for RoundProgress {
+    fn phase(&mut self, name: &str, rounds: u64) {
+        RoundProgress::phase(self, name, rounds);
+    }
+    fn replay_observer(&mut self) -> &mut dyn ReplayObserver {
+        self
+    }
+}
