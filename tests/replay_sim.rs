@@ -158,6 +158,44 @@ fn sim_campaign_verifies_bit_for_bit_replays_with_terminal_reward_and_compares()
     );
     assert_eq!(again["reproduced"], true);
 
+    // mixture=uniform: a view without an S-target pool, same budget, and
+    // the replay is itself reproducible bit for bit.
+    let u = json(
+        bat(&ledger)
+            .args(["--json", "replay", "r02", "--ablate", "mixture=uniform"])
+            .output()
+            .expect("uniform"),
+    );
+    let ub = u["branch"].as_str().expect("branch").to_string();
+    assert!(ub.ends_with("-mixture-uniform"), "{ub}");
+    assert_eq!(u["rounds"][0]["same_budget"], true);
+    let m: Value = serde_json::from_slice(
+        &ok(bat(&ledger)
+            .args(["cat", &format!("{ub}:data/manifest.json")])
+            .output()
+            .expect("cat"))
+        .stdout,
+    )
+    .expect("manifest");
+    assert_eq!(m["artifact_kind"], "bat_uniform_round");
+    assert_eq!(m["batches"], 20);
+    assert_ne!(
+        m["train"]["sha256"],
+        serde_json::Value::String(String::new()),
+        "a digest is recorded"
+    );
+    let uv = json(
+        bat(&ledger)
+            .args(["--json", "replay", &ub, "--verify"])
+            .output()
+            .expect("verify uniform"),
+    );
+    assert_eq!(uv["reproduced"], true);
+    assert_eq!(
+        uv["rounds"][0]["verify"]["differing"],
+        serde_json::json!([])
+    );
+
     // compare: per round and base → final, same budget.
     let cmp = json(
         bat(&ledger)

@@ -29,8 +29,9 @@ pub struct ReplayArgs {
     /// (every round from A to B on B's first-parent history).
     pub rev: String,
     /// Override (repeatable): reward=terminal (terminal reward only, no
-    /// stage targeting), target=S1..S5 (fixed S-target), gate=off (always
-    /// inherit the candidate), batches=N (changes compute).
+    /// stage targeting), target=S1..S5 (fixed S-target), mixture=uniform
+    /// (no S-target pool: stage rows spread evenly over S1..S5), gate=off
+    /// (always inherit the candidate), batches=N (changes compute).
     #[arg(long = "ablate", value_name = "KEY=VALUE")]
     pub ablate: Vec<String>,
     /// Reproduce and compare with the record; commits nothing.
@@ -70,7 +71,7 @@ fn replay_err(e: ReplayError) -> CliError {
         }
         ReplayError::BranchExists { .. } => Some("name another one with --branch"),
         ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
-            Some("e.g. --ablate reward=terminal, --ablate target=S3, --ablate gate=off")
+            Some("e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off")
         }
         _ => None,
     };

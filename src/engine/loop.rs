@@ -595,6 +595,9 @@ pub enum Mixture {
     /// The contract's three-pool round view (§C): 4 S-target + 2 S-mix +
     /// 2 E2E rows per batch.
     ThreePool,
+    /// The `mixture=uniform` ablation: no S-target pool (see
+    /// [`super::mixture`]).
+    Uniform,
 }
 
 /// The inputs of one round, as the loop or a replay hands them over.
@@ -683,6 +686,7 @@ pub fn run_round(
     };
     let built = match inp.mixture {
         Mixture::ThreePool => cround::materialize(&k, &prompter, &inputs)?,
+        Mixture::Uniform => super::mixture::uniform_view(&k, &prompter, &inputs)?,
     };
     let data = root.join("data");
     create_new_dir(&data)?;

@@ -69,7 +69,7 @@ use crate::round::provenance::{measured_compute, round_budget};
 use crate::round::{commit_round, resolve_rev, CommitRoundOptions, ReplayLink, RoundError};
 
 /// Ablation keys `bat replay --ablate KEY=VALUE` understands.
-pub const ABLATION_KEYS: [&str; 4] = ["reward", "target", "gate", "batches"];
+pub const ABLATION_KEYS: [&str; 5] = ["reward", "target", "mixture", "gate", "batches"];
 /// Default tolerance of an external backend's verify, per score.
 pub const DEFAULT_TOLERANCE: f64 = 0.02;
 /// The score keys compared by a tolerance verify (`scores` of a summary).
@@ -85,7 +85,7 @@ pub enum ReplayError {
         given: String,
     },
     /// An unknown ablation key.
-    #[error("unknown ablation key `{key}` (known: reward, target, gate, batches)")]
+    #[error("unknown ablation key `{key}` (known: reward, target, mixture, gate, batches)")]
     UnknownAblation {
         /// The key.
         key: String,
@@ -250,6 +250,9 @@ pub enum Ablation {
     Reward(String),
     /// `target=S3`: the same S-target every round.
     Target(String),
+    /// `mixture=uniform`: round views without an S-target pool
+    /// ([`crate::engine::mixture`]).
+    MixtureUniform,
     /// `gate=off`: every candidate becomes the next starting checkpoint.
     GateOff,
     /// `batches=N`: a different data budget (changes compute).
@@ -262,6 +265,7 @@ impl Ablation {
         match self {
             Ablation::Reward(v) => ("reward".into(), v.clone()),
             Ablation::Target(v) => ("target".into(), v.clone()),
+            Ablation::MixtureUniform => ("mixture".into(), "uniform".into()),
             Ablation::GateOff => ("gate".into(), "off".into()),
             Ablation::Batches(n) => ("batches".into(), n.to_string()),
         }
@@ -294,6 +298,10 @@ pub fn parse_ablations(args: &[String], pack: &Pack) -> Result<Vec<Ablation>, Re
                     return Err(bad(&format!("one of {}", k.stages.join(", "))));
                 }
             }
+            "mixture" => match value {
+                "uniform" => Ablation::MixtureUniform,
+                _ => return Err(bad("mixture=uniform")),
+            },
             "gate" => match value {
                 "off" => Ablation::GateOff,
                 _ => return Err(bad("gate=off")),
@@ -373,7 +381,8 @@ pub struct RoundVerify {
     pub compared: usize,
     /// Of which identical.
     pub identical: usize,
-    /// Paths that differ (or exist on one side only), in path order.
+    /// Paths that differ (or exist on one side only), in pipeline order (data, training health,
+    /// candidate, its evaluation, gate, prescription).
     pub differing: Vec<String>,
     /// The largest |Δ| over the compared scores.
     pub max_score_delta: f64,
@@ -718,20 +727,21 @@ fn check_view(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let built = cround::materialize(
-        &k,
-        &prompter,
-        &BuildInputs {
-            source_bytes: &bytes,
-            source_file_name: &name,
-            source_sha256: &sha,
-            round_id,
-            target_stage: target,
-            prescription: None,
-            batches,
-            seed: None,
-        },
-    )
+    let inputs = BuildInputs {
+        source_bytes: &bytes,
+        source_file_name: &name,
+        source_sha256: &sha,
+        round_id,
+        target_stage: target,
+        prescription: None,
+        batches,
+        seed: None,
+    };
+    let built = if crate::engine::mixture::is_uniform_manifest(manifest) {
+        crate::engine::mixture::uniform_view(&k, &prompter, &inputs)
+    } else {
+        cround::materialize(&k, &prompter, &inputs)
+    }
     .map_err(LoopError::from)?;
     let rebuilt = json::sha256_hex(&built.train);
     if rebuilt != recorded {
@@ -744,8 +754,8 @@ fn check_view(
     Ok(())
 }
 
-/// Files of a round folder that are artifacts, relative, sorted (see the
-/// module docs).
+/// Files of a round folder that are artifacts, relative (see the module
+/// docs).
 fn artifact_files(root: &Path) -> Result<BTreeMap<String, String>, ReplayError> {
     fn walk(base: &Path, d: &Path, out: &mut BTreeMap<String, String>) -> Result<(), ReplayError> {
         let rd = std::fs::read_dir(d).map_err(io_err(d))?;
@@ -801,6 +811,22 @@ fn verify_round(
     let mut paths: Vec<&String> = original.keys().chain(replayed.keys()).collect();
     paths.sort();
     paths.dedup();
+    // Pipeline order: the first difference is the earliest step that
+    // diverged (data, training, candidate, its evaluation, the gate).
+    let rank = |p: &str| {
+        [
+            "data/",
+            "training-health.json",
+            "candidate/",
+            "candidate-eval/",
+            "gate.json",
+            "prescription.json",
+        ]
+        .iter()
+        .position(|pre| p.starts_with(pre))
+        .unwrap_or(6)
+    };
+    paths.sort_by_key(|p| (rank(p), p.to_string()));
     let mut identical = 0;
     let mut differing = Vec::new();
     for p in &paths {
@@ -923,6 +949,11 @@ pub fn replay(
         _ => None,
     });
     let gate_off = req.ablations.contains(&Ablation::GateOff);
+    let mixture = if req.ablations.contains(&Ablation::MixtureUniform) {
+        Mixture::Uniform
+    } else {
+        Mixture::ThreePool
+    };
     let ablation_pairs: Vec<(String, String)> = req.ablations.iter().map(Ablation::pair).collect();
     let run_id = format!(
         "replay-{}{}",
@@ -962,7 +993,7 @@ pub fn replay(
                     }
                 }
                 Ablation::Batches(n) => campaign.batches = *n,
-                Ablation::Target(_) | Ablation::GateOff => {}
+                Ablation::Target(_) | Ablation::GateOff | Ablation::MixtureUniform => {}
             }
         }
         let original_summary = tree_json(ledger, o, "candidate-eval/summary.json")?;
@@ -1019,7 +1050,12 @@ pub fn replay(
                 starting_checkpoint: &current.checkpoint,
                 baseline_summary: &current.baseline,
                 target_stage: &target,
-                mixture: Mixture::ThreePool,
+                // A round recorded with a uniform view is re-run with one.
+                mixture: if crate::engine::mixture::is_uniform_manifest(&manifest) {
+                    Mixture::Uniform
+                } else {
+                    mixture
+                },
             },
             observer.loop_observer(),
         )?;
@@ -1050,7 +1086,18 @@ pub fn replay(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let inherited = done.outcome.promoted || gate_off;
+        // A verify follows the record's inheritance (a `gate=off` arm
+        // inherited held candidates too); a replay decides for itself.
+        let recorded_inherited = o
+            .meta
+            .get("inherited")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(meta_str(&o.meta, "gate_status") == "promote");
+        let inherited = if req.verify {
+            recorded_inherited
+        } else {
+            done.outcome.promoted || gate_off
+        };
         let scores = summary_scores(&done.candidate_summary);
         let verify = if req.verify {
             let mode = if is_simulator(&campaign.trainer) && is_simulator(&campaign.evaluator) {
