@@ -212,6 +212,7 @@ fn sim_campaign(a: &RunArgs, run_dir: &std::path::Path) -> Result<Campaign, CliE
         batches: a.batches.unwrap_or(sim::DEFAULT_BATCHES),
         seed: a.seed.unwrap_or(sim::DEFAULT_SEED),
         reward_mode,
+        learning_rate: sim::policy::DEFAULT_LEARNING_RATE,
         branch: a.branch.clone(),
     })?)
 }

@@ -40,6 +40,10 @@ pub struct InitArgs {
     /// The seed of the initial logits.
     #[arg(long, value_name = "S", default_value_t = sim::DEFAULT_SEED)]
     pub seed: u64,
+    /// The simulator learning rate, kept in config.json and used by every
+    /// round trained from this policy.
+    #[arg(long, value_name = "LR", default_value_t = sim::policy::DEFAULT_LEARNING_RATE)]
+    pub learning_rate: f64,
 }
 
 /// Arguments of `bat sim train`.
@@ -105,17 +109,17 @@ pub struct EvaluateArgs {
 pub fn run(a: SimArgs, g: &Globals) -> CliResult {
     match a.command {
         SimCommand::Init(a) => {
-            let policy = sim::init_model(&a.output, a.seed)?;
+            let policy = sim::init_model_with(&a.output, a.seed, a.learning_rate)?;
             if g.json {
                 print_json(&serde_json::json!({
                     "output": a.output,
                     "seed": a.seed,
-                    "parameters": policy.logits.len(),
+                    "parameters": policy.len(),
                 }))?;
             } else {
                 println!(
                     "wrote the initial simulator policy ({} logits, seed {}) to {}",
-                    policy.logits.len(),
+                    policy.len(),
                     a.seed,
                     a.output.display()
                 );

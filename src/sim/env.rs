@@ -168,7 +168,7 @@ impl Environment {
 /// One action the policy took: where its logits are and which it chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    /// Offset of the decision point's logits in [`Policy::logits`].
+    /// Offset of the decision point's own logits in [`Policy::logits`].
     pub offset: usize,
     /// The chosen action.
     pub action: usize,

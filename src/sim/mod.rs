@@ -200,16 +200,23 @@ pub fn extra_placeholders(bat: &Path, mode: RewardMode, seed: u64) -> Vec<(Strin
     ]
 }
 
-/// Write the initial policy for `seed` (default pack) into `dir`, which must
-/// not exist or be empty. Returns the policy.
+/// Write the initial policy for `seed` (default pack, default learning
+/// rate) into `dir`, which must not exist or be empty. Returns the policy.
 pub fn init_model(dir: &Path, seed: u64) -> Result<Policy, SimError> {
-    init_model_for(dir, seed, &Pack::default_pack())
+    init_model_with(dir, seed, policy::DEFAULT_LEARNING_RATE)
 }
 
-/// [`init_model`] for a given pack's tracks and stages.
-pub fn init_model_for(dir: &Path, seed: u64, pack: &Pack) -> Result<Policy, SimError> {
-    let env = env::Environment::from_pack(pack)?;
-    let policy = Policy::initial(&env.tracks, &env.stages, seed);
+/// [`init_model`] with another learning rate kept in the config.
+pub fn init_model_with(dir: &Path, seed: u64, learning_rate: f64) -> Result<Policy, SimError> {
+    let env = env::Environment::from_pack(&Pack::default_pack())?;
+    let mut policy = Policy::initial(&env.tracks, &env.stages, seed);
+    if !(learning_rate.is_finite() && learning_rate > 0.0) {
+        return Err(SimError::Model {
+            path: dir.join("config.json"),
+            reason: format!("learning rate {learning_rate} must be a positive number"),
+        });
+    }
+    policy.learning_rate = learning_rate;
     policy.save(dir)?;
     Ok(policy)
 }
@@ -231,8 +238,30 @@ pub struct SimCampaign {
     pub seed: u64,
     /// Reward mode of the trainer.
     pub reward_mode: RewardMode,
+    /// The simulator learning rate, kept in the initial policy's config
+    /// ([`policy::DEFAULT_LEARNING_RATE`] unless measuring).
+    pub learning_rate: f64,
     /// The ledger branch (`None`: current).
     pub branch: Option<String>,
+}
+
+impl SimCampaign {
+    /// A campaign with the defaults of `bat run --backend sim`: 10 rounds,
+    /// [`DEFAULT_BATCHES`], seed [`DEFAULT_SEED`], stage rewards, the default
+    /// learning rate, the current branch.
+    pub fn new(setup_dir: PathBuf, work_dir: PathBuf, bat: PathBuf) -> SimCampaign {
+        SimCampaign {
+            setup_dir,
+            work_dir,
+            bat,
+            rounds: 10,
+            batches: DEFAULT_BATCHES,
+            seed: DEFAULT_SEED,
+            reward_mode: RewardMode::Stage,
+            learning_rate: policy::DEFAULT_LEARNING_RATE,
+            branch: None,
+        }
+    }
 }
 
 /// Write the default pack's source grid to `setup_dir/source/source.jsonl`
@@ -266,7 +295,8 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
     )?;
     let initial = spec.setup_dir.join("initial-policy");
     let env = env::Environment::from_pack(&pack)?;
-    let policy = Policy::initial(&env.tracks, &env.stages, spec.seed);
+    let mut policy = Policy::initial(&env.tracks, &env.stages, spec.seed);
+    policy.learning_rate = spec.learning_rate;
     if initial.exists() {
         std::fs::create_dir_all(&initial).map_err(|e| SimError::Io {
             path: initial.clone(),

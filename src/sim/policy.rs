@@ -1,6 +1,12 @@
-//! The simulated agent's policy: one table of action logits per
-//! (track, stage, condition), stored as a real model folder
-//! (`config.json` + `model.safetensors`, one F32 tensor).
+//! The simulated agent's policy, stored as a real model folder
+//! (`config.json` + `model.safetensors`, two F32 tensors):
+//!
+//! - `policy.logits` [track, stage, condition, action]: what the agent does
+//!   at each decision point;
+//! - `policy.habit` [track, action]: a per-track preference shared by every
+//!   stage of the track. The action logits of a decision point are
+//!   `logits[t,s,c] + habit[t]`, so training one stage also moves the habit
+//!   the other stages use — the interference a shared-weight model has.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +21,8 @@ use crate::contract::json::{self, Map, Value};
 pub const MODEL_TYPE: &str = "bat-sim-policy";
 /// Name of the logits tensor.
 pub const TENSOR_NAME: &str = "policy.logits";
+/// Name of the shared per-track habit tensor.
+pub const HABIT_TENSOR_NAME: &str = "policy.habit";
 /// Version of the model folder layout.
 pub const FORMAT_VERSION: i64 = 1;
 /// The simulator's learning rate (see docs/simulator.md for how it was
@@ -37,6 +45,8 @@ const INITIAL_PREFERENCES: [[f64; 4]; 5] = [
 ];
 /// Half-width of the seeded noise added to every initial logit.
 const INITIAL_NOISE: f64 = 0.25;
+/// Half-width of the seeded initial habits.
+const INITIAL_HABIT_NOISE: f64 = 0.1;
 
 /// A tabular softmax policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +57,8 @@ pub struct Policy {
     pub stages: Vec<String>,
     /// Logits, row-major over [track][stage][condition][action].
     pub logits: Vec<f64>,
+    /// Shared habits, row-major over [track][action].
+    pub habit: Vec<f64>,
     /// The seed the initial policy was drawn from (kept in the config).
     pub init_seed: u64,
     /// The simulator learning rate (kept in the config).
@@ -73,10 +85,14 @@ impl Policy {
                 }
             }
         }
+        let habit = (0..tracks.len() * ACTIONS.len())
+            .map(|_| f64::from(((stream.uniform() * 2.0 - 1.0) * INITIAL_HABIT_NOISE) as f32))
+            .collect();
         Policy {
             tracks: tracks.to_vec(),
             stages: stages.to_vec(),
             logits,
+            habit,
             init_seed: seed,
             learning_rate: DEFAULT_LEARNING_RATE,
         }
@@ -87,9 +103,50 @@ impl Policy {
         ((track * self.stages.len() + stage) * CONDITIONS.len() + condition) * ACTIONS.len()
     }
 
+    /// Number of parameters (logits, then habits).
+    pub fn len(&self) -> usize {
+        self.logits.len() + self.habit.len()
+    }
+
+    /// Whether the policy has no parameters.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Parameter `i` in the order of [`Policy::len`].
+    pub fn param(&self, i: usize) -> f64 {
+        match i.checked_sub(self.logits.len()) {
+            None => self.logits[i],
+            Some(j) => self.habit[j],
+        }
+    }
+
+    /// Set parameter `i` in the order of [`Policy::len`].
+    pub fn set_param(&mut self, i: usize, v: f64) {
+        match i.checked_sub(self.logits.len()) {
+            None => self.logits[i] = v,
+            Some(j) => self.habit[j] = v,
+        }
+    }
+
+    /// Parameter index of the habit used at the decision point `offset`.
+    pub fn habit_index(&self, offset: usize) -> usize {
+        let per_track = self.stages.len() * Self::BLOCK;
+        self.logits.len() + (offset / per_track) * ACTIONS.len()
+    }
+
+    /// Action logits at the decision point starting at `offset`
+    /// (its own logits plus the track's habit).
+    pub fn logits_at(&self, offset: usize) -> Vec<f64> {
+        let h = self.habit_index(offset) - self.logits.len();
+        (0..ACTIONS.len())
+            .map(|a| self.logits[offset + a] + self.habit[h + a])
+            .collect()
+    }
+
     /// Action probabilities at the decision point starting at `offset`.
     pub fn probs_at(&self, offset: usize) -> Vec<f64> {
-        softmax(&self.logits[offset..offset + ACTIONS.len()])
+        softmax(&self.logits_at(offset))
     }
 
     /// Index of a track by name.
@@ -110,7 +167,7 @@ impl Policy {
                 .with("architectures", vec!["BatSimPolicy"])
                 .with("model_type", MODEL_TYPE)
                 .with("format_version", FORMAT_VERSION)
-                .with("tensor", TENSOR_NAME)
+                .with("tensors", vec![TENSOR_NAME, HABIT_TENSOR_NAME])
                 .with("tracks", self.tracks.clone())
                 .with("stages", self.stages.clone())
                 .with("conditions", strs(&CONDITIONS))
@@ -120,26 +177,33 @@ impl Policy {
         )
     }
 
-    /// The model.safetensors bytes (one F32 tensor; no metadata, so the
-    /// header is the same for the same shape).
+    /// The model.safetensors bytes (two F32 tensors; no metadata, and the
+    /// crate orders tensors by dtype and name, so equal weights give equal
+    /// bytes).
     pub fn safetensors_bytes(&self) -> Result<Vec<u8>, SimError> {
-        let data: Vec<u8> = self
-            .logits
-            .iter()
-            .flat_map(|x| (*x as f32).to_le_bytes())
-            .collect();
+        let f32s =
+            |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect() };
+        let data = f32s(&self.logits);
+        let habit = f32s(&self.habit);
         let shape = vec![
             self.tracks.len(),
             self.stages.len(),
             CONDITIONS.len(),
             ACTIONS.len(),
         ];
-        let view = TensorView::new(Dtype::F32, shape, &data).map_err(|e| SimError::Model {
+        let bad = |e: safetensors::SafeTensorError| SimError::Model {
             path: PathBuf::from(TENSOR_NAME),
             reason: e.to_string(),
-        })?;
+        };
+        let view = TensorView::new(Dtype::F32, shape, &data).map_err(bad)?;
+        let habit_view =
+            TensorView::new(Dtype::F32, vec![self.tracks.len(), ACTIONS.len()], &habit)
+                .map_err(bad)?;
         safetensors::serialize(
-            vec![(TENSOR_NAME.to_string(), view)],
+            vec![
+                (TENSOR_NAME.to_string(), view),
+                (HABIT_TENSOR_NAME.to_string(), habit_view),
+            ],
             None::<std::collections::HashMap<String, String>>,
         )
         .map_err(|e| SimError::Model {
@@ -240,25 +304,31 @@ impl Policy {
             source,
         })?;
         let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(&weights_path, e.to_string()))?;
-        let t = st
-            .tensor(TENSOR_NAME)
-            .map_err(|e| bad(&weights_path, e.to_string()))?;
-        let shape = [tracks.len(), stages.len(), CONDITIONS.len(), ACTIONS.len()];
-        if t.dtype() != Dtype::F32 || t.shape() != shape {
-            return Err(bad(
-                &weights_path,
-                format!("{TENSOR_NAME} must be F32 with shape {shape:?}"),
-            ));
-        }
-        let logits = t
-            .data()
-            .chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect();
+        let read = |name: &str, shape: &[usize]| -> Result<Vec<f64>, SimError> {
+            let t = st
+                .tensor(name)
+                .map_err(|e| bad(&weights_path, e.to_string()))?;
+            if t.dtype() != Dtype::F32 || t.shape() != shape {
+                return Err(bad(
+                    &weights_path,
+                    format!("{name} must be F32 with shape {shape:?}"),
+                ));
+            }
+            Ok(t.data()
+                .chunks_exact(4)
+                .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect())
+        };
+        let logits = read(
+            TENSOR_NAME,
+            &[tracks.len(), stages.len(), CONDITIONS.len(), ACTIONS.len()],
+        )?;
+        let habit = read(HABIT_TENSOR_NAME, &[tracks.len(), ACTIONS.len()])?;
         Ok(Policy {
             tracks,
             stages,
             logits,
+            habit,
             init_seed,
             learning_rate,
         })

@@ -153,9 +153,12 @@ pub fn advantages(rewards: &[f64]) -> Vec<f64> {
 pub fn add_policy_gradient(policy: &Policy, decisions: &[Decision], weight: f64, out: &mut [f64]) {
     for d in decisions {
         let probs = policy.probs_at(d.offset);
+        let h = policy.habit_index(d.offset);
         for (a, p) in probs.iter().enumerate() {
             let onehot = if a == d.action { 1.0 } else { 0.0 };
-            out[d.offset + a] += weight * (onehot - p);
+            let g = weight * (onehot - p);
+            out[d.offset + a] += g;
+            out[h + a] += g;
         }
     }
 }
@@ -182,8 +185,11 @@ pub fn add_kl_gradient(
         let p = policy.probs_at(d.offset);
         let q = reference.probs_at(d.offset);
         let kl = kl_at(policy, reference, d.offset);
+        let h = policy.habit_index(d.offset);
         for a in 0..ACTIONS.len() {
-            out[d.offset + a] += weight * p[a] * (ln(p[a]) - ln(q[a]) - kl);
+            let g = weight * p[a] * (ln(p[a]) - ln(q[a]) - kl);
+            out[d.offset + a] += g;
+            out[h + a] += g;
         }
     }
 }
@@ -249,8 +255,8 @@ pub fn group_gradient(
 ) -> GroupGradient {
     let rewards: Vec<f64> = group.iter().map(|c| c.reward).collect();
     let adv = advantages(&rewards);
-    let mut pg = vec![0.0; policy.logits.len()];
-    let mut kl = vec![0.0; policy.logits.len()];
+    let mut pg = vec![0.0; policy.len()];
+    let mut kl = vec![0.0; policy.len()];
     let mut tokens = 0;
     for (c, a) in group.iter().zip(&adv) {
         let per = 1.0 / c.decisions.len().max(1) as f64;
@@ -269,7 +275,7 @@ pub fn group_gradient(
 /// θ ← θ + lr·(Σ pg − β·Σ kl)/n, summing the groups in the order given.
 pub fn apply_update(policy: &mut Policy, groups: &[GroupGradient], lr: f64, beta: f64, n: usize) {
     let scale = lr / n.max(1) as f64;
-    for i in 0..policy.logits.len() {
+    for i in 0..policy.len() {
         let mut pg = 0.0;
         let mut kl = 0.0;
         for g in groups {
@@ -278,7 +284,10 @@ pub fn apply_update(policy: &mut Policy, groups: &[GroupGradient], lr: f64, beta
         }
         // Stored as F32: keep the working copy on the same grid, so a
         // trained policy and its reloaded file are the same policy.
-        policy.logits[i] = f64::from((policy.logits[i] + scale * (pg - beta * kl)) as f32);
+        policy.set_param(
+            i,
+            f64::from((policy.param(i) + scale * (pg - beta * kl)) as f32),
+        );
     }
 }
 
@@ -326,7 +335,7 @@ pub struct TrainReport {
     pub mean_reward: f64,
     /// Mean KL(π‖π_ref) over every decision point of the table at the end.
     pub kl_to_reference: f64,
-    /// L2 norm of the change of the logits.
+    /// L2 norm of the change of the parameters.
     pub update_l2: f64,
 }
 
@@ -489,7 +498,7 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         tokens += groups.iter().map(|g| g.tokens).sum::<u64>();
         apply_update(&mut policy, &groups, lr, opt.kl_coefficient, n);
     }
-    if policy.logits.iter().any(|x| !x.is_finite()) {
+    if (0..policy.len()).any(|i| !policy.param(i).is_finite()) {
         return Err(SimError::Diverged {
             round_id: req.round_id.to_string(),
         });
@@ -498,11 +507,11 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     let kl_total = (0..points).fold(0.0, |a, i| {
         a + kl_at(&policy, &reference, i * ACTIONS.len())
     });
-    let update_l2 = policy
-        .logits
-        .iter()
-        .zip(&reference.logits)
-        .fold(0.0, |a, (x, y)| a + (x - y) * (x - y))
+    let update_l2 = (0..policy.len())
+        .fold(0.0, |a, i| {
+            let d = policy.param(i) - reference.param(i);
+            a + d * d
+        })
         .sqrt();
     let report = TrainReport {
         steps: opt.steps,
@@ -642,12 +651,15 @@ mod tests {
         let p1 = policy.probs_at(o);
         assert!(p1[1] > p0[1], "{p0:?} -> {p1:?}");
         assert!(p1[2] < p0[2] && p1[3] < p0[3]);
-        // Logits elsewhere are untouched.
+        // Other decision points keep their own logits; they feel the update
+        // only through the shared habit, which moved the same way.
         let other = policy.offset(0, 2, 1);
         assert_eq!(
             policy.logits[other..other + 4],
             reference.logits[other..other + 4]
         );
+        assert!(policy.habit[1] > reference.habit[1]);
+        assert!(policy.probs_at(other)[1] > reference.probs_at(other)[1]);
     }
 
     #[test]
