@@ -142,14 +142,16 @@ pub fn run_demo(
 
     // Arm A: the BaT campaign, one commit per round on `main`.
     let campaign = prepare_fresh(&sim::prepare_campaign(&sim::SimCampaign {
-        setup_dir: dir.join("setup"),
-        work_dir: work.join("campaign"),
-        bat: opts.bat.clone(),
         rounds: opts.rounds,
         batches: opts.batches,
         seed: opts.seed,
         reward_mode: sim::RewardMode::Stage,
         branch: Some(DEMO_BRANCH.to_string()),
+        ..sim::SimCampaign::new(
+            dir.join("setup"),
+            work.join("campaign"),
+            opts.bat.clone(),
+        )
     })?)?;
     observer.phase("BaT campaign", opts.rounds.max(0) as u64);
     let options = CommitRoundOptions {
