@@ -147,11 +147,7 @@ pub fn run_demo(
         seed: opts.seed,
         reward_mode: sim::RewardMode::Stage,
         branch: Some(DEMO_BRANCH.to_string()),
-        ..sim::SimCampaign::new(
-            dir.join("setup"),
-            work.join("campaign"),
-            opts.bat.clone(),
-        )
+        ..sim::SimCampaign::new(dir.join("setup"), work.join("campaign"), opts.bat.clone())
     })?)?;
     observer.phase("BaT campaign", opts.rounds.max(0) as u64);
     let options = CommitRoundOptions {

@@ -910,8 +910,8 @@ pub fn replay(
             return Err(ReplayError::BranchExists { branch: b.clone() });
         }
     }
-    // Everything that can be checked before running is checked for every
-    // round first: records, templates, sources and views.
+    // Every round's record and templates are checked before anything runs;
+    // each round's source and view are checked just before it runs.
     for o in &originals {
         let (campaign, _) = campaign_of(o)?;
         for a in &req.ablations {
