@@ -49,6 +49,7 @@ fn json(p: &Path) -> serde_json::Value {
 
 struct Outcome {
     seconds: f64,
+    trajectory: Vec<f64>,
     baseline: f64,
     last: f64,
     promoted: usize,
@@ -100,8 +101,22 @@ fn campaign(mode: RewardMode, lr: f64, seed: u64, rounds: i64) -> Outcome {
         .iter()
         .map(|s| current["stage_scores"][s].as_f64().unwrap_or(f64::NAN))
         .collect();
+    // Overall of the checkpoint each round ends with (held rounds keep the
+    // previous one).
+    let mut trajectory = Vec::new();
+    let mut now = baseline["means"]["overall"].as_f64().unwrap_or(f64::NAN);
+    for h in history {
+        if h["gate_status"] == "promote" {
+            let r = h["round_id"].as_str().unwrap_or("");
+            now = json(&c.work_dir.join(r).join("candidate-eval/summary.json"))["means"]["overall"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+        }
+        trajectory.push(now);
+    }
     Outcome {
         seconds,
+        trajectory,
         baseline: baseline["means"]["overall"].as_f64().unwrap_or(f64::NAN),
         last: current["means"]["overall"].as_f64().unwrap_or(f64::NAN),
         promoted,
@@ -123,7 +138,7 @@ fn main() {
         "mode", "lr", "seed", "wall s", "baseline", "final", "promoted"
     );
     let mut rows = Vec::new();
-    for lr in [0.5, 1.0, 2.0, 4.0, 8.0] {
+    for lr in [0.125, 0.25, 0.5, 1.0, 2.0] {
         rows.push((RewardMode::Stage, lr, 0));
     }
     for seed in [0, 1, 2] {
@@ -131,8 +146,16 @@ fn main() {
             rows.push((mode, sim::policy::DEFAULT_LEARNING_RATE, seed));
         }
     }
+    let mut trajectories = Vec::new();
     for (mode, lr, seed) in rows {
         let o = campaign(mode, lr, seed, rounds);
+        if lr == sim::policy::DEFAULT_LEARNING_RATE
+            && !trajectories
+                .iter()
+                .any(|(m, s, _, _)| *m == mode && *s == seed)
+        {
+            trajectories.push((mode, seed, o.baseline, o.trajectory.clone()));
+        }
         let stages: Vec<String> = o.stages.iter().map(|s| format!("{s:.3}")).collect();
         println!(
             "{:<9} {:>5} {:>4} {:>8.2} {:>9.4} {:>9.4} {:>5}/{:<2}  {}",
@@ -145,6 +168,16 @@ fn main() {
             o.promoted,
             rounds,
             stages.join(" ")
+        );
+    }
+    println!();
+    println!("overall after each round (default learning rate)");
+    for (mode, seed, baseline, t) in trajectories {
+        let cols: Vec<String> = t.iter().map(|v| format!("{v:.3}")).collect();
+        println!(
+            "{:<9} seed {seed}: {baseline:.3} | {}",
+            mode.as_str(),
+            cols.join(" ")
         );
     }
 }

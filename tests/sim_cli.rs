@@ -402,3 +402,112 @@ fn run_backend_sim_refuses_external_backend_flags() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Commits rounds like `bat run`, but stops the campaign (as a crash would)
+/// when `stop_at` finishes, before committing it.
+struct StopAt<'l> {
+    inner: bat::engine::r#loop::LedgerSink<'l>,
+    stop_at: &'static str,
+}
+
+impl bat::engine::r#loop::RoundSink for StopAt<'_> {
+    fn round_completed(
+        &mut self,
+        round: &bat::engine::r#loop::CompletedRound<'_>,
+    ) -> Result<String, String> {
+        if round.round_id == self.stop_at {
+            return Err("interrupted".into());
+        }
+        self.inner.round_completed(round)
+    }
+}
+
+struct Quiet;
+impl bat::engine::r#loop::Observer for Quiet {
+    fn event(&mut self, _: &bat::engine::r#loop::LoopEvent<'_>) {}
+    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+}
+
+#[test]
+fn an_interrupted_simulator_campaign_resumes_to_the_same_rounds() {
+    use bat::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
+    let tmp = tempfile::tempdir().unwrap();
+    let bat_exe = PathBuf::from(env!("CARGO_BIN_EXE_bat"));
+    // The reference: an uninterrupted 3-round campaign.
+    let full = tmp.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    ok(bat().arg("init").arg(&full).output().unwrap());
+    let out = ok(bat()
+        .arg("-C")
+        .arg(&full)
+        .args([
+            "--json",
+            "run",
+            "--backend",
+            "sim",
+            "--rounds",
+            "3",
+            "--seed",
+            "4",
+        ])
+        .output()
+        .unwrap());
+    let reference: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // The same campaign, stopped after r01 is committed.
+    let l = tmp.path().join("ledger");
+    std::fs::create_dir_all(&l).unwrap();
+    let mut ledger = bat_ledger::Ledger::init(&l).unwrap();
+    let mut spec = bat::sim::SimCampaign::new(
+        l.join(".bat/runs/interrupted/sim-setup"),
+        l.join(".bat/runs/interrupted/work"),
+        bat_exe,
+    );
+    spec.rounds = 3;
+    spec.seed = 4;
+    let campaign = prepare_fresh(&bat::sim::prepare_campaign(&spec).unwrap()).unwrap();
+    let pack = Pack::default_pack();
+    let options = bat::round::CommitRoundOptions {
+        pack: pack.clone(),
+        command_templates: Some(serde_json::json!({
+            "trainer": campaign.trainer,
+            "evaluator": campaign.evaluator,
+        })),
+        ..Default::default()
+    };
+    let mut sink = StopAt {
+        inner: LedgerSink {
+            ledger: &mut ledger,
+            options,
+        },
+        stop_at: "r02",
+    };
+    let err = run_loop(
+        &campaign,
+        Start::Fresh,
+        &RunOptions {
+            pack: &pack,
+            log_dir: None,
+            run_id: "interrupted",
+        },
+        &mut Quiet,
+        &mut sink,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    drop(sink);
+    drop(ledger);
+    assert_eq!(logged_rounds(&l).len(), 1);
+
+    // `bat run --resume` redoes r02 and runs r03 with the bat binary.
+    let out = ok(bat()
+        .arg("-C")
+        .arg(&l)
+        .args(["--json", "run", "--resume"])
+        .output()
+        .unwrap());
+    let resumed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(resumed["history"], reference["history"]);
+    assert_eq!(logged_rounds(&l).len(), 3);
+    ok(bat().arg("-C").arg(&l).arg("fsck").output().unwrap());
+}

@@ -28,7 +28,7 @@ pub const FORMAT_VERSION: i64 = 1;
 /// The simulator's learning rate (see docs/simulator.md for how it was
 /// chosen). The prescription's 2.5e-7 is sized for LLM weights; on a table
 /// of logits it would not move anything.
-pub const DEFAULT_LEARNING_RATE: f64 = 2.0;
+pub const DEFAULT_LEARNING_RATE: f64 = 0.5;
 
 /// The starting preference of each stage over [`ACTIONS`] before seeded
 /// noise: a mediocre agent with a different habit at every stage.

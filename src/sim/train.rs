@@ -433,7 +433,7 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         source,
     })?;
     let rows = parse_rows(&env, &dataset, req.dataset)?;
-    if rows.len() != rows_per_batch * batches {
+    if Some(rows.len()) != rows_per_batch.checked_mul(batches) {
         return Err(SimError::Manifest {
             path: req.manifest.to_path_buf(),
             reason: format!(
