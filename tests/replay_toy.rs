@@ -44,7 +44,6 @@ fn example(name: &str) -> PathBuf {
 
 struct Campaign {
     _tmp: tempfile::TempDir,
-    root: PathBuf,
     ledger: PathBuf,
     /// A wrapper script the trainer template runs (so a test can change
     /// the "training code" after the campaign).
@@ -140,7 +139,6 @@ fn campaign(reward_mode: bool) -> Campaign {
     );
     Campaign {
         _tmp: tmp,
-        root,
         ledger,
         script,
     }
@@ -470,5 +468,4 @@ fn bad_revisions_keys_values_and_templates_are_refused() {
     // Nothing was recorded by any of them.
     let branches = String::from_utf8_lossy(&in_ledger(&c, &["branch"]).stdout).into_owned();
     assert!(!branches.contains("replay/"), "{branches}");
-    let _ = &c.root;
 }
