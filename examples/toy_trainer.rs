@@ -11,6 +11,10 @@
 //! Test switches (appended to the template, each applies to one round):
 //! `--fail-on R`, `--sleep-on R:SECS`, `--no-output-on R`,
 //! `--bad-health-on R`. `toy_trainer --init DIR` writes an initial model.
+//!
+//! `--reward-mode {reward_mode}` (optional, every round): `stage` (the
+//! default) trains the target stage; `terminal` ignores the target and
+//! spreads a smaller gain over every stage (a terminal-reward stand-in).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -120,11 +124,20 @@ fn main() {
     println!("toy_trainer: {round}: {rows} rows, target {target}, runtime format {format}");
     // The update: more data helps more, with diminishing returns.
     let steps = rows.div_ceil(8).max(1);
+    let terminal = extra
+        .windows(2)
+        .any(|w| w[0] == "--reward-mode" && w[1] == "terminal");
     let gain = (0.3 * (1.0 - skill[t])) * (1.0 - 0.5f32.powi(steps as i32));
-    skill[t] += gain;
-    // Interference: training one stage disturbs the stage two after it.
-    let j = (t + 2) % 5;
-    skill[j] -= 0.6 * gain;
+    if terminal {
+        for x in skill.iter_mut() {
+            *x += 0.1 * gain;
+        }
+    } else {
+        skill[t] += gain;
+        // Interference: training one stage disturbs the stage two after it.
+        let j = (t + 2) % 5;
+        skill[j] -= 0.6 * gain;
+    }
     for (i, x) in w.iter_mut().enumerate() {
         *x += gain * ((i % 5) as f32 - 2.0) / 10.0;
     }
@@ -139,7 +152,7 @@ fn main() {
         "{\"status\": \"passed\"".to_string()
     } else {
         format!(
-            "{{\"status\": \"passed\", \"steps\": {steps}, \"rollouts\": {}}}\n",
+            "{{\"status\": \"passed\", \"steps\": {steps}, \"rollouts\": {}, \"budget\": {{\"steps\": {steps}, \"continuations_per_state\": 4}}}}\n",
             rows * 4
         )
     };

@@ -1,47 +1,65 @@
 //! `bat demo`: a first session on a fresh machine, using only what is
-//! embedded in the binary (the default benchmark pack).
+//! embedded in the binary (the default benchmark pack and the simulator).
 //!
-//! Today it materializes the safe source grid and a full 378-batch round view
-//! with the default pack, checks the view (round verify and the leakage
-//! firewall), and records it in a new ledger so the ledger verbs have
-//! something real to show. The simulated training campaign joins it once the
-//! simulator backend exists.
+//! It creates a ledger, runs a BaT campaign with the simulator backend on
+//! branch `main` (every round committed), replays the whole chain as a
+//! terminal-reward GRPO ablation at the same compute on a replay branch,
+//! and compares the two arms (base → final Overall, task, agentic, S1–S5,
+//! measured compute). The CLI prints the comparison, the ledger's location
+//! and the commands to try next.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
-use bat_ledger::{CommitId, CommitRequest, Ledger, Progress};
+use bat_ledger::Ledger;
 
-use crate::contract::firewall::{self, LeakageRules};
-use crate::contract::json;
 use crate::contract::pack::Pack;
-use crate::contract::prompt::Prompter;
-use crate::contract::{round, source};
+use crate::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, LoopError, RunOptions, Start};
+use crate::replay::compare::{compare, Comparison};
+use crate::replay::{
+    replay, Ablation, ReplayError, ReplayObserver, ReplayReport, ReplayRequest, DEFAULT_TOLERANCE,
+};
+use crate::round::{round_commits, CommitRoundOptions, RoundError};
+use crate::sim;
 
-/// The round the demo materializes.
-pub const DEMO_ROUND_ID: &str = "r01";
-/// Its S-target (the stage with the largest agentic weight in the default pack).
-pub const DEMO_TARGET_STAGE: &str = "S3";
+/// The branch the campaign is committed to.
+pub const DEMO_BRANCH: &str = "main";
+/// Rounds of the demo campaign.
+pub const DEMO_ROUNDS: i64 = 10;
+/// The commit author of the demo.
+pub const DEMO_AUTHOR: &str = "bat demo";
+
+/// How to run the demo.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Rounds of the campaign (and of its replay).
+    pub rounds: i64,
+    /// Batches per round.
+    pub batches: i64,
+    /// Campaign seed.
+    pub seed: u64,
+    /// The bat binary the simulator children run.
+    pub bat: PathBuf,
+}
 
 /// What the demo did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DemoReport {
     /// The directory holding the ledger (`DIR/.bat`) and the work files.
     pub dir: PathBuf,
-    /// sha256 of `source/source.jsonl`.
-    pub source_sha256: String,
-    /// Round id of the view.
-    pub round_id: String,
-    /// Its S-target.
-    pub target_stage: String,
-    /// Rows in `train.jsonl`.
-    pub rows: usize,
-    /// sha256 of `train.jsonl`.
-    pub train_sha256: String,
-    /// Leakage violations found by the firewall scan (0 when clean).
-    pub firewall_violations: usize,
-    /// The commit that records it.
-    pub commit: CommitId,
+    /// The campaign's branch.
+    pub campaign_branch: String,
+    /// The replay branch.
+    pub replay_branch: String,
+    /// The replayed range (`<first>..<last>` commit ids).
+    pub replayed_range: String,
+    /// Rounds per arm.
+    pub rounds: i64,
+    /// Campaign seed.
+    pub seed: u64,
+    /// The replay (terminal reward, same compute).
+    pub replay: ReplayReport,
+    /// The two arms compared.
+    pub comparison: Comparison,
 }
 
 /// Errors of the demo.
@@ -53,52 +71,45 @@ pub enum DemoError {
         /// The directory.
         path: PathBuf,
     },
-    /// Reading or writing a work file failed.
+    /// Listing or creating the directory failed.
     #[error("cannot {action} {path}: {source}")]
     Io {
         /// What was attempted.
         action: &'static str,
-        /// The file.
+        /// The directory.
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The pack is unusable.
+    /// The simulator could not be set up.
     #[error(transparent)]
-    Pack(#[from] crate::contract::pack::PackError),
-    /// A contract step failed.
-    #[error("{step}: {message}")]
-    Contract {
-        /// Which step.
-        step: &'static str,
-        /// The contract's error text.
-        message: String,
-    },
+    Sim(#[from] sim::SimError),
+    /// The campaign failed.
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    /// The replay or the comparison failed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// Reading the rounds back failed.
+    #[error(transparent)]
+    Round(#[from] RoundError),
     /// The ledger refused.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
+    /// The campaign committed no round.
+    #[error("the campaign committed no round")]
+    NoRounds,
 }
 
-fn contract_err(step: &'static str) -> impl FnOnce(String) -> DemoError {
-    move |message| DemoError::Contract { step, message }
+/// Progress of the demo: the campaign's loop events, then the replay's.
+pub trait DemoObserver {
+    /// A phase starts (`campaign`, `replay`) with this many rounds.
+    fn phase(&mut self, name: &str, rounds: u64);
+    /// The observer of the replay phase (also the loop observer).
+    fn replay_observer(&mut self) -> &mut dyn ReplayObserver;
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), DemoError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| DemoError::Io {
-            action: "create",
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    round::write_immutable(path, bytes).map_err(|e| DemoError::Contract {
-        step: "write",
-        message: e.to_string(),
-    })
-}
-
-/// Run the demo in `dir` (created if missing; must be empty).
-pub fn run_demo(dir: &Path, pack: &Pack, progress: &dyn Progress) -> Result<DemoReport, DemoError> {
+fn ensure_empty(dir: &Path) -> Result<(), DemoError> {
     if dir.exists() {
         let mut entries = std::fs::read_dir(dir).map_err(|source| DemoError::Io {
             action: "list",
@@ -111,69 +122,101 @@ pub fn run_demo(dir: &Path, pack: &Pack, progress: &dyn Progress) -> Result<Demo
             });
         }
     }
+    std::fs::create_dir_all(dir).map_err(|source| DemoError::Io {
+        action: "create",
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Run the demo in `dir` (created if missing; must be empty).
+pub fn run_demo(
+    dir: &Path,
+    opts: &DemoOptions,
+    observer: &mut dyn DemoObserver,
+) -> Result<DemoReport, DemoError> {
+    ensure_empty(dir)?;
     let mut ledger = Ledger::init(dir)?;
-    let k = pack.contract()?;
-    let prompter = Prompter::new(&k);
+    let pack = Pack::default_pack();
+    let work = dir.join("work");
 
-    let built = source::build_source(&k).map_err(|e| contract_err("source grid")(e.to_string()))?;
-    let source_path = dir.join("source").join(source::SOURCE_FILE);
-    write(&source_path, &built.jsonl)?;
-    write(
-        &dir.join("source").join("manifest.json"),
-        json::to_pj_file(&built.manifest).as_bytes(),
-    )?;
-    let source_sha256 = json::sha256_hex(&built.jsonl);
-
-    let inputs = round::BuildInputs {
-        source_bytes: &built.jsonl,
-        source_file_name: source::SOURCE_FILE,
-        source_sha256: &source_sha256,
-        round_id: DEMO_ROUND_ID,
-        target_stage: Some(DEMO_TARGET_STAGE),
-        prescription: None,
-        batches: round::DEFAULT_BATCHES,
-        seed: None,
+    // Arm A: the BaT campaign, one commit per round on `main`.
+    let campaign = prepare_fresh(&sim::prepare_campaign(&sim::SimCampaign {
+        rounds: opts.rounds,
+        batches: opts.batches,
+        seed: opts.seed,
+        reward_mode: sim::RewardMode::Stage,
+        branch: Some(DEMO_BRANCH.to_string()),
+        ..sim::SimCampaign::new(dir.join("setup"), work.join("campaign"), opts.bat.clone())
+    })?)?;
+    observer.phase("BaT campaign", opts.rounds.max(0) as u64);
+    let options = CommitRoundOptions {
+        branch: Some(DEMO_BRANCH.to_string()),
+        pack: pack.clone(),
+        command_templates: Some(serde_json::json!({
+            "trainer": campaign.trainer,
+            "evaluator": campaign.evaluator,
+        })),
+        author: Some(DEMO_AUTHOR.to_string()),
+        ..Default::default()
     };
-    let view = round::materialize(&k, &prompter, &inputs)
-        .map_err(|e| contract_err("round view")(e.to_string()))?;
-    let data = dir.join(DEMO_ROUND_ID).join("data");
-    write(&data.join(round::TRAIN_FILE), &view.train)?;
-    let manifest_text = json::to_pj_file(&view.manifest);
-    write(&data.join(round::MANIFEST_FILE), manifest_text.as_bytes())?;
+    let mut sink = LedgerSink {
+        ledger: &mut ledger,
+        options,
+    };
+    let logs = work.join("campaign-logs");
+    run_loop(
+        &campaign,
+        Start::Fresh,
+        &RunOptions {
+            pack: &pack,
+            log_dir: Some(&logs),
+            run_id: "demo",
+        },
+        observer.replay_observer().loop_observer(),
+        &mut sink,
+    )?;
 
-    // Check what was written the way a reviewer would: verify the view and
-    // run the leakage firewall over it.
-    round::verify_dataset(&k, &prompter, &view.train, manifest_text.as_bytes())
-        .map_err(|e| contract_err("round verify")(e.to_string()))?;
-    let rules =
-        LeakageRules::from_pack(pack).map_err(|e| contract_err("firewall")(e.to_string()))?;
-    let violations = firewall::scan_bytes(&view.train, &[], &rules)
-        .map_err(|e| contract_err("firewall")(e.to_string()))?;
-    let rows = view.train.iter().filter(|b| **b == b'\n').count();
-    let train_sha256 = json::sha256_hex(&view.train);
-
-    let mut req = CommitRequest::new(format!(
-        "{DEMO_ROUND_ID}: round view for target {DEMO_TARGET_STAGE} ({rows} rows, default pack)"
-    ));
-    req.author = "bat demo".into();
-    req.metadata = serde_json::json!({
-        "kind": "bat_round_view",
-        "round_id": DEMO_ROUND_ID,
-        "target_stage": DEMO_TARGET_STAGE,
-        "source_sha256": source_sha256,
-        "train_sha256": train_sha256,
-        "rows": rows,
-        "firewall_violations": violations.len(),
-    });
-    let outcome = ledger.commit_dir(dir, &req, progress, &AtomicBool::new(false))?;
+    // Arm B: the same chain replayed with terminal reward, same compute.
+    let tip = ledger.resolve(DEMO_BRANCH)?;
+    let rounds = round_commits(&ledger, tip)?;
+    let (first, last) = match (rounds.last(), rounds.first()) {
+        (Some(f), Some(l)) => (f.commit, l.commit),
+        _ => return Err(DemoError::NoRounds),
+    };
+    let range = format!("{first}..{last}");
+    let ablations = vec![Ablation::Reward("terminal".into())];
+    let report = replay(
+        &mut ledger,
+        &ReplayRequest {
+            rev: range.clone(),
+            ablations,
+            verify: false,
+            branch: None,
+            allow_compute_change: false,
+            tolerance: DEFAULT_TOLERANCE,
+            placeholder_overrides: vec![(
+                sim::BAT_PLACEHOLDER.to_string(),
+                opts.bat.to_string_lossy().into_owned(),
+            )],
+            work_dir: work.join("replay"),
+            author: DEMO_AUTHOR.to_string(),
+        },
+        observer.replay_observer(),
+    )?;
+    let replay_branch = report
+        .branch
+        .clone()
+        .expect("a replay that is not a verify records a branch");
+    let comparison = compare(&ledger, DEMO_BRANCH, &replay_branch)?;
     Ok(DemoReport {
         dir: dir.to_path_buf(),
-        source_sha256,
-        round_id: DEMO_ROUND_ID.into(),
-        target_stage: DEMO_TARGET_STAGE.into(),
-        rows,
-        train_sha256,
-        firewall_violations: violations.len(),
-        commit: outcome.commit,
+        campaign_branch: DEMO_BRANCH.to_string(),
+        replay_branch,
+        replayed_range: range,
+        rounds: opts.rounds,
+        seed: opts.seed,
+        replay: report,
+        comparison,
     })
 }

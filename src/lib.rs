@@ -9,5 +9,6 @@ pub mod engine;
 pub mod fsutil;
 pub mod inspect;
 pub mod remote;
+pub mod replay;
 pub mod round;
 pub mod sim;

@@ -55,6 +55,9 @@ pub struct CommitRequest {
     /// Commit whose files are the delta bases of large safetensors files
     /// (same path); `None` = the branch tip the commit is parented on.
     pub delta_base: Option<CommitId>,
+    /// When `branch` does not exist yet: start it with a root commit (no
+    /// parent) instead of forking from HEAD's commit.
+    pub orphan: bool,
 }
 
 impl CommitRequest {
@@ -69,6 +72,7 @@ impl CommitRequest {
             branch: None,
             on_moved: OnMoved::Reparent,
             delta_base: None,
+            orphan: false,
         }
     }
 }
@@ -710,7 +714,7 @@ impl Ledger {
         let parent = match cur {
             Some(c) => Some(c),
             // A new branch forks from HEAD's commit.
-            None if req.branch.is_some() => refs::read_head(&tx)?.commit(),
+            None if req.branch.is_some() && !req.orphan => refs::read_head(&tx)?.commit(),
             None => None,
         };
         let commit = Commit {

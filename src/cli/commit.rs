@@ -191,6 +191,7 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
         extra_metadata: None,
         baseline_summary: args.baseline_summary,
         author: Some(author),
+        ..Default::default()
     };
     let mut l = open(g)?;
     if let Some(d) = args.delta_depth {

@@ -1,31 +1,42 @@
-//! `bat demo`: materialize, check and record a round view in a new ledger.
+//! `bat demo`: a BaT campaign and its terminal-reward ablation in a new
+//! ledger, compared.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ledger_common::{display_path, Bars};
+use super::compare::render;
+use super::ledger_common::display_path;
+use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Globals};
-use crate::contract::pack::Pack;
-use crate::demo;
+use crate::demo::{self, DemoOptions, DEMO_ROUNDS};
 
-/// Run a first session with the embedded default pack: build the safe source
-/// grid and the full 378-batch round view r01 (target S3), verify it, scan it
-/// with the leakage firewall, and record it as the first commit of a new
-/// ledger. Prints where everything is and the commands to try next.
+/// Run a first session with the embedded simulator: create a ledger, run a
+/// 10-round BaT campaign on branch `main` (one commit per round), replay
+/// the whole chain as a terminal-reward GRPO ablation at the same compute
+/// on a replay branch, and print the comparison (base → final Overall,
+/// task, agentic and S1–S5 per arm, measured compute), the ledger's
+/// location and the commands to try next.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where to create the ledger (new or empty). Default: a new directory
     /// under the system temporary directory, whose path is printed.
     pub dir: Option<PathBuf>,
-    /// Use this benchmark pack instead of the embedded default.
-    #[arg(long, value_name = "F")]
-    pub pack: Option<PathBuf>,
+    /// Campaign seed of the simulator.
+    #[arg(long, value_name = "S", default_value_t = crate::sim::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Rounds per arm (for quick checks).
+    #[arg(long, value_name = "N", default_value_t = DEMO_ROUNDS, hide = true)]
+    pub rounds: i64,
+    /// Batches per round (for quick checks).
+    #[arg(long, value_name = "N", default_value_t = crate::sim::DEFAULT_BATCHES, hide = true)]
+    pub batches: i64,
 }
 
 /// Run `bat demo`.
 pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
+    let started = std::time::Instant::now();
     let dir = match args.dir {
         Some(d) => d,
         None => tempfile::Builder::new()
@@ -35,8 +46,21 @@ pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
             .keep(),
     };
     let dir = display_path(&dir);
-    let pack = Pack::load_or_default(args.pack.as_deref())?;
-    let report = demo::run_demo(&dir, &pack, &Bars::new(g)).map_err(|e| {
+    let bat = std::env::current_exe()
+        .map_err(|e| CliError::new(format!("cannot find the bat binary: {e}")))?;
+    let mut progress = RoundProgress::new("bat demo", g.json, false);
+    let report = demo::run_demo(
+        &dir,
+        &DemoOptions {
+            rounds: args.rounds,
+            batches: args.batches,
+            seed: args.seed,
+            bat,
+        },
+        &mut progress,
+    );
+    progress.finish();
+    let report = report.map_err(|e| {
         let hint = match e {
             demo::DemoError::NotEmpty { .. } => Some("name a new directory, or omit DIR"),
             _ => None,
@@ -52,29 +76,41 @@ pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let d = report.dir.display();
+    let b = &report.replay_branch;
+    println!(
+        "BaT campaign ({} rounds, simulator seed {}) vs. terminal-reward GRPO replay at the same compute\n",
+        report.rounds, report.seed
+    );
+    print!("{}", render(&report.comparison));
+    println!();
     println!("ledger      {d}/.bat");
     println!(
-        "source      {d}/source/source.jsonl  sha256 {}",
-        report.source_sha256
+        "arm A       branch {} (BaT: stage rewards, S-targets)",
+        report.campaign_branch
     );
-    println!(
-        "round view  {d}/{}/data/train.jsonl  {} rows, target {}, sha256 {}",
-        report.round_id, report.rows, report.target_stage, report.train_sha256
-    );
-    println!(
-        "checks      round verify passed; firewall: {} violations",
-        report.firewall_violations
-    );
-    println!("commit      {}", report.commit);
+    println!("arm B       branch {b} (replay of every round with reward=terminal)");
+    println!("took        {:.1} s", started.elapsed().as_secs_f64());
     println!();
     println!("next:");
     println!("  bat -C {d} log");
-    println!("  bat -C {d} show HEAD");
+    println!("  bat -C {d} log {b}");
+    println!("  bat -C {d} compare main {b}");
+    let last = report
+        .comparison
+        .a
+        .rounds
+        .last()
+        .map(|r| r.round_id.clone())
+        .unwrap_or_else(|| "r01".into());
+    println!("  bat -C {d} diff main {b}        # the two arms' last rounds, section by section");
+    let verify_round = if report.rounds >= 3 {
+        "r03"
+    } else {
+        last.as_str()
+    };
     println!(
-        "  bat -C {d} cat HEAD:{}/data/manifest.json",
-        report.round_id
+        "  bat -C {d} replay {verify_round} --verify  # re-run a round: bit-identical artifacts"
     );
-    println!("  bat -C {d} fsck");
-    println!("  bat -C {d} stats");
+    println!("  bat -C {d} replay r01..{last} --ablate target=S3");
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ pub mod cat;
 pub mod checkout;
 pub mod clone;
 pub mod commit;
+pub mod compare;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
@@ -33,9 +34,11 @@ pub mod pull;
 pub mod push;
 pub mod reflog;
 pub mod remote;
+pub mod replay;
 pub mod reset;
 pub mod revert;
 pub mod round;
+pub mod round_progress;
 pub mod run;
 pub mod show;
 pub mod sim;
@@ -121,6 +124,10 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the BaT loop with external trainer/evaluator commands.
     Run(run::RunArgs),
+    /// Re-run recorded rounds: verify them, or replay them as an ablation.
+    Replay(replay::ReplayArgs),
+    /// Compare two arms round by round and base → final.
+    Compare(compare::CompareArgs),
     /// Simulator backend children (`bat run --backend sim` runs them).
     #[command(hide = true)]
     Sim(sim::SimArgs),
@@ -282,6 +289,8 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
+        Command::Replay(a) => replay::run(a, g),
+        Command::Compare(a) => compare::run(a, g),
         Command::Sim(a) => sim::run(a, g),
         Command::Remote(a) => remote::run(a, g),
         Command::Clone(a) => clone::run(a, g),

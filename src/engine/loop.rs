@@ -264,6 +264,8 @@ pub struct CompletedRound<'a> {
     pub loop_metadata: &'a serde_json::Value,
     /// The summary the candidate was gated against, when it is on disk.
     pub baseline_summary: Option<&'a Path>,
+    /// Wall-clock seconds of the trainer child, measured by bat.
+    pub trainer_wall_seconds: Option<f64>,
 }
 
 /// Records finished rounds (the CLI commits them to the ledger).
@@ -449,9 +451,9 @@ pub fn run_loop(
     }
     validate_runtime_protocol(Some(&campaign.runtime_tool_format))?;
     let w = &campaign.work_dir;
-    let k = opts.pack.contract()?;
-    let prompter = Prompter::new(&k);
-    let gate_model = GateModel::from_pack(opts.pack)?;
+    // An unusable pack fails before the baseline is evaluated.
+    opts.pack.contract()?;
+    GateModel::from_pack(opts.pack)?;
     let stage_model = StageModel::from_pack(opts.pack)?;
     let mut state = match start {
         Start::Resume(s) => s,
@@ -490,136 +492,23 @@ pub fn run_loop(
         let rid = round_id(n);
         let root = w.join(&rid);
         let target = state.target_stage.clone();
-        observer.event(&LoopEvent::RoundStart {
-            round_id: &rid,
-            target_stage: &target,
-        });
-        match std::fs::create_dir(&root) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(LoopError::Exists { path: root })
-            }
-            Err(source) => return Err(LoopError::Io { path: root, source }),
-        }
-        // Materialize (plain writes, as the reference).
-        let source_bytes = std::fs::read(&campaign.source).map_err(io_err(&campaign.source))?;
-        let source_name = campaign
-            .source
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let source_sha = sha256_hex(&source_bytes);
-        let built = cround::materialize(
-            &k,
-            &prompter,
-            &BuildInputs {
-                source_bytes: &source_bytes,
-                source_file_name: &source_name,
-                source_sha256: &source_sha,
-                round_id: &rid,
-                target_stage: Some(&target),
-                prescription: None,
-                batches: campaign.batches,
-                seed: None,
-            },
-        )?;
-        let data = root.join("data");
-        match std::fs::create_dir(&data) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(LoopError::Exists { path: data })
-            }
-            Err(source) => return Err(LoopError::Io { path: data, source }),
-        }
-        let train = data.join(cround::TRAIN_FILE);
-        std::fs::write(&train, &built.train).map_err(io_err(&train))?;
-        let manifest = data.join(cround::MANIFEST_FILE);
-        plain_write(&manifest, &json::to_pj_file(&built.manifest))?;
-        // Train.
-        let candidate = root.join("candidate");
-        let health = root.join("training-health.json");
-        let text = |p: &Path| p.to_string_lossy().into_owned();
-        let values = [
-            ("{checkpoint}", text(&state.current_checkpoint)),
-            ("{dataset}", text(&train)),
-            ("{manifest}", text(&manifest)),
-            ("{output}", text(&candidate)),
-            ("{health}", text(&health)),
-            ("{round_id}", rid.clone()),
-            ("{target_stage}", target.clone()),
-            (
-                "{runtime_tool_format}",
-                campaign.runtime_tool_format.clone(),
-            ),
-        ];
-        let mut values: Vec<(&str, String)> = values.to_vec();
-        for (k, v) in &campaign.extra_placeholders {
-            if !values.iter().any(|(name, _)| name == k) {
-                values.push((k.as_str(), v.clone()));
-            }
-        }
-        let argv = command::expand(&campaign.trainer, &values);
-        let required: Vec<&str> = values
-            .iter()
-            .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
-            .map(|(_, v)| v.as_str())
-            .collect();
-        if !command::all_present(&argv, &required) {
-            return Err(LoopError::TrainerPlaceholdersMissing);
-        }
-        observer.event(&LoopEvent::Training {
-            round_id: &rid,
-            argv: &argv,
-        });
-        let trainer_label = format!("{rid}/trainer");
-        let trained = command::run_child(
-            &ChildSpec {
-                label: &trainer_label,
-                argv: &argv,
-                log_dir: opts.log_dir,
-            },
-            &mut SinkAdapter(observer),
-        )?;
-        if trained.rc != 0 {
-            return Err(LoopError::TrainerFailed {
-                round_id: rid,
-                rc: trained.rc,
-            });
-        }
-        if !candidate.is_dir() || !health.is_file() {
-            return Err(LoopError::TrainerArtifactsMissing { round_id: rid });
-        }
-        let health_bytes = std::fs::read(&health).map_err(io_err(&health))?;
-        let health_value =
-            json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {
-                round_id: rid.clone(),
-                reason: e.to_string(),
-            })?;
-        // Evaluate the candidate.
-        let context = format!("{rid} candidate");
-        observer.event(&LoopEvent::Evaluating { context: &context });
-        let cand_summary = evaluate(
+        let done = run_round(
             campaign,
             opts,
+            &RoundInputs {
+                round_id: &rid,
+                root: &root,
+                starting_checkpoint: &state.current_checkpoint,
+                baseline_summary: &state.baseline_summary,
+                target_stage: &target,
+                mixture: Mixture::ThreePool,
+            },
             observer,
-            &candidate,
-            &root.join("candidate-eval"),
-            CANDIDATE_GATE_STEP,
-            Arm::Candidate,
-            &context,
         )?;
-        // Gate.
-        let outcome = evaluate_gate(
-            &state.baseline_summary,
-            &cand_summary,
-            training_healthy(&health_value),
-            &gate_model,
-        )?;
-        plain_write(&root.join("gate.json"), &json::to_pj_file(&outcome.gate))?;
-        plain_write(
-            &root.join("prescription.json"),
-            &json::to_pj_file(&outcome.prescription),
-        )?;
+        let trainer_label = done.trainer_label.clone();
+        let candidate = root.join("candidate");
+        let outcome = done.outcome;
+        let cand_summary = done.candidate_summary;
         let gate_status = str_of(&outcome.gate, "status").to_string();
         state.history.push(Value::Object(
             Map::new()
@@ -686,6 +575,7 @@ pub fn run_loop(
                 gate_status: &gate_status,
                 loop_metadata: &meta,
                 baseline_summary: Some(baseline_path.as_path()).filter(|p| p.is_file()),
+                trainer_wall_seconds: Some(done.trainer_wall_seconds),
             })
             .map_err(|reason| LoopError::Commit {
                 round_id: rid.clone(),
@@ -697,6 +587,206 @@ pub fn run_loop(
         });
     }
     Ok(outcome_document(campaign, &state))
+}
+
+/// Which data mixture a round trains on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mixture {
+    /// The contract's three-pool round view (§C): 4 S-target + 2 S-mix +
+    /// 2 E2E rows per batch.
+    ThreePool,
+    /// The `mixture=uniform` ablation: no S-target pool (see
+    /// [`super::mixture`]).
+    Uniform,
+}
+
+/// The inputs of one round, as the loop or a replay hands them over.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundInputs<'a> {
+    /// The round id (`r01`).
+    pub round_id: &'a str,
+    /// The round folder; must not exist.
+    pub root: &'a Path,
+    /// The model folder the trainer starts from.
+    pub starting_checkpoint: &'a Path,
+    /// The summary the candidate is gated against (the starting
+    /// checkpoint's).
+    pub baseline_summary: &'a Value,
+    /// The stage this round targets.
+    pub target_stage: &'a str,
+    /// The data mixture.
+    pub mixture: Mixture,
+}
+
+/// What one round produced (its files are in the round folder).
+#[derive(Debug, Clone)]
+pub struct RoundOutcome {
+    /// The gate and prescription documents and the next target.
+    pub outcome: crate::contract::gate::GateOutcome,
+    /// The candidate's evaluation summary.
+    pub candidate_summary: Value,
+    /// The parsed training health file.
+    pub health: Value,
+    /// Wall-clock seconds of the trainer child, measured by bat.
+    pub trainer_wall_seconds: f64,
+    /// The trainer's log label (`r01/trainer`).
+    pub trainer_label: String,
+}
+
+fn create_new_dir(path: &Path) -> Result<(), LoopError> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(LoopError::Exists {
+            path: path.to_path_buf(),
+        }),
+        Err(source) => Err(LoopError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// One round: materialize the view → train → evaluate the candidate → gate.
+/// Inheritance (which checkpoint the next round starts from) is the
+/// caller's decision; [`run_loop`] inherits promoted candidates only.
+pub fn run_round(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    inp: &RoundInputs<'_>,
+    observer: &mut dyn Observer,
+) -> Result<RoundOutcome, LoopError> {
+    let k = opts.pack.contract()?;
+    let prompter = Prompter::new(&k);
+    let gate_model = GateModel::from_pack(opts.pack)?;
+    let rid = inp.round_id.to_string();
+    let root = inp.root;
+    let target = inp.target_stage;
+    observer.event(&LoopEvent::RoundStart {
+        round_id: &rid,
+        target_stage: target,
+    });
+    create_new_dir(root)?;
+    // Materialize (plain writes, as the reference).
+    let source_bytes = std::fs::read(&campaign.source).map_err(io_err(&campaign.source))?;
+    let source_name = campaign
+        .source
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let source_sha = sha256_hex(&source_bytes);
+    let inputs = BuildInputs {
+        source_bytes: &source_bytes,
+        source_file_name: &source_name,
+        source_sha256: &source_sha,
+        round_id: &rid,
+        target_stage: Some(target),
+        prescription: None,
+        batches: campaign.batches,
+        seed: None,
+    };
+    let built = match inp.mixture {
+        Mixture::ThreePool => cround::materialize(&k, &prompter, &inputs)?,
+        Mixture::Uniform => super::mixture::uniform_view(&k, &prompter, &inputs)?,
+    };
+    let data = root.join("data");
+    create_new_dir(&data)?;
+    let train = data.join(cround::TRAIN_FILE);
+    std::fs::write(&train, &built.train).map_err(io_err(&train))?;
+    let manifest = data.join(cround::MANIFEST_FILE);
+    plain_write(&manifest, &json::to_pj_file(&built.manifest))?;
+    // Train.
+    let candidate = root.join("candidate");
+    let health = root.join("training-health.json");
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let values = [
+        ("{checkpoint}", text(inp.starting_checkpoint)),
+        ("{dataset}", text(&train)),
+        ("{manifest}", text(&manifest)),
+        ("{output}", text(&candidate)),
+        ("{health}", text(&health)),
+        ("{round_id}", rid.clone()),
+        ("{target_stage}", target.to_string()),
+        (
+            "{runtime_tool_format}",
+            campaign.runtime_tool_format.clone(),
+        ),
+    ];
+    let mut values: Vec<(&str, String)> = values.to_vec();
+    for (k, v) in &campaign.extra_placeholders {
+        if !values.iter().any(|(name, _)| name == k) {
+            values.push((k.as_str(), v.clone()));
+        }
+    }
+    let argv = command::expand(&campaign.trainer, &values);
+    let required: Vec<&str> = values
+        .iter()
+        .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if !command::all_present(&argv, &required) {
+        return Err(LoopError::TrainerPlaceholdersMissing);
+    }
+    observer.event(&LoopEvent::Training {
+        round_id: &rid,
+        argv: &argv,
+    });
+    let trainer_label = format!("{rid}/trainer");
+    let started = std::time::Instant::now();
+    let trained = command::run_child(
+        &ChildSpec {
+            label: &trainer_label,
+            argv: &argv,
+            log_dir: opts.log_dir,
+        },
+        &mut SinkAdapter(observer),
+    )?;
+    let trainer_wall_seconds = started.elapsed().as_secs_f64();
+    if trained.rc != 0 {
+        return Err(LoopError::TrainerFailed {
+            round_id: rid,
+            rc: trained.rc,
+        });
+    }
+    if !candidate.is_dir() || !health.is_file() {
+        return Err(LoopError::TrainerArtifactsMissing { round_id: rid });
+    }
+    let health_bytes = std::fs::read(&health).map_err(io_err(&health))?;
+    let health_value = json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {
+        round_id: rid.clone(),
+        reason: e.to_string(),
+    })?;
+    // Evaluate the candidate.
+    let context = format!("{rid} candidate");
+    observer.event(&LoopEvent::Evaluating { context: &context });
+    let cand_summary = evaluate(
+        campaign,
+        opts,
+        observer,
+        &candidate,
+        &root.join("candidate-eval"),
+        CANDIDATE_GATE_STEP,
+        Arm::Candidate,
+        &context,
+    )?;
+    // Gate.
+    let outcome = evaluate_gate(
+        inp.baseline_summary,
+        &cand_summary,
+        training_healthy(&health_value),
+        &gate_model,
+    )?;
+    plain_write(&root.join("gate.json"), &json::to_pj_file(&outcome.gate))?;
+    plain_write(
+        &root.join("prescription.json"),
+        &json::to_pj_file(&outcome.prescription),
+    )?;
+    Ok(RoundOutcome {
+        outcome,
+        candidate_summary: cand_summary,
+        health: health_value,
+        trainer_wall_seconds,
+        trainer_label,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -763,6 +853,9 @@ pub fn commit_loop_round(
     opts.extra_metadata = Some(round.loop_metadata.clone());
     if let Some(b) = round.baseline_summary {
         opts.baseline_summary = Some(b.to_path_buf());
+    }
+    if round.trainer_wall_seconds.is_some() {
+        opts.trainer_wall_seconds = round.trainer_wall_seconds;
     }
     crate::round::commit_round(ledger, round.round_dir, &opts)
 }

@@ -10,4 +10,5 @@
 pub mod command;
 pub mod evaluation;
 pub mod r#loop;
+pub mod mixture;
 pub mod resume;

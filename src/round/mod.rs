@@ -96,6 +96,42 @@ pub struct CommitRoundOptions {
     pub baseline_summary: Option<PathBuf>,
     /// Commit author (default `"unknown"`).
     pub author: Option<String>,
+    /// When the round replays another one: the link and the ablation,
+    /// recorded in `round.json` (kind `replay`) and the commit metadata.
+    pub replay: Option<ReplayLink>,
+    /// Wall-clock seconds of the trainer child measured by bat, recorded in
+    /// `provenance.json` next to the trainer's own measured compute.
+    pub trainer_wall_seconds: Option<f64>,
+    /// When `branch` does not exist yet, start it with a root commit
+    /// instead of forking from HEAD (a replay of a campaign's first round).
+    pub orphan_branch: bool,
+}
+
+/// What a replayed round records about its original.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayLink {
+    /// The replayed round commit (full hex id).
+    pub replay_of: String,
+    /// Its round id.
+    pub replay_of_round_id: String,
+    /// The overrides, `KEY=VALUE` in the order given (empty: a plain
+    /// reproduction).
+    pub ablation: Vec<(String, String)>,
+    /// Whether the candidate became the next round's starting checkpoint
+    /// (a promotion, or any candidate with `gate=off`).
+    pub inherited: bool,
+}
+
+impl ReplayLink {
+    /// The ablation as one indexed string: `reward=terminal,target=S3`
+    /// (empty for none).
+    pub fn ablation_text(&self) -> String {
+        self.ablation
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 impl Default for CommitRoundOptions {
@@ -112,6 +148,9 @@ impl Default for CommitRoundOptions {
             extra_metadata: None,
             baseline_summary: None,
             author: None,
+            replay: None,
+            trainer_wall_seconds: None,
+            orphan_branch: false,
         }
     }
 }

@@ -142,6 +142,35 @@ pub fn measured_compute(health: &Value) -> Result<Option<serde_json::Value>, Str
     Ok((!out.is_empty()).then_some(serde_json::Value::Object(out)))
 }
 
+/// The manifest members that make up a round's data budget.
+pub const MANIFEST_BUDGET_KEYS: [&str; 4] = [
+    "batches",
+    "rows",
+    "rows_per_batch",
+    "continuations_per_state",
+];
+
+/// A round's compute budget: the data budget from the manifest (`batches`,
+/// `rows`, `rows_per_batch`, `continuations_per_state`) plus the trainer's
+/// declared budget, the health file's `"budget"` object (for the
+/// simulator: `steps`, `groups_per_step`, `continuations_per_state`,
+/// `max_response_tokens`), under `"trainer"` (`null` when absent).
+/// Two rounds ran at the same compute when their budgets are equal.
+pub fn round_budget(manifest: &Value, health: &Value) -> serde_json::Value {
+    let mut data = serde_json::Map::new();
+    for k in MANIFEST_BUDGET_KEYS {
+        if let Some(v) = manifest.get(k) {
+            data.insert(k.to_string(), super::record::to_serde(v));
+        }
+    }
+    let trainer = health
+        .get("budget")
+        .filter(|b| b.as_object().is_some())
+        .map(super::record::to_serde)
+        .unwrap_or(serde_json::Value::Null);
+    json!({"data": data, "trainer": trainer})
+}
+
 fn mtime(p: &Path) -> Option<i64> {
     let t = std::fs::metadata(p).ok()?.modified().ok()?;
     t.duration_since(UNIX_EPOCH)
@@ -177,5 +206,8 @@ pub(crate) fn build(
             "evaluation_summary_mtime_unix": mtime(&l.eval_dir.join("summary.json")),
         },
         "measured_compute": compute,
+        "measured_by_bat": {
+            "trainer_wall_seconds": opts.trainer_wall_seconds,
+        },
     }))
 }

@@ -129,6 +129,11 @@ fn scores(summary: &Value) -> serde_json::Map<String, serde_json::Value> {
     out
 }
 
+/// `[(k, v)…]` as a JSON object (keys in the order given).
+fn ablation_object(a: &[(String, String)]) -> serde_json::Value {
+    serde_json::Value::Object(a.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+}
+
 /// Record a validated round.
 pub(crate) fn record(
     ledger: &mut Ledger,
@@ -180,10 +185,15 @@ pub(crate) fn record(
             json!(json::sha256_hex(&c.baseline_bytes)),
         );
     }
-    let round_json = json!({
+    let manifest = std::fs::read(&l.manifest)
+        .ok()
+        .and_then(|b| json::parse_bytes(&b).ok())
+        .unwrap_or(Value::Null);
+    let budget = super::provenance::round_budget(&manifest, &c.health);
+    let mut round_json = json!({
         "schema_version": 1,
         "artifact_kind": "bat_round_record",
-        "kind": "round",
+        "kind": if opts.replay.is_some() { "replay" } else { "round" },
         "round_id": c.round_id,
         "target_stage": c.target_stage,
         "next_target_stage": c.gate.target_stage,
@@ -201,7 +211,14 @@ pub(crate) fn record(
             "copies_in_candidate": c.raw_copies_in_candidate,
         },
         "baseline": baseline_doc,
+        "budget": budget,
     });
+    if let (Some(r), Some(m)) = (&opts.replay, round_json.as_object_mut()) {
+        m.insert("replay_of".into(), json!(r.replay_of));
+        m.insert("replay_of_round_id".into(), json!(r.replay_of_round_id));
+        m.insert("ablation".into(), ablation_object(&r.ablation));
+        m.insert("inherited".into(), json!(r.inherited));
+    }
     let firewall_json = json!({
         "schema_version": 1,
         "artifact_kind": "bat_round_firewall",
@@ -258,6 +275,14 @@ pub(crate) fn record(
         meta.insert(k.to_string(), v);
     }
     meta.insert("scores".into(), serde_json::Value::Object(sc.clone()));
+    meta.insert("budget".into(), budget.clone());
+    if let Some(r) = &opts.replay {
+        meta.insert("replay_of".into(), json!(r.replay_of));
+        meta.insert("replay_of_round_id".into(), json!(r.replay_of_round_id));
+        meta.insert("ablation".into(), json!(r.ablation_text()));
+        meta.insert("ablation_overrides".into(), ablation_object(&r.ablation));
+        meta.insert("inherited".into(), json!(r.inherited));
+    }
     if let Some(x) = &opts.extra_metadata {
         meta.insert("loop".into(), x.clone());
     }
@@ -271,6 +296,9 @@ pub(crate) fn record(
         "candidate_checkpoint_sha256",
         "starting_checkpoint_sha256",
         "raw_eval_sha256",
+        "replay_of",
+        "replay_of_round_id",
+        "ablation",
     ] {
         if let Some(v) = meta.get(k).and_then(FieldValue::from_json) {
             fields.insert(k.to_string(), v);
@@ -303,6 +331,7 @@ pub(crate) fn record(
         // branch that moved meanwhile may have changed it.
         on_moved: OnMoved::Fail,
         delta_base: None,
+        orphan: opts.orphan_branch,
     };
     let promoted_ref_before = if branch != "HEAD" {
         promoted_ref(ledger, branch)?

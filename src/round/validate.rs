@@ -155,8 +155,14 @@ pub fn validate(
     }
     let k = pack.contract().map_err(|e| pack_err(&e))?;
     let prompter = Prompter::new(&k);
-    let verified = verify_dataset(&k, &prompter, &train, &manifest_bytes)
-        .map_err(|e| RoundError::check("round_verify", &l.train, e.to_string()))?;
+    // A `mixture=uniform` ablation's view has its own verifier; every other
+    // view is the contract's three-pool one.
+    let verified = if crate::engine::mixture::is_uniform_manifest(&manifest) {
+        crate::engine::mixture::verify_uniform_view(&k, &prompter, &train, &manifest_bytes)
+    } else {
+        verify_dataset(&k, &prompter, &train, &manifest_bytes)
+    }
+    .map_err(|e| RoundError::check("round_verify", &l.train, e.to_string()))?;
     let round_id = str_at(&manifest, &["round_id"])
         .ok_or_else(|| RoundError::check("round_verify", &l.manifest, "round_id is missing"))?
         .to_string();

@@ -1,0 +1,263 @@
+//! `bat replay REV|A..B [--ablate KEY=VALUE]... [--verify] [--branch NAME]`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::ledger_common::{open, short};
+use super::round_progress::RoundProgress;
+use super::{print_json, CliError, CliResult, Globals};
+use crate::contract::pack::Pack;
+use crate::replay::{
+    parse_ablations, replay, ComputeSide, ReplayError, ReplayReport, ReplayRequest,
+    DEFAULT_TOLERANCE,
+};
+
+/// Run recorded rounds again from the ledger's own inputs (starting
+/// checkpoint, the round view re-materialized and checked against its
+/// digest, reward contracts, seeds, trainer and evaluator templates).
+///
+/// With --verify the rounds are reproduced and compared with the record:
+/// every artifact bit for bit for the built-in simulator, the candidate's
+/// scores within --tolerance for external backends. Otherwise the replayed
+/// rounds are committed to a replay branch, linked to the originals
+/// (`replay_of`), at the same compute budget.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A round (commit, round id like r03, or branch), or a chain `A..B`
+    /// (every round from A to B on B's first-parent history).
+    pub rev: String,
+    /// Override (repeatable): reward=terminal (terminal reward only, no
+    /// stage targeting), target=S1..S5 (fixed S-target), mixture=uniform
+    /// (no S-target pool: stage rows spread evenly over S1..S5), gate=off
+    /// (always inherit the candidate), batches=N (changes compute).
+    #[arg(long = "ablate", value_name = "KEY=VALUE")]
+    pub ablate: Vec<String>,
+    /// Reproduce and compare with the record; commits nothing.
+    #[arg(long, conflicts_with_all = ["ablate", "branch"])]
+    pub verify: bool,
+    /// The replay branch (default: replay/<short-id>[-<key>-<value>]).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Allow an override that changes the compute budget.
+    #[arg(long)]
+    pub allow_compute_change: bool,
+    /// Per-score tolerance of a verify with external backends.
+    #[arg(long, value_name = "X", default_value_t = DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
+    /// Folder for the replay's work files; must not exist (default:
+    /// .bat/replays/<id>).
+    #[arg(long, value_name = "W")]
+    pub work_dir: Option<PathBuf>,
+}
+
+fn replay_err(e: ReplayError) -> CliError {
+    let code = match e {
+        ReplayError::AblationSyntax { .. }
+        | ReplayError::UnknownAblation { .. }
+        | ReplayError::BadAblationValue { .. }
+        | ReplayError::DuplicateAblation { .. }
+        | ReplayError::VerifyWithAblation
+        | ReplayError::NotARound { .. }
+        | ReplayError::NotAncestor { .. }
+        | ReplayError::BranchExists { .. }
+        | ReplayError::WorkExists { .. } => 2,
+        _ => 1,
+    };
+    let hint = match &e {
+        ReplayError::ComputeChange { .. } | ReplayError::BudgetMismatch { .. } => {
+            Some("arms must run at the same compute; pass --allow-compute-change to run it anyway")
+        }
+        ReplayError::BranchExists { .. } => Some("name another one with --branch"),
+        ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
+            Some("e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off")
+        }
+        _ => None,
+    };
+    let err = CliError::new(e.to_string()).with_code(code);
+    match hint {
+        Some(h) => err.with_hint(h),
+        None => err,
+    }
+}
+
+/// `steps 40  rollouts 2560  tokens 81920  wall 0.41s`
+pub fn compute_text(c: &ComputeSide) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = c.measured.as_object() {
+        for (k, label) in [
+            ("steps", "steps"),
+            ("rollouts", "rollouts"),
+            ("generated_tokens", "tokens"),
+        ] {
+            if let Some(v) = m.get(k) {
+                parts.push(format!("{label} {v}"));
+            }
+        }
+    }
+    if let Some(w) = c.trainer_wall_seconds {
+        parts.push(format!("wall {w:.2}s"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join("  ")
+    }
+}
+
+/// Print a replay report as text.
+pub fn print_report(r: &ReplayReport) {
+    for x in &r.rounds {
+        let o = |k: &str, m: &std::collections::BTreeMap<String, f64>| {
+            m.get(k)
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "{}  original {}  {} {:<7} overall {}",
+            x.round_id,
+            short(&x.original),
+            x.original_target_stage,
+            x.original_gate_status,
+            o("overall", &x.original_scores)
+        );
+        println!(
+            "     replay   {}  {} {:<7} overall {}{}",
+            x.commit
+                .as_deref()
+                .map(|c| short(&c))
+                .unwrap_or_else(|| "(verify)    ".into()),
+            x.target_stage,
+            x.gate_status,
+            o("overall", &x.scores),
+            if x.inherited && x.gate_status != "promote" {
+                "  (inherited: gate off)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "     budget   {}",
+            if x.same_budget {
+                "same as the original".to_string()
+            } else {
+                format!(
+                    "CHANGED: {} → {}",
+                    x.original_compute.budget, x.compute.budget
+                )
+            }
+        );
+        println!(
+            "     compute  original {}",
+            compute_text(&x.original_compute)
+        );
+        println!("              replay   {}", compute_text(&x.compute));
+        if let Some(v) = &x.verify {
+            match (v.passed, v.mode) {
+                (true, crate::replay::VerifyMode::Exact) => println!(
+                    "     verify   reproduced bit for bit: {}/{} artifacts identical",
+                    v.identical, v.compared
+                ),
+                (true, crate::replay::VerifyMode::Tolerance) => println!(
+                    "     verify   reproduced within tolerance {}: max |Δscore| {:.6}; {}/{} artifacts identical{}",
+                    v.tolerance,
+                    v.max_score_delta,
+                    v.identical,
+                    v.compared,
+                    if v.differing.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (differ: {})", v.differing.join(", "))
+                    }
+                ),
+                (false, crate::replay::VerifyMode::Exact) => println!(
+                    "     verify   DIFFERS: first differing artifact {} ({} of {} differ)",
+                    v.differing.first().map(String::as_str).unwrap_or("?"),
+                    v.differing.len(),
+                    v.compared
+                ),
+                (false, crate::replay::VerifyMode::Tolerance) => println!(
+                    "     verify   DIFFERS: max |Δscore| {:.6} > tolerance {}; first differing artifact {}",
+                    v.max_score_delta,
+                    v.tolerance,
+                    v.differing.first().map(String::as_str).unwrap_or("-")
+                ),
+            }
+        }
+    }
+    if let Some(b) = &r.branch {
+        println!("replay branch {b}");
+    }
+}
+
+/// Run `bat replay`.
+pub fn run(a: ReplayArgs, g: &Globals) -> CliResult {
+    let mut ledger = open(g)?;
+    let pack = Pack::default_pack();
+    let ablations = parse_ablations(&a.ablate, &pack).map_err(replay_err)?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let work_dir = a.work_dir.clone().unwrap_or_else(|| {
+        ledger
+            .dir()
+            .join("replays")
+            .join(format!("{secs}-{}", std::process::id()))
+    });
+    let mut overrides = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        overrides.push(("{bat}".to_string(), exe.to_string_lossy().into_owned()));
+    }
+    let req = ReplayRequest {
+        rev: a.rev.clone(),
+        ablations,
+        verify: a.verify,
+        branch: a.branch.clone(),
+        allow_compute_change: a.allow_compute_change,
+        tolerance: a.tolerance,
+        placeholder_overrides: overrides,
+        work_dir,
+        author: "bat replay".into(),
+    };
+    let mut progress = RoundProgress::new("bat replay", g.json, false);
+    let report = replay(&mut ledger, &req, &mut progress);
+    progress.finish();
+    let report = report.map_err(replay_err)?;
+    if g.json {
+        print_json(&report)?;
+    } else {
+        print_report(&report);
+    }
+    if report.reproduced == Some(false) {
+        let first = report
+            .rounds
+            .iter()
+            .find(|r| r.verify.as_ref().is_some_and(|v| !v.passed));
+        let what = first
+            .map(|r| {
+                let v = r
+                    .verify
+                    .as_ref()
+                    .expect("a failed round has a verify result");
+                format!(
+                    "round {} did not reproduce: {}",
+                    r.round_id,
+                    v.differing
+                        .first()
+                        .map(|p| format!("first differing artifact {p}"))
+                        .unwrap_or_else(|| format!(
+                            "max |Δscore| {:.6} exceeds {}",
+                            v.max_score_delta, v.tolerance
+                        ))
+                )
+            })
+            .unwrap_or_else(|| "the replay did not reproduce".into());
+        return Err(CliError::new(what));
+    }
+    if report.reproduced == Some(true) && !g.json {
+        println!("reproduced: {} round(s)", report.rounds.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
