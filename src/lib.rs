@@ -8,4 +8,6 @@ pub mod demo;
 pub mod engine;
 pub mod fsutil;
 pub mod inspect;
+pub mod remote;
 pub mod round;
+pub mod serve;

@@ -31,6 +31,7 @@ pub mod reset;
 pub mod revert;
 pub mod round;
 pub mod run;
+pub mod serve;
 pub mod show;
 pub mod source;
 pub mod stats;
@@ -113,6 +114,8 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the BaT loop with external trainer/evaluator commands.
     Run(run::RunArgs),
+    /// Serve this ledger over HTTP.
+    Serve(serve::ServeArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -259,6 +262,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
+        Command::Serve(a) => serve::run(a, g),
     }
 }
 

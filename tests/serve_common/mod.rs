@@ -1,0 +1,118 @@
+//! Shared helpers of the `bat serve` tests: start a real server child on
+//! 127.0.0.1 with an ephemeral port, make small ledgers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+
+use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
+
+pub const READ_TOKEN: &str = "read-token-0123456789";
+pub const WRITE_TOKEN: &str = "write-token-0123456789";
+
+/// A running `bat serve`; killed (SIGKILL) and reaped on drop.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Server {
+    /// Start `bat -C dir serve --bind 127.0.0.1:0 EXTRA...` and wait for its
+    /// "listening on" line.
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bat"))
+            .arg("-C")
+            .arg(dir)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn bat serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from bat serve: {line:?}"))
+            .to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Server { child, url }
+    }
+
+    /// Start with the standard token file (read + write token) in `work`.
+    pub fn with_tokens(dir: &Path, work: &Path, extra: &[&str]) -> Server {
+        let tf = work.join("tokens");
+        std::fs::write(&tf, format!("read {READ_TOKEN}\nwrite {WRITE_TOKEN}\n"))
+            .expect("write token file");
+        let mut args = vec!["--token-file", tf.to_str().expect("utf-8 temp path")];
+        args.extend_from_slice(extra);
+        Server::start(dir, &args)
+    }
+
+    /// SIGKILL the server now.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A new ledger in `root/name` (work directory; the ledger is `.bat` inside).
+pub fn new_ledger(root: &Path, name: &str) -> (PathBuf, Ledger) {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let l = Ledger::init(&dir).expect("init ledger");
+    (dir, l)
+}
+
+/// Commit a directory holding `files` (name, bytes) on the current branch.
+pub fn commit_files(
+    l: &mut Ledger,
+    scratch: &Path,
+    files: &[(&str, &[u8])],
+    message: &str,
+) -> CommitId {
+    let data = scratch.join(format!("data-{}", message.replace(' ', "_")));
+    let _ = std::fs::remove_dir_all(&data);
+    std::fs::create_dir_all(&data).expect("mkdir data");
+    for (name, bytes) in files {
+        std::fs::write(data.join(name), bytes).expect("write file");
+    }
+    let req = CommitRequest::new(message);
+    l.commit_dir(&data, &req, &NoProgress, &AtomicBool::new(false))
+        .expect("commit")
+        .commit
+}
+
+/// Deterministic pseudo-random bytes (xorshift), `n` long.
+pub fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// fsck is clean.
+pub fn assert_fsck_clean(l: &Ledger) {
+    let rep = l
+        .fsck(&NoProgress, &AtomicBool::new(false))
+        .expect("fsck runs");
+    assert!(rep.ok(), "fsck problems: {:?}", rep.problems);
+}
