@@ -186,6 +186,15 @@ pub enum Error {
     /// The caller's cancellation flag was set.
     #[error("operation cancelled")]
     Cancelled,
+    /// An object received from another ledger does not verify (wrong bytes,
+    /// lying lengths, missing base or chunks, malformed structure).
+    #[error("received object {id} does not verify: {reason}")]
+    Received {
+        /// The object.
+        id: ObjectId,
+        /// What did not verify.
+        reason: String,
+    },
     /// Invalid caller input (metadata, fields, messages).
     #[error("invalid input: {message}")]
     InvalidInput {

@@ -54,6 +54,7 @@ pub mod pack;
 pub mod progress;
 pub mod read;
 pub mod refs;
+pub mod remote;
 pub mod store;
 
 pub use catalog::{Location, ObjectRow, FORMAT_VERSION};

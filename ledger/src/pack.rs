@@ -407,6 +407,32 @@ pub fn read_record_with_base(
     Ok(raw)
 }
 
+/// Read one record's header and stored payload without decoding it,
+/// checking the header checksum, the header against the catalog and the
+/// payload checksum (for copying a record verbatim, e.g. onto the wire).
+pub fn read_raw_record(file: &File, pack: &str, e: &Expect) -> Result<(RecordHeader, Vec<u8>)> {
+    let corrupt = |reason: String| Error::Corrupt {
+        id: e.id,
+        pack: pack.to_string(),
+        offset: e.offset,
+        reason,
+    };
+    let mut hb = [0u8; RECORD_HEADER_LEN];
+    file.read_exact_at(&mut hb, e.offset)
+        .map_err(|err| corrupt(format!("cannot read record header: {err}")))?;
+    let h = RecordHeader::decode(&hb).map_err(corrupt)?;
+    if h.id != e.id || h.kind != e.kind || h.raw_len != e.raw_len || h.stored_len != e.stored_len {
+        return Err(corrupt("record header does not match the catalog".into()));
+    }
+    let mut payload = vec![0u8; h.stored_len as usize];
+    file.read_exact_at(&mut payload, e.offset + RECORD_HEADER_LEN as u64)
+        .map_err(|err| corrupt(format!("cannot read payload (truncated pack?): {err}")))?;
+    if payload_checksum(&payload) != h.payload_sum {
+        return Err(corrupt("payload checksum mismatch".into()));
+    }
+    Ok((h, payload))
+}
+
 /// Walk a pack's records from the start, returning (offset, header) for every
 /// well-formed record; stops at the first damaged or truncated one (a crashed
 /// writer's tail). Used to rebuild the catalog from packs.

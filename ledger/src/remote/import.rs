@@ -1,0 +1,545 @@
+//! Exporting stored objects in wire form and importing received ones:
+//! verify everything, then store it the way a commit does (new segment,
+//! fsync, one catalog transaction).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::{WireBody, WireObject};
+use crate::catalog::{self, Location, ObjectRow};
+use crate::commit::{index_commit, ImmediateTx};
+use crate::error::{io_err, Error, Result};
+use crate::id::{CommitId, ObjectId, TreeId};
+use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
+use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
+use crate::store::{decode_chain, resolve_chain, Ledger, Staging};
+
+/// What [`Ledger::import_wire`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportStats {
+    /// Objects in the batch.
+    pub received: u64,
+    /// Objects newly stored.
+    pub stored: u64,
+    /// Objects skipped because they were already stored (or repeated).
+    pub skipped: u64,
+    /// Payload bytes of the newly stored records.
+    pub payload_bytes: u64,
+}
+
+fn bad(id: ObjectId, reason: impl Into<String>) -> Error {
+    Error::Received {
+        id,
+        reason: reason.into(),
+    }
+}
+
+/// Decode a self-contained record payload to exactly `raw_len` bytes
+/// (bounded: never more than `raw_len` is allocated or produced).
+fn decode_record(o: &WireObject, compression: u8, payload: &[u8]) -> Result<Vec<u8>> {
+    let raw_len = o.raw_len;
+    let raw = match compression {
+        pack::COMPRESSION_NONE => {
+            if payload.len() as u64 != raw_len {
+                return Err(bad(
+                    o.id,
+                    format!(
+                        "stored payload has {} bytes, declared length is {raw_len}",
+                        payload.len()
+                    ),
+                ));
+            }
+            payload.to_vec()
+        }
+        pack::COMPRESSION_ZSTD => {
+            let raw = zstd::bulk::decompress(payload, raw_len as usize).map_err(|e| {
+                bad(
+                    o.id,
+                    format!(
+                        "zstd payload does not decompress within its declared {raw_len} bytes: {e}"
+                    ),
+                )
+            })?;
+            if raw.len() as u64 != raw_len {
+                return Err(bad(
+                    o.id,
+                    format!("decompressed to {} bytes, declared {raw_len}", raw.len()),
+                ));
+            }
+            raw
+        }
+        pack::COMPRESSION_PLANES => {
+            let h = crate::delta::PlanesHeader::decode(payload).map_err(|r| bad(o.id, r))?;
+            if h.base.is_some() {
+                return Err(bad(o.id, "a plain record carries a delta payload"));
+            }
+            crate::delta::decode_planes(payload, raw_len, None).map_err(|r| bad(o.id, r))?
+        }
+        c => return Err(bad(o.id, format!("unknown compression code {c}"))),
+    };
+    Ok(raw)
+}
+
+/// Decoded structured objects of the batch (for checks and the index).
+#[derive(Default)]
+struct Decoded {
+    trees: HashMap<ObjectId, Tree>,
+    commits: Vec<(CommitId, Commit)>,
+    lists: HashMap<ObjectId, ChunkList>,
+}
+
+impl Ledger {
+    /// The stored form of one object, without decoding (cheap: raw record
+    /// bytes, header and payload checksums checked).
+    pub fn export_wire(&self, id: &ObjectId) -> Result<WireObject> {
+        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        let raw_record = |pack_id: i64, offset: u64, stored_len: u64| -> Result<(u8, Vec<u8>)> {
+            let (name, file) = self.pack_file(pack_id, id)?;
+            let (h, payload) = pack::read_raw_record(
+                &file,
+                &name,
+                &Expect {
+                    id: *id,
+                    kind: row.kind,
+                    offset,
+                    raw_len: row.raw_len,
+                    stored_len,
+                },
+            )?;
+            Ok((h.compression, payload))
+        };
+        let body = match row.location {
+            Location::Chunked { list } => WireBody::Chunked { list },
+            Location::Packed {
+                pack_id,
+                offset,
+                stored_len,
+            } => {
+                let (compression, payload) = raw_record(pack_id, offset, stored_len)?;
+                WireBody::Record {
+                    compression,
+                    payload,
+                }
+            }
+            Location::Delta {
+                pack_id,
+                offset,
+                stored_len,
+                base,
+            } => {
+                let (compression, payload) = raw_record(pack_id, offset, stored_len)?;
+                WireBody::Delta {
+                    base,
+                    compression,
+                    payload,
+                }
+            }
+        };
+        Ok(WireObject {
+            id: *id,
+            kind: row.kind,
+            raw_len: row.raw_len,
+            body,
+        })
+    }
+
+    /// The delta base of a stored record, if it is a delta (to send bases
+    /// before deltas).
+    pub fn delta_base(&self, id: &ObjectId) -> Result<Option<ObjectId>> {
+        Ok(match self.locate(id)?.map(|r| r.location) {
+            Some(Location::Delta { base, .. }) => Some(base),
+            _ => None,
+        })
+    }
+
+    /// Verify a batch of received objects and store it durably. Every object
+    /// is checked before anything is stored: records are decoded with
+    /// bounded decompression to exactly their declared length and hashed
+    /// against their id (derive-key for structured kinds); trees, commits
+    /// and chunk lists must decode strictly (so no tree entry name can be
+    /// `..`, contain `/`, …); a delta's base must be stored or earlier in
+    /// the batch; a tree's subtrees and a commit's tree must be stored or
+    /// earlier in the batch; a chunked file's chunk list and every chunk
+    /// must be present, and the chunks must hash to the file's id. Then the
+    /// new records go to a new pack segment (fsynced) and are catalogued in
+    /// one transaction. Objects already stored are skipped. If any object
+    /// fails, nothing is stored (the segment is removed) and the ledger is
+    /// exactly as before.
+    pub fn import_wire(&mut self, batch: Vec<WireObject>) -> Result<ImportStats> {
+        let mut staging = Staging::new(self);
+        match self.import_inner(batch, &mut staging) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                if let Some(p) = staging.pack.take() {
+                    let _ = p.discard();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn import_inner(&mut self, batch: Vec<WireObject>, st: &mut Staging) -> Result<ImportStats> {
+        let mut stats = ImportStats {
+            received: batch.len() as u64,
+            ..Default::default()
+        };
+        // Which in-batch objects later objects use as delta bases: their
+        // decoded bytes are kept while the batch is verified.
+        let bases: HashSet<ObjectId> = batch
+            .iter()
+            .filter_map(|o| match &o.body {
+                WireBody::Delta { base, .. } => Some(*base),
+                _ => None,
+            })
+            .collect();
+        let mut cache: HashMap<ObjectId, Arc<Vec<u8>>> = HashMap::new();
+        let mut dec = Decoded::default();
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut aliases: Vec<(ObjectId, u64, ObjectId)> = Vec::new();
+        for o in &batch {
+            if !seen.insert(o.id) || self.contains(&o.id)? {
+                stats.skipped += 1;
+                continue;
+            }
+            match &o.body {
+                WireBody::Chunked { list } => {
+                    if o.kind != Kind::Bytes {
+                        return Err(bad(o.id, "a chunked object must be a bytes object"));
+                    }
+                    aliases.push((o.id, o.raw_len, *list));
+                    continue;
+                }
+                WireBody::Record {
+                    compression,
+                    payload,
+                } => {
+                    if o.raw_len > MAX_RECORD_RAW {
+                        return Err(bad(
+                            o.id,
+                            format!("declared length {} is over the record limit", o.raw_len),
+                        ));
+                    }
+                    let raw = decode_record(o, *compression, payload)?;
+                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                    let h =
+                        RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
+                    st.append_record_with_base(&h, payload, None)?;
+                    stats.payload_bytes += payload.len() as u64;
+                }
+                WireBody::Delta {
+                    base,
+                    compression,
+                    payload,
+                } => {
+                    if o.kind != Kind::Bytes || *compression != pack::COMPRESSION_PLANES {
+                        return Err(bad(o.id, "only planes-encoded bytes objects can be deltas"));
+                    }
+                    if o.raw_len > MAX_RECORD_RAW {
+                        return Err(bad(
+                            o.id,
+                            format!("declared length {} is over the record limit", o.raw_len),
+                        ));
+                    }
+                    let h =
+                        crate::delta::PlanesHeader::decode(payload).map_err(|r| bad(o.id, r))?;
+                    if h.base != Some(*base) {
+                        return Err(bad(
+                            o.id,
+                            "the payload names another delta base than the frame",
+                        ));
+                    }
+                    let base_bytes = self.base_bytes(o, base, &cache, st)?;
+                    let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
+                        .map_err(|r| bad(o.id, r))?;
+                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                    let hd =
+                        RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
+                    st.append_record_with_base(&hd, payload, Some(*base))?;
+                    stats.payload_bytes += payload.len() as u64;
+                }
+            }
+            stats.stored += 1;
+        }
+        drop(cache);
+        // Structure: subtrees and commit trees must be present.
+        let staged: HashMap<ObjectId, (Kind, u64)> = st
+            .rows
+            .iter()
+            .map(|r| (r.id, (r.kind, r.raw_len)))
+            .collect();
+        let present = |l: &Ledger, id: &ObjectId, kind: Kind| -> Result<bool> {
+            if let Some((k, _)) = staged.get(id) {
+                return Ok(*k == kind);
+            }
+            Ok(l.locate(id)?.is_some_and(|r| r.kind == kind))
+        };
+        for (tid, t) in &dec.trees {
+            for e in &t.entries {
+                if e.mode == Mode::Tree && !present(self, &e.id, Kind::Tree)? {
+                    return Err(bad(
+                        *tid,
+                        format!(
+                            "subtree {:?} ({}) is neither stored nor earlier in the stream",
+                            e.name, e.id
+                        ),
+                    ));
+                }
+            }
+        }
+        for (cid, c) in &dec.commits {
+            if !present(self, &c.tree.0, Kind::Tree)? {
+                return Err(bad(
+                    cid.0,
+                    format!(
+                        "its tree {} is neither stored nor earlier in the stream",
+                        c.tree
+                    ),
+                ));
+            }
+        }
+        // Chunked files: list and chunks present, whole-file digest.
+        if !aliases.is_empty() {
+            st.sync()?;
+            self.verify_aliases(&aliases, &dec, st)?;
+            for (id, raw_len, list) in &aliases {
+                st.put_chunked(*id, *raw_len, *list);
+                stats.stored += 1;
+            }
+        }
+        st.sync()?;
+        let mut logical: Vec<(CommitId, &Commit, u64)> = Vec::new();
+        for (cid, c) in &dec.commits {
+            logical.push((*cid, c, self.logical_bytes(&c.tree, &dec)?));
+        }
+        let pack_name = st.pack.as_ref().map(|p| p.name().to_string());
+        let tx = ImmediateTx::begin(&self.db)?;
+        catalog::insert_staged(&tx, pack_name.as_deref(), &st.rows)?;
+        for (cid, c, n) in logical {
+            index_commit(&tx, &cid, c, n)?;
+        }
+        tx.commit()?;
+        Ok(stats)
+    }
+
+    /// Check a decoded object's id, decode structured kinds, keep bytes
+    /// that later objects of the batch use as delta bases.
+    fn check_and_keep(
+        &self,
+        o: &WireObject,
+        raw: Vec<u8>,
+        bases: &HashSet<ObjectId>,
+        cache: &mut HashMap<ObjectId, Arc<Vec<u8>>>,
+        dec: &mut Decoded,
+        _st: &Staging,
+    ) -> Result<()> {
+        if o.kind.id_of(&raw) != o.id {
+            return Err(bad(o.id, "content digest does not match the object id"));
+        }
+        match o.kind {
+            Kind::Bytes => {
+                if bases.contains(&o.id) {
+                    cache.insert(o.id, Arc::new(raw));
+                }
+            }
+            Kind::Tree => {
+                let t =
+                    Tree::decode(&raw).map_err(|r| bad(o.id, format!("not a valid tree: {r}")))?;
+                dec.trees.insert(o.id, t);
+            }
+            Kind::Commit => {
+                let c = Commit::decode(&raw)
+                    .map_err(|r| bad(o.id, format!("not a valid commit: {r}")))?;
+                dec.commits.push((CommitId(o.id), c));
+            }
+            Kind::ChunkList => {
+                let l = ChunkList::decode(&raw)
+                    .map_err(|r| bad(o.id, format!("not a valid chunk list: {r}")))?;
+                dec.lists.insert(o.id, l);
+            }
+        }
+        Ok(())
+    }
+
+    /// Verified bytes of a delta's base: from this batch, or stored.
+    fn base_bytes(
+        &self,
+        o: &WireObject,
+        base: &ObjectId,
+        cache: &HashMap<ObjectId, Arc<Vec<u8>>>,
+        st: &Staging,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Some(b) = cache.get(base) {
+            return Ok(b.clone());
+        }
+        if st.seen.contains(base) {
+            // Staged earlier in the batch but not cached: cannot happen (every
+            // in-batch base is cached), but read it back rather than trust.
+            return Err(bad(
+                o.id,
+                format!("delta base {base} was staged but not kept"),
+            ));
+        }
+        let row = self.locate(base)?.ok_or_else(|| {
+            bad(
+                o.id,
+                format!("delta base {base} is neither stored nor earlier in the stream"),
+            )
+        })?;
+        if row.kind != Kind::Bytes
+            || row.raw_len != o.raw_len
+            || matches!(row.location, Location::Chunked { .. })
+        {
+            return Err(bad(
+                o.id,
+                format!("delta base {base} has another kind, length or storage"),
+            ));
+        }
+        Ok(Arc::new(self.read_packed(&row)?))
+    }
+
+    /// Sum of file sizes below a tree (trees from the batch or stored).
+    fn logical_bytes(&self, tree: &TreeId, dec: &Decoded) -> Result<u64> {
+        let mut total = 0u64;
+        let mut stack = vec![tree.0];
+        while let Some(t) = stack.pop() {
+            let tree = match dec.trees.get(&t) {
+                Some(t) => t.clone(),
+                None => self.read_tree(&TreeId(t))?,
+            };
+            for e in tree.entries {
+                match e.mode {
+                    Mode::Tree => stack.push(e.id),
+                    Mode::Symlink => {}
+                    _ => total = total.saturating_add(e.size),
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Check every chunked alias: its chunk list names it and its length,
+    /// every chunk is a stored (or staged) bytes record of the listed
+    /// length, and the chunks hash to the file id. Chunks are read back and
+    /// verified from the packs (staged ones from this batch's segment).
+    fn verify_aliases(
+        &self,
+        aliases: &[(ObjectId, u64, ObjectId)],
+        dec: &Decoded,
+        st: &Staging,
+    ) -> Result<()> {
+        const STAGED: i64 = -1;
+        let staged_rows: HashMap<ObjectId, ObjectRow> = st
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let (offset, stored_len) = r.packed?;
+                let location = match r.delta_base {
+                    Some(base) => Location::Delta {
+                        pack_id: STAGED,
+                        offset,
+                        stored_len,
+                        base,
+                    },
+                    None => Location::Packed {
+                        pack_id: STAGED,
+                        offset,
+                        stored_len,
+                    },
+                };
+                Some((
+                    r.id,
+                    ObjectRow {
+                        id: r.id,
+                        kind: r.kind,
+                        raw_len: r.raw_len,
+                        location,
+                    },
+                ))
+            })
+            .collect();
+        let staged_file: Option<(String, Arc<File>)> = match st.pack.as_ref() {
+            Some(p) => {
+                let path = self.packs_dir().join(p.name());
+                let f = File::open(&path).map_err(io_err("open", &path))?;
+                Some((p.name().to_string(), Arc::new(f)))
+            }
+            None => None,
+        };
+        for (id, raw_len, list_id) in aliases {
+            let list = match dec.lists.get(list_id) {
+                Some(l) => l.clone(),
+                None => {
+                    let row = self.locate(list_id)?.ok_or_else(|| {
+                        bad(*id, format!("its chunk list {list_id} is neither stored nor earlier in the stream"))
+                    })?;
+                    if row.kind != Kind::ChunkList {
+                        return Err(bad(*id, format!("{list_id} is not a chunk list")));
+                    }
+                    self.read_chunk_list(list_id)?
+                }
+            };
+            if list.file != *id || list.total != *raw_len {
+                return Err(bad(
+                    *id,
+                    format!("chunk list {list_id} describes another file or length"),
+                ));
+            }
+            let mut chains = Vec::with_capacity(list.chunks.len());
+            for c in &list.chunks {
+                let row = match staged_rows.get(&c.id) {
+                    Some(r) => r.clone(),
+                    None => self.locate(&c.id)?.ok_or_else(|| {
+                        bad(
+                            *id,
+                            format!("chunk {} is neither stored nor earlier in the stream", c.id),
+                        )
+                    })?,
+                };
+                if row.kind != Kind::Bytes
+                    || row.raw_len != u64::from(c.len)
+                    || matches!(row.location, Location::Chunked { .. })
+                {
+                    return Err(bad(
+                        *id,
+                        format!("chunk {} has another kind, length or storage", c.id),
+                    ));
+                }
+                let chain = resolve_chain(
+                    row,
+                    &mut |x| match staged_rows.get(x) {
+                        Some(r) => Ok(Some(r.clone())),
+                        None => self.locate(x),
+                    },
+                    &mut |pid, x| {
+                        if pid == STAGED {
+                            staged_file
+                                .clone()
+                                .ok_or_else(|| bad(*x, "no staged segment"))
+                        } else {
+                            self.pack_file(pid, x)
+                        }
+                    },
+                )
+                .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
+                chains.push(chain);
+            }
+            let mut whole = blake3::Hasher::new();
+            let window = rayon::current_num_threads().max(1) * 4;
+            for w in chains.chunks(window) {
+                let decoded: Vec<Result<Vec<u8>>> = w.par_iter().map(|c| decode_chain(c)).collect();
+                for d in decoded {
+                    let d = d.map_err(|e| bad(*id, format!("a chunk does not verify: {e}")))?;
+                    whole.update(&d);
+                }
+            }
+            if ObjectId(*whole.finalize().as_bytes()) != *id {
+                return Err(bad(*id, "its chunks do not hash to the file id"));
+            }
+        }
+        Ok(())
+    }
+}
