@@ -4,7 +4,7 @@
 mod s3_common;
 mod serve_common;
 
-use bat::remote::iface::{Remote, RemoteError, WireBody, WireObject};
+use bat_ledger::remote::{Remote, RemoteError, WireBody, WireObject};
 use bat_ledger::{CommitId, Kind, Ledger, ObjectId};
 use s3_common::S3Server;
 use serve_common::*;
@@ -73,7 +73,7 @@ fn s3_refs_are_conditional_and_fast_forward_only() {
     let err = r
         .update_ref("refs/heads/main", Some(b), ghost, true)
         .expect_err("missing");
-    assert!(matches!(err, RemoteError::NotFound { .. }), "{err:?}");
+    assert!(matches!(err, RemoteError::MissingObject { .. }), "{err:?}");
     r.update_ref("refs/tags/v1", None, a, false).expect("tag");
     assert_eq!(
         r.list_refs().expect("refs"),

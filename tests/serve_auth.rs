@@ -5,7 +5,7 @@
 mod serve_common;
 
 use bat::remote::http::{HttpOptions, HttpRemote};
-use bat::remote::iface::{Remote, RemoteError};
+use bat_ledger::remote::{Remote, RemoteError};
 use bat_ledger::{Ledger, ObjectId};
 use serve_common::*;
 
@@ -82,7 +82,7 @@ fn read_only_and_anonymous_read() {
             .update_ref("refs/heads/main", Some(b), a, true)
             .expect_err("read-only");
         assert!(
-            matches!(err, RemoteError::Unauthorized { ref reason } if reason.contains("read-only")),
+            matches!(err, RemoteError::Unauthorized { ref reason, .. } if reason.contains("read-only")),
             "{err:?}"
         );
     }

@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Let requests without a token list refs and download objects.
     #[arg(long)]
     pub allow_anonymous_read: bool,
+
+    /// Import uploads in batches of at most this many payload bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, hide = true)]
+    pub put_batch_bytes: usize,
 }
 
 /// Run `bat serve`.
@@ -79,7 +83,10 @@ pub fn run(args: ServeArgs, g: &Globals) -> CliResult {
             Scope::None
         },
         read_only: args.read_only,
-        limits: Limits::default(),
+        limits: Limits {
+            put_batch_bytes: args.put_batch_bytes.max(1),
+            ..Limits::default()
+        },
     };
     serve_blocking(config, listener)?;
     eprintln!("bat serve: stopped");

@@ -2,11 +2,14 @@
 //! `ledger/PROTOCOL.d/http.md`). The transfer engine is synchronous, so the
 //! client owns a small tokio runtime and blocks on each request.
 
+use std::collections::HashSet;
+
 use bat_ledger::{CommitId, ObjectId};
 use reqwest::StatusCode;
 use serde::Deserialize;
 
-use super::iface::{Remote, RemoteError, WireObject};
+use bat_ledger::remote::wire::{WireReader, WireWriter};
+use bat_ledger::remote::{Remote, RemoteError, WireObject};
 
 /// Most ids sent in one `has` or `get` request (the server's default limit).
 pub const IDS_PER_REQUEST: usize = 65_536;
@@ -51,13 +54,26 @@ fn protocol(reason: impl Into<String>) -> RemoteError {
 
 fn transport(url: &str, e: reqwest::Error) -> RemoteError {
     RemoteError::Io {
-        context: format!("talking to {url}"),
-        source: std::io::Error::other(e.to_string()),
+        op: "talk to",
+        path: url.into(),
+        source: std::io::Error::other(error_chain(&e)),
     }
 }
 
+/// An error and its sources on one line (reqwest hides the cause).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// Turn a non-success response into the matching error.
-fn error_from(status: StatusCode, body: &[u8], name: &str) -> RemoteError {
+fn error_from(status: StatusCode, body: &[u8], name: &str, url: &str) -> RemoteError {
     let (code, message) = match serde_json::from_slice::<ErrorBody>(body) {
         Ok(b) => (b.error, b.message),
         Err(_) => (
@@ -72,10 +88,15 @@ fn error_from(status: StatusCode, body: &[u8], name: &str) -> RemoteError {
         (_, "non_fast_forward") => RemoteError::NonFastForward {
             name: name.to_string(),
         },
-        (StatusCode::UNAUTHORIZED, _) | (StatusCode::FORBIDDEN, _) => {
-            RemoteError::Unauthorized { reason: message }
-        }
-        (StatusCode::NOT_FOUND, _) => RemoteError::NotFound { what: message },
+        (StatusCode::UNAUTHORIZED, _) | (StatusCode::FORBIDDEN, _) => RemoteError::Unauthorized {
+            url: url.to_string(),
+            reason: message,
+        },
+        (_, "corrupt") => protocol(format!("the server refused an object: {message}")),
+        (StatusCode::NOT_FOUND, _) | (_, "missing_object") => RemoteError::NotFound {
+            url: url.to_string(),
+            what: message,
+        },
         (StatusCode::PAYLOAD_TOO_LARGE, _) => RemoteError::LimitExceeded { what: message },
         _ => protocol(format!("server answered {status}: {message}")),
     }
@@ -88,13 +109,11 @@ impl HttpRemote {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(protocol(format!("{url} is not an http(s) URL")));
         }
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
-            .map_err(|source| RemoteError::Io {
-                context: "starting the HTTP client runtime".into(),
-                source,
-            })?;
+            .map_err(RemoteError::io("start the HTTP client runtime for", url))?;
         let client = reqwest::Client::builder()
             .user_agent(concat!("bat/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -130,7 +149,7 @@ impl HttpRemote {
             if status.is_success() {
                 Ok(body)
             } else {
-                Err(error_from(status, &body, name))
+                Err(error_from(status, &body, name, &base))
             }
         })
     }
@@ -151,6 +170,69 @@ async fn read_limited(
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+/// Bytes per message of an upload.
+const SEND_CHUNK: usize = 256 << 10;
+
+/// A blocking `Read` over a streamed response body.
+struct BodyReader<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    resp: reqwest::Response,
+    cur: bytes::Bytes,
+}
+
+impl std::io::Read for BodyReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.cur.is_empty() {
+            match self.rt.block_on(self.resp.chunk()) {
+                Ok(Some(b)) => self.cur = b,
+                Ok(None) => return Ok(0),
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            }
+        }
+        let n = out.len().min(self.cur.len());
+        out[..n].copy_from_slice(&self.cur[..n]);
+        self.cur = self.cur.slice(n..);
+        Ok(n)
+    }
+}
+
+/// A `Write` feeding an upload's body channel in chunks.
+struct SenderWriter {
+    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+}
+
+impl SenderWriter {
+    fn send_buf(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(SEND_CHUNK),
+        ));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the server stopped reading the upload",
+            )
+        })
+    }
+}
+
+impl std::io::Write for SenderWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= SEND_CHUNK {
+            self.send_buf()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send_buf()
+    }
 }
 
 /// Most bytes of a JSON answer (ref listings included).
@@ -211,17 +293,109 @@ impl Remote for HttpRemote {
 
     fn get(
         &mut self,
-        _ids: &[ObjectId],
-        _sink: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
+        ids: &[ObjectId],
+        sink: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
     ) -> Result<(), RemoteError> {
-        Err(protocol("object download over HTTP is not built yet"))
+        for batch in ids.chunks(IDS_PER_REQUEST) {
+            let mut body = Vec::with_capacity(batch.len() * 32);
+            for id in batch {
+                body.extend_from_slice(id.as_bytes());
+            }
+            let rb = self
+                .request(reqwest::Method::POST, "/v1/get")
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .body(body);
+            let base = self.base.clone();
+            let resp = self
+                .rt
+                .block_on(async { rb.send().await })
+                .map_err(|e| transport(&base, e))?;
+            let status = resp.status();
+            if !status.is_success() {
+                let body = self
+                    .rt
+                    .block_on(read_limited(resp, MAX_JSON_ANSWER, &base))?;
+                return Err(error_from(status, &body, "", &base));
+            }
+            let reader = BodyReader {
+                rt: &self.rt,
+                resp,
+                cur: bytes::Bytes::new(),
+            };
+            let mut wr = WireReader::new(reader)?.with_max_objects(batch.len() as u64);
+            let wanted: HashSet<ObjectId> = batch.iter().copied().collect();
+            let mut seen = 0usize;
+            while let Some(o) = wr.next_object()? {
+                if !wanted.contains(&o.id) {
+                    return Err(protocol(format!(
+                        "{base} sent object {} that was not asked for",
+                        o.id
+                    )));
+                }
+                seen += 1;
+                sink(o)?;
+            }
+            if seen != batch.len() {
+                return Err(protocol(format!(
+                    "{base} sent {seen} objects for {} requested",
+                    batch.len()
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn put(
         &mut self,
-        _objects: &mut dyn Iterator<Item = Result<WireObject, RemoteError>>,
+        objects: &mut dyn Iterator<Item = Result<WireObject, RemoteError>>,
     ) -> Result<(), RemoteError> {
-        Err(protocol("object upload over HTTP is not built yet"))
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(8);
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        let rb = self
+            .request(reqwest::Method::POST, "/v1/put")
+            .header(reqwest::header::CONTENT_TYPE, "application/x-bat-wire")
+            .body(reqwest::Body::wrap_stream(stream));
+        let base = self.base.clone();
+        // The request runs on the runtime's worker while this thread encodes
+        // objects into the channel.
+        let task = self.rt.spawn(async move {
+            let resp = rb.send().await.map_err(|e| transport(&base, e))?;
+            let status = resp.status();
+            let body = read_limited(resp, MAX_JSON_ANSWER, &base).await?;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(error_from(status, &body, "", &base))
+            }
+        });
+        let produced = (|| -> Result<(), RemoteError> {
+            let mut w = WireWriter::new(SenderWriter {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(SEND_CHUNK),
+            })
+            .map_err(|e| protocol(format!("sending: {e}")))?;
+            for o in objects {
+                w.write(&o?)
+                    .map_err(|e| protocol(format!("sending: {e}")))?;
+            }
+            w.finish().map_err(|e| protocol(format!("sending: {e}")))?;
+            Ok(())
+        })();
+        if let Err(e) = &produced {
+            // Abort the upload: the server sees a broken stream and stores
+            // nothing more.
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+        drop(tx);
+        let answer = self
+            .rt
+            .block_on(task)
+            .map_err(|e| protocol(format!("upload task failed: {e}")))?;
+        // A local failure explains a broken upload better than the server.
+        produced?;
+        answer
     }
 
     fn update_ref(

@@ -1,7 +1,7 @@
-//! Remotes of a ledger (transfer engine: other branch). This branch adds the
-//! HTTP and S3 remotes.
+//! Remotes of a ledger. This module holds the network remotes: the HTTP
+//! client of `bat serve` and S3-compatible object storage. The `Remote`
+//! trait and the wire format live in `bat_ledger::remote`.
 
 pub mod frame;
 pub mod http;
-pub mod iface;
 pub mod s3;

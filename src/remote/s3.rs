@@ -20,7 +20,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::frame;
-use super::iface::{Remote, RemoteError, WireBody, WireObject};
+use bat_ledger::remote::{Remote, RemoteError, WireBody, WireObject};
 
 /// How many requests run at once.
 const PARALLEL: usize = 16;
@@ -78,11 +78,15 @@ fn protocol(reason: impl Into<String>) -> RemoteError {
     }
 }
 
-fn store_err(context: &str, e: object_store::Error) -> RemoteError {
+fn store_err(op: &'static str, e: object_store::Error) -> RemoteError {
     match e {
-        object_store::Error::NotFound { path, .. } => RemoteError::NotFound { what: path },
+        object_store::Error::NotFound { path, .. } => RemoteError::NotFound {
+            url: "s3".into(),
+            what: path,
+        },
         other => RemoteError::Io {
-            context: context.to_string(),
+            op,
+            path: "S3".into(),
             source: std::io::Error::other(other.to_string()),
         },
     }
@@ -136,10 +140,7 @@ impl S3Remote {
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|source| RemoteError::Io {
-                context: "starting the S3 client runtime".into(),
-                source,
-            })?;
+            .map_err(RemoteError::io("start the S3 client runtime for", url))?;
         Ok(S3Remote {
             url: url.to_string(),
             prefix,
@@ -169,10 +170,10 @@ impl S3Remote {
         let bytes = store
             .get(&key)
             .await
-            .map_err(|e| store_err("reading an object", e))?
+            .map_err(|e| store_err("read an object from", e))?
             .bytes()
             .await
-            .map_err(|e| store_err("reading an object", e))?;
+            .map_err(|e| store_err("read an object from", e))?;
         let obj = frame::decode_one(&bytes)?;
         if obj.id != id {
             return Err(RemoteError::Corrupt {
@@ -192,7 +193,7 @@ impl S3Remote {
         let got = match store.get(key).await {
             Ok(g) => g,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(store_err("reading a ref", e)),
+            Err(e) => return Err(store_err("read a ref from", e)),
         };
         let version = UpdateVersion {
             e_tag: got.meta.e_tag.clone(),
@@ -207,7 +208,7 @@ impl S3Remote {
         let bytes = got
             .bytes()
             .await
-            .map_err(|e| store_err("reading a ref", e))?;
+            .map_err(|e| store_err("read a ref from", e))?;
         let text =
             std::str::from_utf8(&bytes).map_err(|_| protocol(format!("ref {name} is not text")))?;
         let id = ObjectId::from_hex(text.trim_end_matches('\n'))
@@ -324,14 +325,12 @@ impl S3Remote {
             match self.store.head(&new_key).await {
                 Ok(_) => {}
                 Err(object_store::Error::NotFound { .. }) => {
-                    return Err(RemoteError::NotFound {
-                        what: format!(
-                            "commit {new} is not stored at {} (push its objects first)",
-                            self.url
-                        ),
+                    return Err(RemoteError::MissingObject {
+                        url: self.url.clone(),
+                        id: new.0,
                     })
                 }
-                Err(e) => return Err(store_err("checking the new commit", e)),
+                Err(e) => return Err(store_err("look for the new commit in", e)),
             }
             if let Some(old) = seen.commit() {
                 if !force && !self.is_ancestor(old, new).await? {
@@ -355,7 +354,7 @@ impl S3Remote {
                 | Err(object_store::Error::Precondition { .. }) => Err(RemoteError::RefMoved {
                     name: name.to_string(),
                 }),
-                Err(e) => Err(store_err("writing a ref", e)),
+                Err(e) => Err(store_err("write a ref to", e)),
             }
         })
     }
@@ -374,7 +373,7 @@ impl Remote for S3Remote {
             let mut listing = store.list(Some(&refs_root));
             let mut keys = Vec::new();
             while let Some(meta) = listing.next().await {
-                let meta = meta.map_err(|e| store_err("listing refs", e))?;
+                let meta = meta.map_err(|e| store_err("list refs in", e))?;
                 keys.push(meta.location);
             }
             let mut out = Vec::new();
@@ -413,7 +412,7 @@ impl Remote for S3Remote {
                     match store.head(&k).await {
                         Ok(_) => Ok(true),
                         Err(object_store::Error::NotFound { .. }) => Ok(false),
-                        Err(e) => Err(store_err("checking an object", e)),
+                        Err(e) => Err(store_err("look for an object in", e)),
                     }
                 }
             }))
@@ -493,7 +492,7 @@ impl Remote for S3Remote {
                     store
                         .put(&key, PutPayload::from(bytes))
                         .await
-                        .map_err(|e| store_err("writing an object", e))
+                        .map_err(|e| store_err("write an object to", e))
                 });
                 while pending.len() >= PARALLEL {
                     if let Some(r) = pending.next().await {

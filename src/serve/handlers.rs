@@ -62,7 +62,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn ledger_error(e: bat_ledger::Error) -> ApiError {
+pub(crate) fn ledger_error(e: bat_ledger::Error) -> ApiError {
     match e {
         bat_ledger::Error::Busy { .. } => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
@@ -378,30 +378,6 @@ pub(crate) async fn update_ref(
 
 fn show(c: Option<CommitId>) -> String {
     c.map_or_else(|| "(none)".to_string(), |c| c.to_string())
-}
-
-pub(crate) async fn get_objects(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    authorize(&state, &headers, Scope::Read)?;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "object download is not built yet",
-    ))
-}
-
-pub(crate) async fn put_objects(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    authorize(&state, &headers, Scope::Write)?;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "object upload is not built yet",
-    ))
 }
 
 pub(crate) async fn not_found() -> ApiError {

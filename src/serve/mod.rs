@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod check;
 mod handlers;
+mod stream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_ids: 1 << 20,
+            max_ids: 65_536,
             max_put_bytes: 1 << 40,
             put_batch_bytes: 64 << 20,
             max_json_bytes: 64 << 10,
@@ -85,8 +86,8 @@ pub fn router(config: ServeConfig) -> Router {
         .route("/v1/refs", get(handlers::list_refs))
         .route("/v1/refs/update", post(handlers::update_ref))
         .route("/v1/has", post(handlers::has))
-        .route("/v1/get", post(handlers::get_objects))
-        .route("/v1/put", post(handlers::put_objects))
+        .route("/v1/get", post(stream::get_objects))
+        .route("/v1/put", post(stream::put_objects))
         .fallback(handlers::not_found)
         .with_state(state)
 }

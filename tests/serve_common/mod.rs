@@ -116,3 +116,72 @@ pub fn assert_fsck_clean(l: &Ledger) {
         .expect("fsck runs");
     assert!(rep.ok(), "fsck problems: {:?}", rep.problems);
 }
+
+/// Every object reachable from `tips` in an order a receiver can import
+/// (delta bases, chunks, chunk lists, subtrees and trees before what needs
+/// them; parents before children).
+pub fn objects_in_order(l: &Ledger, tips: &[CommitId]) -> Vec<bat_ledger::ObjectId> {
+    use bat_ledger::{Location, Mode, ObjectId};
+    use std::collections::HashSet;
+    fn add(l: &Ledger, id: ObjectId, seen: &mut HashSet<ObjectId>, out: &mut Vec<ObjectId>) {
+        if seen.contains(&id) {
+            return;
+        }
+        let row = l.locate(&id).expect("locate").expect("object stored");
+        match row.location {
+            Location::Delta { base, .. } => add(l, base, seen, out),
+            Location::Chunked { list } => {
+                add(l, list, seen, out);
+                for c in l.read_chunk_list(&list).expect("chunk list").chunks {
+                    add(l, c.id, seen, out);
+                }
+            }
+            Location::Packed { .. } => {}
+        }
+        if seen.insert(id) {
+            out.push(id);
+        }
+    }
+    fn add_tree(
+        l: &Ledger,
+        t: bat_ledger::TreeId,
+        seen: &mut HashSet<ObjectId>,
+        out: &mut Vec<ObjectId>,
+    ) {
+        if seen.contains(&t.0) {
+            return;
+        }
+        for e in l.read_tree(&t).expect("tree").entries {
+            match e.mode {
+                Mode::Tree => add_tree(l, bat_ledger::TreeId(e.id), seen, out),
+                _ => add(l, e.id, seen, out),
+            }
+        }
+        add(l, t.0, seen, out);
+    }
+    let mut commits = Vec::new();
+    let mut seen_c = HashSet::new();
+    let mut stack: Vec<CommitId> = tips.to_vec();
+    while let Some(c) = stack.pop() {
+        if seen_c.insert(c) {
+            commits.push(c);
+            stack.extend(l.read_commit(&c).expect("commit").parents);
+        }
+    }
+    // Oldest first: reverse discovery order puts ancestors before children
+    // for linear and merged histories alike, since a commit's tree is added
+    // just before it.
+    commits.reverse();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for c in commits {
+        add_tree(
+            l,
+            l.read_commit(&c).expect("commit").tree,
+            &mut seen,
+            &mut out,
+        );
+        add(l, c.0, &mut seen, &mut out);
+    }
+    out
+}
