@@ -145,3 +145,78 @@ fn s3_racing_pushers_cannot_lose_a_round() {
         .expect_err("stale");
     assert!(matches!(err, RemoteError::RefMoved { .. }), "{err:?}");
 }
+
+#[test]
+fn s3_push_and_clone_round_trip() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let Some(s3) = S3Server::start(&t.path().join("s3")) else {
+        return;
+    };
+    let (src_dir, commits) = source(t.path(), 3 << 20);
+    let src = Ledger::discover(&src_dir).expect("open src");
+    let mut r = s3.remote("team/series");
+    push(
+        &mut r,
+        &src,
+        commits[1],
+        "refs/heads/main",
+        None,
+        &mut |_| {},
+    )
+    .expect("push 1");
+    push(
+        &mut r,
+        &src,
+        commits[2],
+        "refs/heads/main",
+        Some(commits[1]),
+        &mut |_| {},
+    )
+    .expect("push 2");
+    // A second pusher that has not pulled is told to.
+    let err = push(
+        &mut s3.remote("team/series"),
+        &src,
+        commits[0],
+        "refs/heads/main",
+        Some(commits[1]),
+        &mut |_| {},
+    )
+    .expect_err("stale");
+    assert!(matches!(err, RemoteError::RefMoved { .. }), "{err:?}");
+    assert_eq!(
+        r.list_refs().expect("refs"),
+        vec![("refs/heads/main".to_string(), commits[2])]
+    );
+
+    // Clone into a fresh ledger.
+    let ids = objects_in_order(&src, &[commits[2]]);
+    let (_, mut dst) = new_ledger(t.path(), "clone");
+    let mut c = s3.remote("team/series");
+    // Trees and commits are not reordered by S3 (only bases/lists): fetch
+    // in dependency order, as the transfer engine asks.
+    fetch(&mut c, &mut dst, &ids, &mut |_| {}).expect("clone");
+    dst.update_ref("refs/heads/main", None, Some(commits[2]), "clone")
+        .expect("ref");
+    assert_fsck_clean(&dst);
+    same_files(&src, &dst, commits[2]);
+    same_files(&src, &dst, commits[0]);
+
+    // A damaged object in the bucket is refused on arrival and changes
+    // nothing in the receiving ledger.
+    let victim = ids[ids.len() / 2];
+    let key = s3
+        .root
+        .join(s3_common::BUCKET)
+        .join("team/series/objects")
+        .join(victim.to_hex());
+    let mut bytes = std::fs::read(&key).expect("stored object file");
+    let n = bytes.len();
+    bytes[n - 60] ^= 0x01;
+    std::fs::write(&key, &bytes).expect("damage");
+    let (_, mut fresh) = new_ledger(t.path(), "fresh");
+    let before = fresh.stats().expect("stats").objects;
+    let err = fetch(&mut c, &mut fresh, &[victim], &mut |_| {}).expect_err("damaged");
+    assert!(!err.to_string().is_empty());
+    assert_eq!(fresh.stats().expect("stats").objects, before);
+}

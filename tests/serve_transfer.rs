@@ -4,11 +4,9 @@
 
 mod serve_common;
 
-use std::path::Path;
-
 use bat::remote::http::{HttpOptions, HttpRemote};
-use bat_ledger::remote::{Remote, RemoteError, WireObject};
-use bat_ledger::{CommitId, Ledger, ObjectId};
+use bat_ledger::remote::Remote;
+use bat_ledger::{Ledger, ObjectId};
 use serve_common::*;
 
 fn client(url: &str) -> HttpRemote {
@@ -19,93 +17,6 @@ fn client(url: &str) -> HttpRemote {
         },
     )
     .expect("client")
-}
-
-/// A source ledger: three commits with a chunked 6 MiB file, small files and
-/// a large incompressible file of `big` bytes in the last one.
-fn source(root: &Path, big: usize) -> (std::path::PathBuf, Vec<CommitId>) {
-    let (dir, mut l) = new_ledger(root, "src");
-    let mut commits = Vec::new();
-    let chunked = noise(7, 6 << 20);
-    for r in 0..3u64 {
-        let small = format!("round {r}\n").into_bytes();
-        let mut files: Vec<(&str, Vec<u8>)> =
-            vec![("notes.txt", small), ("chunked.bin", chunked.clone())];
-        if r == 2 && big > 0 {
-            files.push(("big.bin", noise(99, big)));
-        }
-        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_slice())).collect();
-        commits.push(commit_files(&mut l, root, &refs, &format!("round {r}")));
-    }
-    (dir, commits)
-}
-
-/// Push `tip` to `name` through the remote: has, put the missing, move the ref.
-fn push(
-    r: &mut dyn Remote,
-    l: &Ledger,
-    tip: CommitId,
-    name: &str,
-    expected: Option<CommitId>,
-    on_item: &mut dyn FnMut(usize),
-) -> Result<(), RemoteError> {
-    let ids = objects_in_order(l, &[tip]);
-    let have = r.has(&ids)?;
-    let missing: Vec<ObjectId> = ids
-        .iter()
-        .zip(have)
-        .filter(|(_, h)| !h)
-        .map(|(i, _)| *i)
-        .collect();
-    let mut n = 0usize;
-    let mut it = missing.iter().map(|id| {
-        on_item(n);
-        n += 1;
-        Ok(l.export_wire(id)?)
-    });
-    r.put(&mut it)?;
-    r.update_ref(name, expected, tip, false)
-}
-
-/// Fetch every object of `ids` that `dest` lacks, importing in batches.
-fn fetch(
-    r: &mut dyn Remote,
-    dest: &mut Ledger,
-    ids: &[ObjectId],
-    on_object: &mut dyn FnMut(usize),
-) -> Result<(), RemoteError> {
-    let missing: Vec<ObjectId> = ids
-        .iter()
-        .copied()
-        .filter(|id| !dest.contains(id).expect("contains"))
-        .collect();
-    let mut batch: Vec<WireObject> = Vec::new();
-    let mut n = 0usize;
-    r.get(&missing, &mut |o| {
-        on_object(n);
-        n += 1;
-        batch.push(o);
-        if batch.len() >= 4 {
-            dest.import_wire(std::mem::take(&mut batch))?;
-        }
-        Ok(())
-    })?;
-    dest.import_wire(batch)?;
-    Ok(())
-}
-
-fn same_files(a: &Ledger, b: &Ledger, c: CommitId) {
-    let ta = a.read_commit(&c).expect("commit a").tree;
-    let tb = b.read_commit(&c).expect("commit b").tree;
-    assert_eq!(ta, tb);
-    for f in a.walk_files(&ta).expect("walk") {
-        assert_eq!(
-            b.read_bytes(&f.id).expect("read"),
-            a.read_bytes(&f.id).expect("read"),
-            "{}",
-            f.path
-        );
-    }
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 
-use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
+use bat_ledger::remote::{Remote, RemoteError, WireObject};
+use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress, ObjectId};
 
 pub const READ_TOKEN: &str = "read-token-0123456789";
 pub const WRITE_TOKEN: &str = "write-token-0123456789";
@@ -184,4 +185,137 @@ pub fn objects_in_order(l: &Ledger, tips: &[CommitId]) -> Vec<bat_ledger::Object
         add(l, c.0, &mut seen, &mut out);
     }
     out
+}
+
+/// A source ledger: three commits with a chunked 6 MiB file, small files and
+/// a large incompressible file of `big` bytes in the last one.
+pub fn source(root: &Path, big: usize) -> (PathBuf, Vec<CommitId>) {
+    let (dir, mut l) = new_ledger(root, "src");
+    let mut commits = Vec::new();
+    let chunked = noise(7, 6 << 20);
+    for r in 0..3u64 {
+        let small = format!("round {r}\n").into_bytes();
+        let mut files: Vec<(&str, Vec<u8>)> =
+            vec![("notes.txt", small), ("chunked.bin", chunked.clone())];
+        if r == 2 && big > 0 {
+            files.push(("big.bin", noise(99, big)));
+        }
+        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+        commits.push(commit_files(&mut l, root, &refs, &format!("round {r}")));
+    }
+    (dir, commits)
+}
+
+/// Push `tip` to `name` through the remote: has, put the missing, move the ref.
+pub fn push(
+    r: &mut dyn Remote,
+    l: &Ledger,
+    tip: CommitId,
+    name: &str,
+    expected: Option<CommitId>,
+    on_item: &mut dyn FnMut(usize),
+) -> Result<(), RemoteError> {
+    let ids = objects_in_order(l, &[tip]);
+    let have = r.has(&ids)?;
+    let missing: Vec<ObjectId> = ids
+        .iter()
+        .zip(have)
+        .filter(|(_, h)| !h)
+        .map(|(i, _)| *i)
+        .collect();
+    let mut n = 0usize;
+    let mut it = missing.iter().map(|id| {
+        on_item(n);
+        n += 1;
+        Ok(l.export_wire(id)?)
+    });
+    r.put(&mut it)?;
+    r.update_ref(name, expected, tip, false)
+}
+
+/// Fetch every object of `ids` that `dest` lacks, importing in batches.
+pub fn fetch(
+    r: &mut dyn Remote,
+    dest: &mut Ledger,
+    ids: &[ObjectId],
+    on_object: &mut dyn FnMut(usize),
+) -> Result<(), RemoteError> {
+    let missing: Vec<ObjectId> = ids
+        .iter()
+        .copied()
+        .filter(|id| !dest.contains(id).expect("contains"))
+        .collect();
+    let mut batch: Vec<WireObject> = Vec::new();
+    let mut n = 0usize;
+    r.get(&missing, &mut |o| {
+        on_object(n);
+        n += 1;
+        batch.push(o);
+        if batch.len() >= 4 {
+            dest.import_wire(std::mem::take(&mut batch))?;
+        }
+        Ok(())
+    })?;
+    dest.import_wire(batch)?;
+    Ok(())
+}
+
+pub fn same_files(a: &Ledger, b: &Ledger, c: CommitId) {
+    let ta = a.read_commit(&c).expect("commit a").tree;
+    let tb = b.read_commit(&c).expect("commit b").tree;
+    assert_eq!(ta, tb);
+    for f in a.walk_files(&ta).expect("walk") {
+        assert_eq!(
+            b.read_bytes(&f.id).expect("read"),
+            a.read_bytes(&f.id).expect("read"),
+            "{}",
+            f.path
+        );
+    }
+}
+
+/// A loopback TCP relay in front of `upstream` (`http://127.0.0.1:PORT`)
+/// that records every byte the server sends back. Returns the relay's URL
+/// and the record.
+pub fn recording_relay(upstream: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{Arc, Mutex};
+    let target = upstream.trim_start_matches("http://").to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind relay");
+    let addr = listener.local_addr().expect("relay address");
+    let record = Arc::new(Mutex::new(Vec::new()));
+    let rec = record.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let server = TcpStream::connect(&target).expect("connect to the server");
+            let mut c_in = client.try_clone().expect("clone socket");
+            let mut s_out = server.try_clone().expect("clone socket");
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut s_out);
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            let rec = rec.clone();
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    match s_in.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            rec.lock()
+                                .expect("record lock")
+                                .extend_from_slice(&buf[..n]);
+                            if c_out.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (format!("http://{addr}"), record)
 }
