@@ -100,6 +100,11 @@ pub struct FsckReport {
     pub unreferenced_packs: Vec<String>,
     /// Problems; empty means the ledger is sound.
     pub problems: Vec<Problem>,
+    /// Files reachable but not stored because this is a partial clone:
+    /// promised by the remote named in `promisor` (fetched on demand).
+    pub promised_files: u64,
+    /// The promisor remote of a partial clone.
+    pub promisor: Option<String>,
 }
 
 impl FsckReport {
@@ -209,6 +214,21 @@ impl Ledger {
         progress: &dyn Progress,
         cancel: &AtomicBool,
     ) -> Result<(HashSet<ObjectId>, u64)> {
+        let mut promised = 0;
+        self.walk_reachable_promised(verify, problems, &mut promised, progress, cancel)
+    }
+
+    /// [`Ledger::walk_reachable`], counting files a partial clone's
+    /// promisor keeps (missing files are then not problems).
+    fn walk_reachable_promised(
+        &self,
+        verify: bool,
+        problems: &mut Vec<Problem>,
+        promised: &mut u64,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<(HashSet<ObjectId>, u64)> {
+        let partial = self.promisor()?.is_some();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut commits: Vec<(String, CommitId)> = self.root_commits()?;
         let mut ncommits = 0u64;
@@ -253,6 +273,10 @@ impl Ledger {
                     {
                         if matches!(err, Error::Cancelled) {
                             return Err(err);
+                        }
+                        if partial && matches!(err, Error::ObjectMissing { id } if id == e.id) {
+                            *promised += 1;
+                            continue;
                         }
                         problems.push(problem_of(&err, &format!("file {:?} in tree {t}", e.name)));
                     }
@@ -407,8 +431,12 @@ impl Ledger {
 
         // 2. Reachable objects, fully verified.
         let mut problems = Vec::new();
-        let (reach, ncommits) = self.walk_reachable(true, &mut problems, progress, cancel)?;
+        let mut promised = 0;
+        let (reach, ncommits) =
+            self.walk_reachable_promised(true, &mut problems, &mut promised, progress, cancel)?;
         rep.problems.extend(problems);
+        rep.promised_files = promised;
+        rep.promisor = self.promisor()?.map(|r| r.name);
         rep.commits_reachable = ncommits;
         rep.objects_verified = reach.len() as u64;
 

@@ -21,15 +21,24 @@ pub struct CheckoutArgs {
 
 /// Run `bat checkout`.
 pub fn run(args: CheckoutArgs, g: &Globals) -> CliResult {
-    let l = open(g)?;
+    let mut l = open(g)?;
     let id = resolve(&l, &args.rev)?;
     let bars = Bars::new(g);
+    // A partial clone fetches the commit's promised files first (verified
+    // on arrival).
+    let fetched = crate::remote::hydrate_commit(&mut l, &id, None, &bars, &NEVER_CANCEL)
+        .map_err(super::transfer_common::rerr)?;
     let st = l
         .checkout(&id, &args.to, &bars, &NEVER_CANCEL)
         .map_err(lerr)?;
     if g.json {
-        print_json(&serde_json::json!({"commit": id, "to": display_path(&args.to), "stats": st}))?;
+        print_json(
+            &serde_json::json!({"commit": id, "to": display_path(&args.to), "stats": st, "fetched_on_demand": fetched}),
+        )?;
     } else {
+        if fetched > 0 {
+            println!("Fetched {fetched} promised files from the remote");
+        }
         println!(
             "Checked out {id} into {} ({} files, {} bytes)",
             args.to.display(),

@@ -35,9 +35,21 @@ fn parse_section(s: &str) -> Result<Section, String> {
 
 /// Run `bat diff`.
 pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
-    let l = open(g)?;
+    let mut l = open(g)?;
     let a = resolve(&l, &args.a)?;
     let b = resolve(&l, &args.b)?;
+    // A partial clone fetches the checkpoints it compares (verified on
+    // arrival).
+    for c in [a, b] {
+        crate::remote::hydrate_commit(
+            &mut l,
+            &c,
+            Some(&crate::remote::is_checkpoint),
+            &bat_ledger::NoProgress,
+            &super::ledger_common::NEVER_CANCEL,
+        )
+        .map_err(super::transfer_common::rerr)?;
+    }
     let opts = DiffOptions {
         sections: args.sections,
         scratch_dir: args.scratch_dir,

@@ -21,6 +21,7 @@ pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
         print_json(&serde_json::json!({
             "ok": rep.ok(), "objects_checked": rep.objects_checked, "objects_verified": rep.objects_verified,
             "commits_reachable": rep.commits_reachable, "unreferenced_packs": rep.unreferenced_packs,
+            "promised_files": rep.promised_files, "promisor": rep.promisor,
             "problems": rep.problems.iter().map(|p| serde_json::json!({
                 "object": p.object, "pack": p.pack, "offset": p.offset, "message": p.message, "text": p.to_string(),
             })).collect::<Vec<_>>(),
@@ -31,6 +32,14 @@ pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
         }
         for p in &rep.unreferenced_packs {
             println!("note: pack {p} is not referenced (left by an interrupted command; `bat gc` removes it)");
+        }
+        if let Some(r) = &rep.promisor {
+            if rep.promised_files > 0 {
+                println!(
+                    "note: {} files are promised by {r} (partial clone; fetched on demand)",
+                    rep.promised_files
+                );
+            }
         }
         println!(
             "{} catalog rows checked, {} reachable objects verified, {} commits, {} problems",

@@ -4,13 +4,16 @@
 
 pub mod bind;
 pub mod branch;
+pub mod bundle;
 pub mod cat;
 pub mod checkout;
+pub mod clone;
 pub mod commit;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
 pub mod eval;
+pub mod fetch;
 pub mod firewall;
 pub mod fsck;
 pub mod gate;
@@ -26,7 +29,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod pull;
+pub mod push;
 pub mod reflog;
+pub mod remote;
 pub mod reset;
 pub mod revert;
 pub mod round;
@@ -37,6 +43,7 @@ pub mod source;
 pub mod stats;
 pub mod switch;
 pub mod tag;
+pub mod transfer_common;
 
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
@@ -51,6 +58,17 @@ pub struct Cli {
     /// Print exactly one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Token for http(s):// remotes (clone/fetch/pull/push). Overrides the
+    /// BAT_TOKEN environment variable.
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Endpoint URL for s3:// remotes. Overrides AWS_ENDPOINT_URL; the
+    /// region and credentials come from AWS_REGION / AWS_DEFAULT_REGION,
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint: Option<String>,
 
     /// The verb to run.
     #[command(subcommand)]
@@ -114,6 +132,18 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the BaT loop with external trainer/evaluator commands.
     Run(run::RunArgs),
+    /// Manage named remotes.
+    Remote(remote::RemoteArgs),
+    /// Copy a ledger (directory, bundle, endpoint) into a new directory.
+    Clone(clone::CloneArgs),
+    /// Download missing objects and update remote-tracking refs.
+    Fetch(fetch::FetchArgs),
+    /// Fetch, then fast-forward a branch.
+    Pull(pull::PullArgs),
+    /// Send a branch to a remote (atomic, compare-and-swap).
+    Push(push::PushArgs),
+    /// Create or verify a single-file bundle.
+    Bundle(bundle::BundleArgs),
     /// Serve this ledger over HTTP.
     Serve(serve::ServeArgs),
 }
@@ -169,6 +199,9 @@ pub struct Globals {
     pub dir: Option<PathBuf>,
     /// `--json` was given.
     pub json: bool,
+    /// Network-remote settings from `--token`, `--endpoint` and the
+    /// environment.
+    pub net: crate::remote::NetOptions,
 }
 
 impl Globals {
@@ -185,9 +218,21 @@ pub fn main() -> ExitCode {
     let dir = cli
         .dir
         .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let net = crate::remote::NetOptions {
+        token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
+        s3: crate::remote::s3::S3Options {
+            endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
+            region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),
+            access_key_id: env("AWS_ACCESS_KEY_ID"),
+            secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+            session_token: env("AWS_SESSION_TOKEN"),
+        },
+    };
     let globals = Globals {
         dir,
         json: cli.json,
+        net,
     };
     quiet_broken_pipe();
     let outcome = std::panic::catch_unwind(move || dispatch(cli.command, &globals));
@@ -262,6 +307,12 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Bind(a) => bind::run(a, g),
         Command::Conformance(a) => conformance::run(a, g),
         Command::Run(a) => run::run(a, g),
+        Command::Remote(a) => remote::run(a, g),
+        Command::Clone(a) => clone::run(a, g),
+        Command::Fetch(a) => fetch::run(a, g),
+        Command::Pull(a) => pull::run(a, g),
+        Command::Push(a) => push::run(a, g),
+        Command::Bundle(a) => bundle::run(a, g),
         Command::Serve(a) => serve::run(a, g),
     }
 }

@@ -1,7 +1,130 @@
-//! Remotes of a ledger. This module holds the network remotes: the HTTP
-//! client of `bat serve` and S3-compatible object storage. The `Remote`
-//! trait and the wire format live in `bat_ledger::remote`.
+//! bat's side of sharing: which backend a URL names, which files a
+//! `--filter` leaves on the remote, fetching promised files on demand, and
+//! the private area (`.bat/private/`), which no transfer touches unless
+//! `--include-private` is given.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use bat_ledger::remote::transfer::{hydrate, PathFilter};
+use bat_ledger::remote::{Bundle, DirRemote, Remote, RemoteError};
+use bat_ledger::{CommitId, Ledger, Progress, TreeEntry};
 
 pub mod frame;
 pub mod http;
+pub mod private;
 pub mod s3;
+
+/// Options for opening a remote.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    /// `--include-private` was given (backends that cannot hold private
+    /// data refuse it).
+    pub include_private: bool,
+    /// Credentials and endpoints of network remotes.
+    pub net: NetOptions,
+}
+
+/// Settings of the network remotes, filled by the CLI from its flags and
+/// the environment (the library reads neither).
+#[derive(Debug, Clone, Default)]
+pub struct NetOptions {
+    /// Bearer token for `http(s)://` remotes (`--token`, else `BAT_TOKEN`).
+    pub token: Option<String>,
+    /// S3 endpoint, region and credentials (`--endpoint`, `AWS_*`).
+    pub s3: s3::S3Options,
+}
+
+/// Open the remote a URL names: a `bat serve` endpoint (`http(s)://`), an
+/// S3 bucket (`s3://bucket/prefix`), a bundle file, or a ledger directory.
+pub fn open_remote(url: &str, opts: &RemoteOptions) -> Result<Box<dyn Remote>, RemoteError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        let o = http::HttpOptions {
+            token: opts.net.token.clone(),
+        };
+        return Ok(Box::new(http::HttpRemote::new(url, o)?));
+    }
+    if url.starts_with("s3://") {
+        return Ok(Box::new(s3::S3Remote::new(url, opts.net.s3.clone())?));
+    }
+    let path = Path::new(url.strip_prefix("file://").unwrap_or(url));
+    if path.is_file() {
+        return Ok(Box::new(Bundle::open(path)?));
+    }
+    Ok(Box::new(DirRemote::open(path)?))
+}
+
+/// The `.bat` directory of a directory remote, if `url` names one.
+pub fn dir_remote_ledger(url: &str) -> Option<PathBuf> {
+    let p = Path::new(url.strip_prefix("file://").unwrap_or(url));
+    let d = p.join(bat_ledger::store::LEDGER_DIR);
+    d.join(bat_ledger::store::VERSION_FILE)
+        .is_file()
+        .then_some(d)
+}
+
+/// Store a directory URL as an absolute path, so the remote works from any
+/// working directory; other URLs are kept as given.
+pub fn normalize_url(url: &str) -> String {
+    if url.contains("://") {
+        return url.to_string();
+    }
+    std::path::absolute(url)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| url.to_string())
+}
+
+/// Name of the only filter: leave model checkpoints on the remote.
+pub const NO_CHECKPOINTS: &str = "no-checkpoints";
+
+/// File extensions of model weights.
+const MODEL_EXTENSIONS: &[&str] = &[
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".gguf",
+    ".onnx",
+];
+
+/// The `no-checkpoints` filter: files under a round's `candidate/` folder
+/// (the trained model, FORMAT of bat's round tree) and model-weight files
+/// anywhere. `true` = leave on the remote.
+pub fn is_checkpoint(path: &str, _e: &TreeEntry) -> bool {
+    path.starts_with("candidate/")
+        || path.contains("/candidate/")
+        || MODEL_EXTENSIONS.iter().any(|x| path.ends_with(x))
+}
+
+/// The path filter a `--filter` name stands for.
+pub fn filter_by_name(name: &str) -> Result<&'static PathFilter, String> {
+    match name {
+        NO_CHECKPOINTS => Ok(&is_checkpoint),
+        other => Err(format!(
+            "unknown filter {other:?} (the only filter is {NO_CHECKPOINTS})"
+        )),
+    }
+}
+
+/// In a partial clone, fetch the promised files of `commit` (all of them,
+/// or those `select` accepts) from the promisor remote, verified on
+/// arrival. Returns how many files were fetched (0 in a full clone). For
+/// `checkout`, `diff` and replay.
+pub fn hydrate_commit(
+    ledger: &mut Ledger,
+    commit: &CommitId,
+    select: Option<&PathFilter>,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<u64, RemoteError> {
+    let Some(p) = ledger.promisor()? else {
+        return Ok(0);
+    };
+    let tree = ledger.read_commit(commit)?.tree;
+    if bat_ledger::remote::transfer::missing_files(ledger, &tree, select)?.is_empty() {
+        return Ok(0);
+    }
+    let mut remote = open_remote(&p.url, &RemoteOptions::default())?;
+    hydrate(ledger, remote.as_mut(), &tree, select, progress, cancel)
+}

@@ -17,10 +17,18 @@ use std::path::PathBuf;
 use crate::id::{CommitId, ObjectId};
 use crate::object::Kind;
 
+pub mod bundle;
+pub mod dir;
 mod import;
+pub mod registry;
+pub mod transfer;
 pub mod wire;
 
+pub use bundle::{Bundle, BundleSummary};
+pub use dir::DirRemote;
 pub use import::ImportStats;
+pub use registry::RemoteConfig;
+pub use transfer::{FetchOutcome, FetchStats, PathFilter, PushOutcome, RefUpdate};
 
 /// One stored object as it crosses the wire: enough to store it as-is and to
 /// verify it.
@@ -212,6 +220,12 @@ pub trait Remote: Send {
         new: CommitId,
         force: bool,
     ) -> Result<(), RemoteError>;
+}
+
+pub(crate) fn transfer_cancelled(
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(), RemoteError> {
+    crate::progress::check_cancel(cancel).map_err(|_| RemoteError::Cancelled)
 }
 
 /// Check a full ref name received from (or sent to) a peer: `HEAD` or

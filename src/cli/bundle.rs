@@ -1,0 +1,125 @@
+//! `bat bundle create FILE [REV…]`, `bat bundle verify FILE`
+
+use std::path::PathBuf;
+
+use bat_ledger::refs::{HEADS, TAGS};
+use bat_ledger::remote::bundle::{create_bundle, verify_bundle};
+use bat_ledger::Head;
+use clap::{Args, Subcommand};
+
+use super::ledger_common::{display_path, lerr, open, NEVER_CANCEL};
+use super::transfer_common::{ok, rerr, TransferProgress};
+use super::{print_json, CliError, CliResult, Globals};
+
+/// Single self-verifying files holding refs and everything they reach —
+/// for attaching a campaign to a paper. `bat clone FILE` restores one.
+/// Private raw evaluations are never written into a bundle.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: BundleAction,
+}
+
+/// `bat bundle` sub-verbs.
+#[derive(Debug, Subcommand)]
+pub enum BundleAction {
+    /// Write a bundle of branches/tags (default: every branch and tag).
+    Create {
+        /// The bundle file to write.
+        file: PathBuf,
+        /// Branches, tags, full ref names or HEAD.
+        revs: Vec<String>,
+    },
+    /// Check a bundle completely: checksums, framing, every object, and
+    /// that every ref's history and files are inside.
+    Verify {
+        /// The bundle file.
+        file: PathBuf,
+    },
+}
+
+/// Run `bat bundle`.
+pub fn run(args: BundleArgs, g: &Globals) -> CliResult {
+    match args.action {
+        BundleAction::Create { file, revs } => create(file, revs, g),
+        BundleAction::Verify { file } => verify(file, g),
+    }
+}
+
+fn create(file: PathBuf, revs: Vec<String>, g: &Globals) -> CliResult {
+    let l = open(g)?;
+    let all = l.all_refs().map_err(lerr)?;
+    let mut refs: Vec<(String, bat_ledger::CommitId)> = Vec::new();
+    if revs.is_empty() {
+        refs = all
+            .iter()
+            .filter(|(n, _)| n.starts_with(HEADS) || n.starts_with(TAGS))
+            .cloned()
+            .collect();
+    }
+    for r in &revs {
+        let full = if r == "HEAD" {
+            match l.head().map_err(lerr)? {
+                Head::Branch { name, .. } => name,
+                Head::Detached { .. } => {
+                    return Err(CliError::new("HEAD is detached; name a branch or tag").with_code(2))
+                }
+            }
+        } else if r.starts_with("refs/") {
+            r.clone()
+        } else {
+            l.full_ref_name(r).map_err(lerr)?
+        };
+        let c = all
+            .iter()
+            .find(|(n, _)| *n == full)
+            .map(|x| x.1)
+            .ok_or_else(|| {
+                CliError::new(format!("{r} is not a branch, tag or ref")).with_code(2)
+            })?;
+        if !refs.iter().any(|(n, _)| *n == full) {
+            refs.push((full, c));
+        }
+    }
+    if refs.is_empty() {
+        return Err(CliError::new("nothing to bundle: the ledger has no branches").with_code(2));
+    }
+    let p = TransferProgress::new(g);
+    let s = create_bundle(&l, &file, &refs, &p, &NEVER_CANCEL).map_err(rerr)?;
+    if g.json {
+        print_json(&serde_json::json!({"file": display_path(&file), "summary": s}))?;
+    } else {
+        println!(
+            "Wrote {} ({} refs, {} objects, {} bytes)",
+            file.display(),
+            s.refs.len(),
+            s.objects,
+            s.file_bytes
+        );
+    }
+    ok()
+}
+
+fn verify(file: PathBuf, g: &Globals) -> CliResult {
+    let scratch =
+        tempfile::tempdir().map_err(|e| CliError::new(format!("temporary directory: {e}")))?;
+    let p = TransferProgress::new(g);
+    let s =
+        verify_bundle(&file, &scratch.path().join("verify"), &p, &NEVER_CANCEL).map_err(rerr)?;
+    if g.json {
+        print_json(&serde_json::json!({"file": display_path(&file), "ok": true, "summary": s}))?;
+    } else {
+        println!(
+            "{}: ok ({} refs, {} objects, {} bytes; every object verified, every ref complete)",
+            file.display(),
+            s.refs.len(),
+            s.objects,
+            s.file_bytes
+        );
+        for (n, c) in &s.refs {
+            println!("  {n} {}", &c.to_string()[..12]);
+        }
+    }
+    ok()
+}
