@@ -268,3 +268,20 @@ fn malformed_requests_get_4xx() {
     );
     assert_eq!(post("/v1/nope", vec![]), 404);
 }
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, _) = history(t.path());
+    let mut srv = Server::with_tokens(&dir, t.path(), &[]);
+    assert!(client(&srv.url, Some(READ_TOKEN)).list_refs().is_ok());
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &srv.child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success());
+    let exit = srv.child.wait().expect("wait for the server");
+    assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    let l = Ledger::discover(&dir).expect("open");
+    assert_fsck_clean(&l);
+}
