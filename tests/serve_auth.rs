@@ -285,3 +285,20 @@ fn sigterm_stops_the_server_cleanly() {
     let l = Ledger::discover(&dir).expect("open");
     assert_fsck_clean(&l);
 }
+
+#[test]
+fn has_accepts_more_ids_than_one_request_carries() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, [a, _, _]) = history(t.path());
+    let srv = Server::with_tokens(&dir, t.path(), &[]);
+    let mut r = client(&srv.url, Some(READ_TOKEN));
+    // More ids than one request carries: the client splits them.
+    let mut ids: Vec<ObjectId> = (0..70_000u32)
+        .map(|i| ObjectId::of_bytes(&i.to_le_bytes()))
+        .collect();
+    ids[65_535] = a.0;
+    ids[69_999] = a.0;
+    let got = r.has(&ids).expect("has");
+    assert_eq!(got.iter().filter(|h| **h).count(), 2);
+    assert!(got[65_535] && got[69_999]);
+}

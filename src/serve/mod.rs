@@ -80,6 +80,9 @@ pub(crate) struct AppState {
 
 /// The axum router of the protocol.
 pub fn router(config: ServeConfig) -> Router {
+    // Binary id lists (has/get) are the largest buffered bodies; uploads
+    // stream and are limited by `max_put_bytes`.
+    let body_limit = config.limits.max_ids * 32 + 1024;
     let state = Arc::new(AppState { config });
     Router::new()
         .route("/v1/info", get(handlers::info))
@@ -89,6 +92,7 @@ pub fn router(config: ServeConfig) -> Router {
         .route("/v1/get", post(stream::get_objects))
         .route("/v1/put", post(stream::put_objects))
         .fallback(handlers::not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
