@@ -205,6 +205,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .to_string();
     let counter = Arc::new(AtomicU64::new(0));
     let url = relay(upstream, counter.clone());
+    // 2a. Transfer only: every object over HTTP, decoded from the wire and
+    // dropped (server export + network + wire decoding, no verification).
+    let t = Instant::now();
+    let mut r = HttpRemote::new(&url, HttpOptions::default())?;
+    let mut payload = 0u64;
+    for batch in ids.chunks(4096) {
+        r.get(batch, &mut |o| {
+            payload += o.payload_len();
+            Ok(())
+        })?;
+    }
+    let wire_s = t.elapsed().as_secs_f64();
+    let wire_bytes = counter.swap(0, Ordering::Relaxed);
+    drop(r);
+
+    // 2b. The clone: transfer, verify, store durably.
     let dst = work.join("http-dst");
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(&dst)?;
@@ -267,6 +283,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(0);
 
     let mb = |b: u64| b as f64 / 1e6;
+    println!("payload bytes: {:.1} MB", mb(payload));
     println!("rounds: {rounds}, objects: {}, logical bytes (all rounds): {:.1} MB, source .bat: {:.1} MB", ids.len(), mb(logical), mb(src_bat));
     println!("| tool | s | logical MB/s | MB sent | dest .bat MB |");
     println!("|---|---|---|---|---|");
@@ -275,6 +292,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         mb(logical) / http_s,
         mb(http_bytes),
         mb(dst_bat)
+    );
+    println!(
+        "| bat serve → HTTP transfer only (no verify/store) | {wire_s:.2} | {:.0} | {:.1} | – |",
+        mb(logical) / wire_s,
+        mb(wire_bytes)
     );
     println!(
         "| rsync -a .bat | {rsync_s:.2} | {:.0} | {:.1} | {:.1} |",
