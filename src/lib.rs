@@ -12,3 +12,4 @@ pub mod remote;
 pub mod replay;
 pub mod round;
 pub mod sim;
+pub mod serve;

@@ -67,6 +67,7 @@ pub fn run(args: CloneArgs, g: &Globals) -> CliResult {
         &url,
         &RemoteOptions {
             include_private: args.include_private,
+            net: g.net.clone(),
         },
     )
     .map_err(rerr)?;

@@ -36,7 +36,14 @@ pub fn fetch_named(
     name: &str,
     g: &Globals,
 ) -> Result<bat_ledger::remote::FetchOutcome, super::CliError> {
-    let (cfg, mut remote) = open_named(l, name, &RemoteOptions::default())?;
+    let (cfg, mut remote) = open_named(
+        l,
+        name,
+        &RemoteOptions {
+            net: g.net.clone(),
+            ..RemoteOptions::default()
+        },
+    )?;
     let filter = match (&cfg.promisor, &cfg.filter) {
         (true, Some(f)) => Some(filter_by_name(f).map_err(super::CliError::new)?),
         _ => None,

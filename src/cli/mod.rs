@@ -40,6 +40,7 @@ pub mod revert;
 pub mod round;
 pub mod round_progress;
 pub mod run;
+pub mod serve;
 pub mod show;
 pub mod sim;
 pub mod source;
@@ -61,6 +62,17 @@ pub struct Cli {
     /// Print exactly one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Token for http(s):// remotes (clone/fetch/pull/push). Overrides the
+    /// BAT_TOKEN environment variable.
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Endpoint URL for s3:// remotes. Overrides AWS_ENDPOINT_URL; the
+    /// region and credentials come from AWS_REGION / AWS_DEFAULT_REGION,
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint: Option<String>,
 
     /// The verb to run.
     #[command(subcommand)]
@@ -143,6 +155,8 @@ pub enum Command {
     Push(push::PushArgs),
     /// Create or verify a single-file bundle.
     Bundle(bundle::BundleArgs),
+    /// Serve this ledger over HTTP.
+    Serve(serve::ServeArgs),
 }
 
 /// A failure the CLI reports: the message, an optional hint for the user and
@@ -196,6 +210,9 @@ pub struct Globals {
     pub dir: Option<PathBuf>,
     /// `--json` was given.
     pub json: bool,
+    /// Network-remote settings from `--token`, `--endpoint` and the
+    /// environment.
+    pub net: crate::remote::NetOptions,
 }
 
 impl Globals {
@@ -212,9 +229,21 @@ pub fn main() -> ExitCode {
     let dir = cli
         .dir
         .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let net = crate::remote::NetOptions {
+        token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
+        s3: crate::remote::s3::S3Options {
+            endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
+            region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),
+            access_key_id: env("AWS_ACCESS_KEY_ID"),
+            secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+            session_token: env("AWS_SESSION_TOKEN"),
+        },
+    };
     let globals = Globals {
         dir,
         json: cli.json,
+        net,
     };
     quiet_broken_pipe();
     let outcome = std::panic::catch_unwind(move || dispatch(cli.command, &globals));
@@ -298,6 +327,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Pull(a) => pull::run(a, g),
         Command::Push(a) => push::run(a, g),
         Command::Bundle(a) => bundle::run(a, g),
+        Command::Serve(a) => serve::run(a, g),
     }
 }
 

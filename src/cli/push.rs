@@ -41,6 +41,7 @@ pub fn run(args: PushArgs, g: &Globals) -> CliResult {
     };
     let opts = RemoteOptions {
         include_private: args.include_private,
+        net: g.net.clone(),
     };
     let (cfg, mut remote) = open_named(&l, &args.remote, &opts)?;
     let private_dest = if args.include_private {

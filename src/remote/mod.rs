@@ -10,7 +10,10 @@ use bat_ledger::remote::transfer::{hydrate, PathFilter};
 use bat_ledger::remote::{Bundle, DirRemote, Remote, RemoteError};
 use bat_ledger::{CommitId, Ledger, Progress, TreeEntry};
 
+pub mod frame;
+pub mod http;
 pub mod private;
+pub mod s3;
 
 /// Options for opening a remote.
 #[derive(Debug, Clone, Default)]
@@ -18,22 +21,31 @@ pub struct RemoteOptions {
     /// `--include-private` was given (backends that cannot hold private
     /// data refuse it).
     pub include_private: bool,
+    /// Credentials and endpoints of network remotes.
+    pub net: NetOptions,
 }
 
-/// Open the remote a URL names: `http(s)://` and `s3://` (backends that
-/// are not built into this build), a bundle file, or a ledger directory.
-pub fn open_remote(url: &str, _opts: &RemoteOptions) -> Result<Box<dyn Remote>, RemoteError> {
+/// Settings of the network remotes, filled by the CLI from its flags and
+/// the environment (the library reads neither).
+#[derive(Debug, Clone, Default)]
+pub struct NetOptions {
+    /// Bearer token for `http(s)://` remotes (`--token`, else `BAT_TOKEN`).
+    pub token: Option<String>,
+    /// S3 endpoint, region and credentials (`--endpoint`, `AWS_*`).
+    pub s3: s3::S3Options,
+}
+
+/// Open the remote a URL names: a `bat serve` endpoint (`http(s)://`), an
+/// S3 bucket (`s3://bucket/prefix`), a bundle file, or a ledger directory.
+pub fn open_remote(url: &str, opts: &RemoteOptions) -> Result<Box<dyn Remote>, RemoteError> {
     if url.starts_with("http://") || url.starts_with("https://") {
-        return Err(RemoteError::Unsupported {
-            url: url.into(),
-            reason: "the HTTP remote (`bat serve`) is not built into this bat".into(),
-        });
+        let o = http::HttpOptions {
+            token: opts.net.token.clone(),
+        };
+        return Ok(Box::new(http::HttpRemote::new(url, o)?));
     }
     if url.starts_with("s3://") {
-        return Err(RemoteError::Unsupported {
-            url: url.into(),
-            reason: "the S3 remote is not built into this bat".into(),
-        });
+        return Ok(Box::new(s3::S3Remote::new(url, opts.net.s3.clone())?));
     }
     let path = Path::new(url.strip_prefix("file://").unwrap_or(url));
     if path.is_file() {

@@ -1,0 +1,94 @@
+//! `bat serve`
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::ledger_common::open;
+use super::{CliError, CliResult, Globals};
+use crate::serve::{serve_blocking, Limits, Scope, ServeConfig, TokenSet};
+
+/// Serve this ledger over HTTP for `bat clone/fetch/pull/push`.
+///
+/// Prints `listening on http://ADDR` once the socket is bound, then serves
+/// until SIGINT or SIGTERM. Without a token file every request is refused
+/// unless `--allow-anonymous-read` is given. Private data (`.bat/private`)
+/// is never served.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8765")]
+    pub bind: String,
+
+    /// File of accepted tokens, one per line: `read TOKEN` or `write TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Refuse every upload and ref update, whatever the token.
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Let requests without a token list refs and download objects.
+    #[arg(long)]
+    pub allow_anonymous_read: bool,
+
+    /// Import uploads in batches of at most this many payload bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, hide = true)]
+    pub put_batch_bytes: usize,
+}
+
+/// Run `bat serve`.
+pub fn run(args: ServeArgs, g: &Globals) -> CliResult {
+    let ledger_dir = open(g)?.dir().to_path_buf();
+    let tokens = match &args.token_file {
+        None => TokenSet::empty(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                CliError::new(format!("cannot read token file {}: {e}", p.display())).with_code(2)
+            })?;
+            TokenSet::parse(&text)
+                .map_err(|e| CliError::new(format!("{}: {e}", p.display())).with_code(2))?
+        }
+    };
+    if tokens.is_empty() && !args.allow_anonymous_read {
+        eprintln!(
+            "warning: no tokens and no --allow-anonymous-read: every request will be refused"
+        );
+    }
+    let listener = TcpListener::bind(&args.bind).map_err(|e| {
+        CliError::new(format!("cannot listen on {}: {e}", args.bind))
+            .with_hint("pick another port with --bind 127.0.0.1:PORT (0 = any free port)")
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({ "listening": format!("http://{addr}") })
+        );
+    } else {
+        println!("listening on http://{addr}");
+    }
+    let _ = std::io::stdout().flush();
+    let config = ServeConfig {
+        ledger_dir,
+        tokens,
+        anonymous: if args.allow_anonymous_read {
+            Scope::Read
+        } else {
+            Scope::None
+        },
+        read_only: args.read_only,
+        limits: Limits {
+            put_batch_bytes: args.put_batch_bytes.max(1),
+            ..Limits::default()
+        },
+    };
+    serve_blocking(config, listener)?;
+    eprintln!("bat serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}

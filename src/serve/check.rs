@@ -1,0 +1,86 @@
+//! Server-side checks before a ref moves: the new commit and everything it
+//! reaches are stored, and (unless forced) the move is a fast-forward.
+
+use std::collections::HashSet;
+
+use bat_ledger::{CommitId, Ledger, Mode, TreeId};
+
+/// Why a ref update was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RefCheckError {
+    /// The ledger could not be read.
+    #[error(transparent)]
+    Ledger(#[from] bat_ledger::Error),
+    /// Something the new commit reaches is not stored.
+    #[error("{what} {id} is not stored on the server (push its objects first)")]
+    Missing {
+        /// "commit", "tree" or "file".
+        what: &'static str,
+        /// Hex id.
+        id: String,
+    },
+}
+
+/// Walk the history of `new` back to `stop` (exclusive; it is the ref's
+/// current value, already complete on the server) and check that every
+/// commit, tree and file reached is stored. Returns true when `stop` is an
+/// ancestor of `new` (or `stop` is None): the update is a fast-forward.
+pub fn check_update(
+    l: &Ledger,
+    new: CommitId,
+    stop: Option<CommitId>,
+) -> Result<bool, RefCheckError> {
+    let mut seen_commits: HashSet<CommitId> = HashSet::new();
+    let mut seen_trees: HashSet<TreeId> = HashSet::new();
+    let mut found_stop = stop.is_none();
+    let mut stack = vec![new];
+    while let Some(c) = stack.pop() {
+        if Some(c) == stop {
+            found_stop = true;
+            continue;
+        }
+        if !seen_commits.insert(c) {
+            continue;
+        }
+        if !l.contains(&c.0)? {
+            return Err(RefCheckError::Missing {
+                what: "commit",
+                id: c.to_string(),
+            });
+        }
+        let commit = l.read_commit(&c)?;
+        check_tree(l, commit.tree, &mut seen_trees)?;
+        stack.extend(commit.parents.iter().copied());
+    }
+    Ok(found_stop)
+}
+
+fn check_tree(l: &Ledger, root: TreeId, seen: &mut HashSet<TreeId>) -> Result<(), RefCheckError> {
+    let mut stack = vec![root];
+    while let Some(t) = stack.pop() {
+        if !seen.insert(t) {
+            continue;
+        }
+        if !l.contains(&t.0)? {
+            return Err(RefCheckError::Missing {
+                what: "tree",
+                id: t.to_string(),
+            });
+        }
+        let tree = l.read_tree(&t)?;
+        for e in &tree.entries {
+            match e.mode {
+                Mode::Tree => stack.push(TreeId(e.id)),
+                _ => {
+                    if !l.contains(&e.id)? {
+                        return Err(RefCheckError::Missing {
+                            what: "file",
+                            id: e.id.to_hex(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
