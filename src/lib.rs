@@ -11,5 +11,5 @@ pub mod inspect;
 pub mod remote;
 pub mod replay;
 pub mod round;
-pub mod sim;
 pub mod serve;
+pub mod sim;

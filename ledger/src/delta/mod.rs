@@ -285,7 +285,8 @@ fn decode_frames(
             inflate(f, buf, count, "plane")?;
         }
         let set: usize = mask.iter().map(|b| b.count_ones() as usize).sum();
-        if set != count || (!n.is_multiple_of(8) && mask.last().is_some_and(|b| b >> (n % 8) != 0)) {
+        if set != count || (!n.is_multiple_of(8) && mask.last().is_some_and(|b| b >> (n % 8) != 0))
+        {
             return Err("the changed-element mask does not match its count".into());
         }
         apply_sparse(&mut out, mask, &planes[..w], w);

@@ -1,0 +1,140 @@
+//! Issue 7's reproduction round trip with the real binary: a simulator
+//! campaign is cloned, a round is verified and replayed as an ablation in
+//! the clone, the replay branch is pushed back, and both ledgers are
+//! fsck-clean with the pushed commits readable on the origin.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bat(ledger: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
+    c.arg("-C").arg(ledger);
+    c
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+fn json(out: Output) -> Value {
+    serde_json::from_slice(&ok(out).stdout).expect("one JSON document")
+}
+
+#[test]
+fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let origin = tmp.path().join("origin");
+    let copy = tmp.path().join("copy");
+    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+        .arg("init")
+        .arg(&origin)
+        .output()
+        .expect("init"));
+    ok(bat(&origin)
+        .args([
+            "run",
+            "--backend",
+            "sim",
+            "--rounds",
+            "3",
+            "--batches",
+            "10",
+        ])
+        .output()
+        .expect("run"));
+
+    // A reviewer clones the campaign (no shared files: a fresh directory).
+    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+        .arg("clone")
+        .arg(&origin)
+        .arg(&copy)
+        .output()
+        .expect("clone"));
+    assert!(ok(bat(&copy).arg("fsck").output().expect("fsck"))
+        .status
+        .success());
+
+    // r02 starts from r01's promoted checkpoint, which came with the clone.
+    let v = json(
+        bat(&copy)
+            .args(["--json", "replay", "r02", "--verify"])
+            .output()
+            .expect("verify"),
+    );
+    assert_eq!(v["reproduced"], true, "{v}");
+    let r = json(
+        bat(&copy)
+            .args([
+                "--json",
+                "replay",
+                "r02..r03",
+                "--ablate",
+                "reward=terminal",
+            ])
+            .output()
+            .expect("replay"),
+    );
+    let branch = r["branch"].as_str().expect("branch").to_string();
+    assert!(branch.starts_with("replay/"), "{branch}");
+    let tip = json(
+        bat(&copy)
+            .args(["--json", "log", "-n", "1", &branch])
+            .output()
+            .expect("log"),
+    )[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // Push the arm back to where the campaign came from.
+    ok(bat(&copy)
+        .args(["push", "origin", &branch])
+        .output()
+        .expect("push"));
+    let there = json(
+        bat(&origin)
+            .args(["--json", "log", "-n", "1", &branch])
+            .output()
+            .expect("log"),
+    );
+    assert_eq!(
+        there[0]["id"],
+        tip.as_str(),
+        "origin's branch is the pushed tip"
+    );
+    assert_eq!(there[0]["metadata"]["ablation"], "reward=terminal");
+    // The pushed checkpoint reads back on the origin (verified restore).
+    let out = tmp.path().join("restored");
+    ok(bat(&origin)
+        .args(["checkout", &branch, "--to"])
+        .arg(&out)
+        .output()
+        .expect("checkout"));
+    assert!(out.join("candidate").join("model.safetensors").is_file());
+    // A second push sends nothing new and is accepted.
+    ok(bat(&copy)
+        .args(["push", "origin", &branch])
+        .output()
+        .expect("push again"));
+    for l in [&origin, &copy] {
+        assert!(ok(bat(l).arg("fsck").output().expect("fsck"))
+            .status
+            .success());
+    }
+    // The original arm is untouched on the origin.
+    let c = json(
+        bat(&origin)
+            .args(["--json", "compare", "main", &branch])
+            .output()
+            .expect("compare"),
+    );
+    assert!(c.is_object(), "{c}");
+}
