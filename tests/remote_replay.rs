@@ -62,14 +62,24 @@ fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
         .status
         .success());
 
-    // r02 starts from r01's promoted checkpoint, which came with the clone.
-    let v = json(
-        bat(&copy)
-            .args(["--json", "replay", "r02", "--verify"])
-            .output()
-            .expect("verify"),
-    );
-    assert_eq!(v["reproduced"], true, "{v}");
+    // Nothing outside the ledger is needed: the origin's run folders (work
+    // dir, source grid, the folder the campaign started from) are gone.
+    let runs = origin.join(".bat").join("runs");
+    assert!(runs.is_dir());
+    std::fs::remove_dir_all(&runs).expect("rm runs");
+    // r01 starts from the campaign's starting checkpoint, recorded in the
+    // ledger under a `checkpoints/<identity>` tag; r02 from r01's candidate.
+    let tags = json(bat(&copy).args(["--json", "tag"]).output().expect("tags"));
+    assert!(tags.to_string().contains("checkpoints/"), "{tags}");
+    for rid in ["r01", "r02"] {
+        let v = json(
+            bat(&copy)
+                .args(["--json", "replay", rid, "--verify"])
+                .output()
+                .expect("verify"),
+        );
+        assert_eq!(v["reproduced"], true, "{rid}: {v}");
+    }
     let r = json(
         bat(&copy)
             .args([

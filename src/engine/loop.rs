@@ -862,6 +862,17 @@ pub fn commit_loop_round(
 
 impl RoundSink for LedgerSink<'_> {
     fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, String> {
+        // The campaign's starting checkpoint goes into the ledger with its
+        // first round (once per identity), so replays need no outside copy.
+        let first = round.loop_metadata["round_number"].as_i64() == Some(1);
+        if let Some(initial) = round.loop_metadata["campaign"]["initial_checkpoint"]
+            .as_str()
+            .filter(|_| first)
+        {
+            let author = self.options.author.as_deref().unwrap_or("unknown");
+            crate::round::initial::record_checkpoint(self.ledger, Path::new(initial), author)
+                .map_err(|e| format!("cannot record the starting checkpoint {initial}: {e}"))?;
+        }
         commit_loop_round(self.ledger, round, &self.options)
             .map(|c| format!("committed {} ({})", c.commit.0.short(), c.gate_status))
             .map_err(|e| e.to_string())

@@ -651,6 +651,16 @@ fn find_checkpoint(
     if initial.is_dir() && model_identity(initial).is_ok_and(|m| m.model_identity_sha256 == sha) {
         return Ok((initial.to_path_buf(), None));
     }
+    // The starting checkpoint recorded in the ledger by the campaign.
+    if let Some(id) = crate::round::initial::recorded_checkpoint(ledger, sha)? {
+        let dest = dest_root.join(format!("initial-{}", id.0.short()));
+        if !dest.exists() {
+            ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+        }
+        if model_identity(&dest).is_ok_and(|m| m.model_identity_sha256 == sha) {
+            return Ok((dest, None));
+        }
+    }
     Err(ReplayError::CheckpointUnavailable {
         round_id: round_id.to_string(),
         sha256: sha.to_string(),

@@ -52,6 +52,7 @@
 //! baseline. The scalar members are indexed fields of the catalog, scores as
 //! `scores.overall`, `scores.S1`, ….
 
+pub mod initial;
 pub mod layout;
 pub mod promote;
 pub mod provenance;
