@@ -139,6 +139,42 @@ fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
             .status
             .success());
     }
+    // A partial clone leaves checkpoints on the origin; replay fetches the
+    // ones it starts from on demand (verified) and reproduces the round.
+    let partial = tmp.path().join("partial");
+    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+        .arg("clone")
+        .arg(&origin)
+        .arg(&partial)
+        .args(["--filter", "no-checkpoints"])
+        .output()
+        .expect("partial clone"));
+    let before = json(
+        bat(&partial)
+            .args(["--json", "fsck"])
+            .output()
+            .expect("fsck"),
+    );
+    let promised_before = before["promised_files"].as_u64().expect("promised_files");
+    assert!(promised_before > 0, "{before}");
+    let v = json(
+        bat(&partial)
+            .args(["--json", "replay", "r02", "--verify"])
+            .output()
+            .expect("verify in a partial clone"),
+    );
+    assert_eq!(v["reproduced"], true, "{v}");
+    let after = json(
+        bat(&partial)
+            .args(["--json", "fsck"])
+            .output()
+            .expect("fsck"),
+    );
+    let promised_after = after["promised_files"].as_u64().expect("promised_files");
+    assert!(
+        promised_after < promised_before,
+        "the starting checkpoint was fetched: {promised_before} -> {promised_after}"
+    );
     // The original arm is untouched on the origin.
     let c = json(
         bat(&origin)

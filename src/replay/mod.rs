@@ -233,6 +233,32 @@ pub enum ReplayError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
+    /// A partial clone could not fetch a checkpoint it needs from its remote.
+    #[error("cannot fetch checkpoint files of {commit} from the remote: {source}")]
+    Fetch {
+        /// The commit whose files were needed.
+        commit: String,
+        /// The remote's error.
+        source: bat_ledger::remote::RemoteError,
+    },
+}
+
+/// Check out `commit` into `dest`, first fetching (and verifying) its files
+/// from the promisor remote when this ledger is a partial clone.
+fn checkout_hydrated(
+    ledger: &mut Ledger,
+    commit: &CommitId,
+    dest: &Path,
+) -> Result<(), ReplayError> {
+    let cancel = AtomicBool::new(false);
+    crate::remote::hydrate_commit(ledger, commit, None, &NoProgress, &cancel).map_err(
+        |source| ReplayError::Fetch {
+            commit: commit.to_string(),
+            source,
+        },
+    )?;
+    ledger.checkout(commit, dest, &NoProgress, &cancel)?;
+    Ok(())
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {
@@ -623,7 +649,7 @@ struct Arm {
 /// the first-parent history from `start`, checked out into `dest_root`, or
 /// the campaign's initial checkpoint.
 fn find_checkpoint(
-    ledger: &Ledger,
+    ledger: &mut Ledger,
     start: Option<CommitId>,
     sha: &str,
     initial: &Path,
@@ -639,7 +665,7 @@ fn find_checkpoint(
             let rid = meta_str(&c.metadata, "round_id").to_string();
             let dest = dest_root.join(format!("{rid}-{}", id.0.short()));
             if !dest.exists() {
-                ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+                checkout_hydrated(ledger, &id, &dest)?;
             }
             let cand = dest.join("candidate");
             if model_identity(&cand).is_ok_and(|m| m.model_identity_sha256 == sha) {
@@ -655,7 +681,7 @@ fn find_checkpoint(
     if let Some(id) = crate::round::initial::recorded_checkpoint(ledger, sha)? {
         let dest = dest_root.join(format!("initial-{}", id.0.short()));
         if !dest.exists() {
-            ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+            checkout_hydrated(ledger, &id, &dest)?;
         }
         if model_identity(&dest).is_ok_and(|m| m.model_identity_sha256 == sha) {
             return Ok((dest, None));
