@@ -82,7 +82,7 @@ pub struct Cli {
 /// Every verb of `bat`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build, check and record a round view in a new ledger (start here).
+    /// Run a simulated BaT campaign and its terminal-reward ablation in a new ledger (start here).
     Demo(demo::DemoArgs),
     /// Create a new ledger.
     Init(init::InitArgs),
@@ -134,7 +134,7 @@ pub enum Command {
     Bind(bind::BindArgs),
     /// Run a conformance vector directory and print a pass/fail table.
     Conformance(conformance::ConformanceArgs),
-    /// Run the BaT loop with external trainer/evaluator commands.
+    /// Run the BaT loop (external trainer/evaluator commands, or --backend sim).
     Run(run::RunArgs),
     /// Re-run recorded rounds: verify them, or replay them as an ablation.
     Replay(replay::ReplayArgs),
