@@ -340,27 +340,17 @@ pub struct Expect {
 /// Read, check and decompress one record, verifying header, payload checksum
 /// and the object digest. Returns the raw bytes; never unverified ones.
 pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
-    read_record_with_base(file, pack, e, None)
+    read_record_chained(file, pack, e, None, true)
 }
 
-/// [`read_record`] for a record that may be a delta: `base` is the base
-/// object's id (as the catalog says) and its verified bytes. A delta record
-/// read without its base, or naming another base than the catalog, is
-/// reported as corrupt.
-pub fn read_record_with_base(
-    file: &File,
-    pack: &str,
-    e: &Expect,
-    base: Option<(&ObjectId, &[u8])>,
-) -> Result<Vec<u8>> {
-    read_record_chained(file, pack, e, base.map(|(id, b)| (id, b.to_vec())), true)
-}
-
-/// [`read_record_with_base`] taking the base bytes by value (a sparse delta
-/// is applied to them in place). With `check_digest` false the result's
-/// BLAKE3 is not computed: only for an inner link of a delta chain whose
-/// final result is verified (a wrong inner result cannot produce the right
-/// final digest); header, payload checksum and lengths are still checked.
+/// Read, check and decode one record that may be a delta: `base` is the base
+/// object's id (as the catalog says) and its bytes, taken by value (a sparse
+/// delta is applied to them in place). A delta record read without its base,
+/// or naming another base than the catalog, is reported as corrupt. With
+/// `check_digest` false the result's BLAKE3 is not computed: only for an
+/// inner link of a delta chain whose final result is verified (a wrong inner
+/// result cannot produce the right final digest); header, payload checksum
+/// and lengths are still checked.
 pub fn read_record_chained(
     file: &File,
     pack: &str,

@@ -564,15 +564,6 @@ pub fn attach_audit(
         "tracks": scores.tracks,
     });
     let staging = format!("bat-audit-staging/{hex}/{}", req.protocol_id);
-    // A staging branch left by an interrupted attach is simply replaced.
-    if ledger
-        .list_refs(&format!("refs/heads/{staging}"))?
-        .iter()
-        .any(|(rest, _)| rest.is_empty())
-    {
-        ledger.delete_branch(&staging)?;
-    }
-    ledger.create_branch(&staging, req.rev)?;
     let mut creq = CommitRequest::new(format!(
         "audit {} of {}",
         req.protocol_id,
@@ -582,11 +573,13 @@ pub fn attach_audit(
     creq.time = req.time;
     creq.metadata = metadata;
     creq.branch = Some(staging.clone());
-    let committed = ledger.commit_tree(root_id, &creq);
-    let cleanup = ledger.delete_branch(&staging);
-    let out = committed?;
-    cleanup?;
-    ledger.create_tag(&tag_short, out.commit)?;
+    let out = crate::round::side::tagged_side_commit(
+        ledger,
+        &staging,
+        Some(req.rev),
+        &tag_short,
+        |l| -> Result<_, InspectError> { Ok(l.commit_tree(root_id, &creq)?) },
+    )?;
     Ok(AttachOutcome {
         audit_commit: out.commit,
         tag: tag_full,

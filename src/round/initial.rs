@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
 
+use super::side::tagged_side_commit;
 use super::RoundError;
 use crate::contract::binding::model_identity;
 
@@ -53,14 +54,6 @@ pub fn record_checkpoint(
         "bat-checkpoint-staging/{}",
         &identity[..16.min(identity.len())]
     );
-    // A staging branch left by an interrupted recording is replaced.
-    if ledger
-        .list_refs(&format!("refs/heads/{staging}"))?
-        .iter()
-        .any(|(rest, _)| rest.is_empty())
-    {
-        ledger.delete_branch(&staging)?;
-    }
     let mut req = CommitRequest::new(format!(
         "starting checkpoint {}",
         &identity[..12.min(identity.len())]
@@ -72,10 +65,14 @@ pub fn record_checkpoint(
         "kind": "bat_checkpoint",
         "model_identity_sha256": identity,
     });
-    let committed = ledger.commit_dir(dir, &req, &NoProgress, &AtomicBool::new(false));
-    let cleanup = ledger.delete_branch(&staging);
-    let out = committed?;
-    cleanup?;
-    ledger.create_tag(&checkpoint_tag(&identity), out.commit)?;
+    let out = tagged_side_commit(
+        ledger,
+        &staging,
+        None,
+        &checkpoint_tag(&identity),
+        |l| -> Result<_, RoundError> {
+            Ok(l.commit_dir(dir, &req, &NoProgress, &AtomicBool::new(false))?)
+        },
+    )?;
     Ok((out.commit, identity))
 }

@@ -57,6 +57,7 @@ pub mod layout;
 pub mod promote;
 pub mod provenance;
 pub mod record;
+pub(crate) mod side;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

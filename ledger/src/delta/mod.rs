@@ -335,15 +335,9 @@ pub fn inflate_into(frame: &[u8], buf: &mut Vec<u8>, capacity: usize) -> std::io
 
 /// Decompress one zstd frame of at most `capacity` bytes.
 pub fn inflate_frame(frame: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
-    DCTX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new()?);
-        }
-        slot.as_mut()
-            .expect("created above")
-            .decompress(frame, capacity)
-    })
+    let mut out = Vec::new();
+    inflate_into(frame, &mut out, capacity)?;
+    Ok(out)
 }
 
 /// XOR the changed elements (mask bits, planes in element order) into `out`.
