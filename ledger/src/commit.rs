@@ -251,7 +251,9 @@ struct WorkerCtx {
 
 fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Result<Done>>) {
     let level = cx.level;
-    let mut comp = match zstd::bulk::Compressor::new(level) {
+    let comps = zstd::bulk::Compressor::new(level)
+        .and_then(|plain| Ok((plain, delta::planes_compressor(level)?)));
+    let (mut comp, mut planes_comp) = match comps {
         Ok(c) => c,
         Err(e) => {
             let _ = done.send(Err(Error::InvalidInput {
@@ -279,7 +281,7 @@ fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Resul
         let record = if known {
             None
         } else {
-            match encode_job(&mut cx, &mut comp, &job, id) {
+            match encode_job(&mut cx, &mut comp, &mut planes_comp, &job, id) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let _ = done.send(Err(e));
@@ -300,12 +302,28 @@ fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Resul
     }
 }
 
+/// What one delta link adds to its chain's cost, which is bounded by
+/// `delta_max_depth`: one unit per tenth of the raw length its payload
+/// stores, at least one. Decoding cost follows the bytes to inflate, so a
+/// sparse fine-tuning delta (about 0.065 × raw) counts 1 and the limit is a
+/// plain depth for such chains, while a dense delta (every element changed,
+/// about 0.35 × raw) counts 4: it inflates every plane, almost what a
+/// keyframe costs, and nine of them would make a restore ten keyframes' work.
+pub(crate) fn link_cost(stored_len: u64, raw_len: u64) -> u32 {
+    let units = stored_len
+        .saturating_mul(10)
+        .div_ceil(raw_len.max(1))
+        .max(1);
+    u32::try_from(units).unwrap_or(u32::MAX)
+}
+
 /// Compress one piece: plain zstd, or byte planes (a delta against its base
 /// piece when the chain stays within the depth limit and the delta is the
 /// smaller encoding).
 fn encode_job(
     cx: &mut WorkerCtx,
     comp: &mut zstd::bulk::Compressor<'static>,
+    planes_comp: &mut zstd::bulk::Compressor<'static>,
     job: &Job,
     id: ObjectId,
 ) -> Result<(RecordHeader, Vec<u8>, Option<ObjectId>)> {
@@ -332,12 +350,29 @@ fn encode_job(
                 &mut |x| Ok(catalog::get_object(conn, x)?.and_then(|r| r.ok())),
                 &mut |pid, x| crate::store::open_pack_with(conn, dir, cache, pid, x),
             )?;
-            if chain.len() as u32 <= cx.max_depth {
-                let bytes = crate::store::decode_chain(&chain)?;
-                if bytes.len() == job.data.len() {
-                    let p = delta::encode_planes(comp, &job.data, width.into(), Some((&b, &bytes)))
+            let chain_cost: u32 = chain
+                .iter()
+                .filter(|r| r.3.is_some())
+                .map(|r| link_cost(r.2.stored_len, r.2.raw_len))
+                .sum();
+            if chain_cost < cx.max_depth {
+                // The base is checked against its digest, so a delta never
+                // depends on damaged bytes; a base that does not verify
+                // just means this piece is stored whole (fsck reports the
+                // damage).
+                if let Ok(bytes) = crate::store::decode_chain(&chain) {
+                    if bytes.len() == job.data.len() {
+                        let p = delta::encode_planes(
+                            planes_comp,
+                            &job.data,
+                            width.into(),
+                            Some((&b, &bytes)),
+                        )
                         .map_err(bad)?;
-                    delta = Some((p, b));
+                        if chain_cost + link_cost(p.len() as u64, raw_len) <= cx.max_depth {
+                            delta = Some((p, b));
+                        }
+                    }
                 }
             }
         }
@@ -349,7 +384,7 @@ fn encode_job(
         let (p, b) = delta.take().expect("checked");
         (p, Some(b))
     } else {
-        let key = delta::encode_planes(comp, &job.data, width.into(), None).map_err(bad)?;
+        let key = delta::encode_planes(planes_comp, &job.data, width.into(), None).map_err(bad)?;
         match delta {
             Some((p, b)) if p.len() < key.len() => (p, Some(b)),
             _ => (key, None),

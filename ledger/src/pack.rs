@@ -347,10 +347,10 @@ pub fn read_record(file: &File, pack: &str, e: &Expect) -> Result<Vec<u8>> {
 /// object's id (as the catalog says) and its bytes, taken by value (a sparse
 /// delta is applied to them in place). A delta record read without its base,
 /// or naming another base than the catalog, is reported as corrupt. With
-/// `check_digest` false the result's BLAKE3 is not computed: only for an
-/// inner link of a delta chain whose final result is verified (a wrong inner
-/// result cannot produce the right final digest); header, payload checksum
-/// and lengths are still checked.
+/// `check_digest` false neither the payload checksum nor the result's BLAKE3
+/// is computed: only for an inner link of a delta chain whose final result is
+/// verified (a wrong inner result cannot produce the right final digest);
+/// header and lengths are still checked.
 pub fn read_record_chained(
     file: &File,
     pack: &str,
@@ -358,12 +358,32 @@ pub fn read_record_chained(
     base: Option<(&ObjectId, Vec<u8>)>,
     check_digest: bool,
 ) -> Result<Vec<u8>> {
-    let corrupt = |reason: String| Error::Corrupt {
+    let (h, payload) = read_payload(file, pack, e, check_digest)?;
+    decode_payload(pack, e, &h, payload, base, check_digest)
+}
+
+/// The corruption error for the record `e` of `pack`.
+pub(crate) fn corrupt_at(pack: &str, e: &Expect, reason: String) -> Error {
+    Error::Corrupt {
         id: e.id,
         pack: pack.to_string(),
         offset: e.offset,
         reason,
-    };
+    }
+}
+
+/// Read one record's header and stored payload, checking the header checksum
+/// and the header against the catalog, and the payload checksum when
+/// `check_payload`. Skipping it is only for callers that verify a digest
+/// covering what the payload decodes to (decoding a damaged payload is
+/// safe: every length is bounded by the header).
+pub(crate) fn read_payload(
+    file: &File,
+    pack: &str,
+    e: &Expect,
+    check_payload: bool,
+) -> Result<(RecordHeader, Vec<u8>)> {
+    let corrupt = |reason: String| corrupt_at(pack, e, reason);
     let mut hb = [0u8; RECORD_HEADER_LEN];
     file.read_exact_at(&mut hb, e.offset)
         .map_err(|err| corrupt(format!("cannot read record header: {err}")))?;
@@ -371,12 +391,25 @@ pub fn read_record_chained(
     if h.id != e.id || h.kind != e.kind || h.raw_len != e.raw_len || h.stored_len != e.stored_len {
         return Err(corrupt("record header does not match the catalog".into()));
     }
-    let mut payload = vec![0u8; h.stored_len as usize];
+    let mut payload = crate::delta::take_buffer(h.stored_len as usize);
     file.read_exact_at(&mut payload, e.offset + RECORD_HEADER_LEN as u64)
         .map_err(|err| corrupt(format!("cannot read payload (truncated pack?): {err}")))?;
-    if payload_checksum(&payload) != h.payload_sum {
+    if check_payload && payload_checksum(&payload) != h.payload_sum {
         return Err(corrupt("payload checksum mismatch".into()));
     }
+    Ok((h, payload))
+}
+
+/// Decode a payload read by [`read_payload`] (see [`read_record_chained`]).
+pub(crate) fn decode_payload(
+    pack: &str,
+    e: &Expect,
+    h: &RecordHeader,
+    payload: Vec<u8>,
+    base: Option<(&ObjectId, Vec<u8>)>,
+    check_digest: bool,
+) -> Result<Vec<u8>> {
+    let corrupt = |reason: String| corrupt_at(pack, e, reason);
     let raw = match h.compression {
         COMPRESSION_NONE => payload,
         COMPRESSION_PLANES => {
@@ -388,12 +421,15 @@ pub fn read_record_chained(
                     base.as_ref().map_or("none".into(), |b| b.0.to_string())
                 )));
             }
-            crate::delta::decode_planes_owned(&payload, h.raw_len, base.map(|b| b.1))
-                .map_err(|r| corrupt(format!("delta/planes decoding failed: {r}")))?
+            let raw = crate::delta::decode_planes_owned(&payload, h.raw_len, base.map(|b| b.1))
+                .map_err(|r| corrupt(format!("delta/planes decoding failed: {r}")))?;
+            crate::delta::recycle(payload);
+            raw
         }
         _ => {
             let raw = crate::delta::inflate_frame(&payload, h.raw_len as usize)
                 .map_err(|err| corrupt(format!("zstd decompression failed: {err}")))?;
+            crate::delta::recycle(payload);
             if raw.len() as u64 != h.raw_len {
                 return Err(corrupt(format!(
                     "decompressed to {} bytes, expected {}",
@@ -416,26 +452,7 @@ pub fn read_record_chained(
 /// checking the header checksum, the header against the catalog and the
 /// payload checksum (for copying a record verbatim, e.g. onto the wire).
 pub fn read_raw_record(file: &File, pack: &str, e: &Expect) -> Result<(RecordHeader, Vec<u8>)> {
-    let corrupt = |reason: String| Error::Corrupt {
-        id: e.id,
-        pack: pack.to_string(),
-        offset: e.offset,
-        reason,
-    };
-    let mut hb = [0u8; RECORD_HEADER_LEN];
-    file.read_exact_at(&mut hb, e.offset)
-        .map_err(|err| corrupt(format!("cannot read record header: {err}")))?;
-    let h = RecordHeader::decode(&hb).map_err(corrupt)?;
-    if h.id != e.id || h.kind != e.kind || h.raw_len != e.raw_len || h.stored_len != e.stored_len {
-        return Err(corrupt("record header does not match the catalog".into()));
-    }
-    let mut payload = vec![0u8; h.stored_len as usize];
-    file.read_exact_at(&mut payload, e.offset + RECORD_HEADER_LEN as u64)
-        .map_err(|err| corrupt(format!("cannot read payload (truncated pack?): {err}")))?;
-    if payload_checksum(&payload) != h.payload_sum {
-        return Err(corrupt("payload checksum mismatch".into()));
-    }
-    Ok((h, payload))
+    read_payload(file, pack, e, true)
 }
 
 /// Walk a pack's records from the start, returning (offset, header) for every

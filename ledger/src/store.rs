@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use rusqlite::Connection;
 
 use crate::catalog::{self, Location, ObjectRow, StagedRow, FORMAT_VERSION};
@@ -49,8 +48,10 @@ pub struct WriteConfig {
     /// planes, and element-wise XOR deltas against the same path in the
     /// parent commit (FORMAT.md §12).
     pub delta: bool,
-    /// Longest delta chain: a piece whose base already sits at this depth
-    /// is stored as a keyframe instead (bounds restore cost).
+    /// Longest delta chain, in decode-cost units: a sparse delta (the usual
+    /// fine-tuning round) counts 1, a denser one 1 per tenth of its raw size
+    /// it stores. A piece whose delta would take its chain past this is
+    /// stored as a keyframe instead (bounds restore cost; FORMAT.md §12.2).
     pub delta_max_depth: u32,
 }
 
@@ -355,7 +356,7 @@ impl Ledger {
 
     /// Stream a bytes object (file contents) to `out`, verifying every chunk
     /// before it is written and the whole-file digest at the end. Chunks are
-    /// decompressed in parallel a window at a time, in bounded memory.
+    /// decoded on one thread per core, in order and in bounded memory.
     /// Returns the byte count.
     pub fn read_bytes_to(
         &self,
@@ -412,52 +413,31 @@ impl Ledger {
                 }
                 let mut whole = blake3::Hasher::new();
                 let mut total = 0u64;
-                let window = rayon::current_num_threads().max(1) * 4;
                 // Pieces are decoded without their own digests: the whole-file
                 // digest below verifies every byte once. On a mismatch the
                 // pieces are decoded again with every digest, so the error
                 // names the damaged record.
-                let decode = |batch: &[Vec<RecordRef>]| -> Vec<Result<Vec<u8>>> {
-                    batch
-                        .par_iter()
-                        .map(|chain| decode_chain_unverified(chain))
-                        .collect()
-                };
-                // Decode window i+1 on the pool while this thread hashes and
-                // writes window i (two windows in memory at most).
-                let mut pending: Option<Vec<Result<Vec<u8>>>> = None;
-                let mut batches = jobs.chunks(window);
-                loop {
-                    check_cancel(cancel)?;
-                    let next = batches.next();
-                    let current = pending.take();
-                    let (decoded, written) = std::thread::scope(|s| {
-                        let h = next.map(|b| s.spawn(move || decode(b)));
-                        let mut written: Result<()> = Ok(());
-                        for d in current.into_iter().flatten() {
-                            match d {
-                                Ok(d) => {
-                                    whole.update(&d);
-                                    total += d.len() as u64;
-                                    if let Err(e) = out.write_all(&d) {
-                                        written = Err(io_err("write", "output")(e));
-                                        break;
-                                    }
-                                }
-                                Err(e) => {
-                                    written = Err(e);
-                                    break;
-                                }
-                            }
-                        }
-                        let decoded = h.map(|h| h.join().expect("decoder does not panic"));
-                        (decoded, written)
+                let streamed = decode_in_order(&jobs, cancel, |d| {
+                    total += d.len() as u64;
+                    // Hash and write a block at a time, so the write copies
+                    // bytes that are still in cache.
+                    let w = d.chunks(1 << 20).try_for_each(|b| {
+                        whole.update(b);
+                        out.write_all(b)
                     });
-                    written?;
-                    match decoded {
-                        Some(d) => pending = Some(d),
-                        None => break,
+                    crate::delta::recycle(d);
+                    w.map_err(io_err("write", "output"))
+                });
+                if let Err(e) = streamed {
+                    if let Error::Corrupt { .. } = e {
+                        // The fast path skips payload checksums; decode with
+                        // every check so the error is precise.
+                        for chain in &jobs {
+                            check_cancel(cancel)?;
+                            decode_chain(chain)?;
+                        }
                     }
+                    return Err(e);
                 }
                 if ObjectId(*whole.finalize().as_bytes()) != *id {
                     for chain in &jobs {
@@ -595,6 +575,81 @@ impl Staging {
 /// and the delta base the catalog names (if a delta).
 pub(crate) type RecordRef = (String, Arc<File>, Expect, Option<ObjectId>);
 
+/// Decode `chains` (the pieces of one file) on worker threads, one per core,
+/// and hand each result to `each` on the calling thread in piece order.
+/// Workers take the next piece as soon as they are free (no batches that
+/// wait for their slowest piece) but stay at most a few pieces ahead of
+/// `each`, which bounds memory. Stops at the first error, from a worker or
+/// from `each`, or on cancellation.
+pub(crate) fn decode_in_order(
+    chains: &[Vec<RecordRef>],
+    cancel: &AtomicBool,
+    mut each: impl FnMut(Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .min(chains.len().max(1));
+    let ahead = workers * 4;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    // Pieces handed to `each` so far, and a wake-up for workers that are
+    // `ahead` pieces in front of it.
+    let done = (Mutex::new(0usize), Condvar::new());
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Vec<u8>>)>(ahead);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop, done) = (&next, &stop, &done);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= chains.len() {
+                    return;
+                }
+                {
+                    let mut n = done.0.lock().expect("no thread panics holding it");
+                    while i >= *n + ahead && !stop.load(Ordering::Relaxed) {
+                        n = done.1.wait(n).expect("no thread panics holding it");
+                    }
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let d = decode_chain_unverified(&chains[i]);
+                if tx.send((i, d)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        let mut result = Ok(());
+        let mut waiting: HashMap<usize, Vec<u8>> = HashMap::new();
+        let mut want = 0usize;
+        for (i, d) in rx.iter() {
+            let step = check_cancel(cancel).and(d).and_then(|d| {
+                waiting.insert(i, d);
+                while let Some(d) = waiting.remove(&want) {
+                    each(d)?;
+                    want += 1;
+                }
+                Ok(())
+            });
+            if let Err(e) = step {
+                result = Err(e);
+                break;
+            }
+            *done.0.lock().expect("no thread panics holding it") = want;
+            done.1.notify_all();
+        }
+        stop.store(true, Ordering::Relaxed);
+        done.1.notify_all();
+        drop(rx);
+        result
+    })
+}
+
 /// Longest delta chain a reader follows (a guard against a damaged catalog
 /// forming a cycle; writers stay far below it).
 pub const MAX_CHAIN: usize = 64;
@@ -675,10 +730,10 @@ pub(crate) fn resolve_chain(
     }
 }
 
-/// Decode a resolved chain bottom-up. Only the final result's digest is
-/// computed on the fast path (every record's header and payload checksum
-/// are still checked); if it does not match, the chain is decoded again
-/// verifying every link, so the damage is reported at the record that has it.
+/// Decode a resolved chain bottom-up. Only the final record's payload
+/// checksum and digest are computed on the fast path (every header is still
+/// checked); if anything fails, the chain is decoded again verifying every
+/// link, so the damage is reported at the record that has it.
 pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
     match decode_chain_with(chain, false, true) {
         Err(Error::Corrupt { .. }) if chain.len() > 1 => decode_chain_with(chain, true, true),
@@ -686,9 +741,10 @@ pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
     }
 }
 
-/// Decode a chain without computing any digest (headers and payload
-/// checksums are still checked). Only for pieces of a chunked file whose
-/// whole-file digest is verified afterwards; see [`Ledger::read_bytes_to`].
+/// Decode a chain without computing any digest or payload checksum (headers
+/// and lengths are still checked). Only where a digest covering the result
+/// is verified afterwards, with [`decode_chain`] run on a mismatch to name
+/// the damaged record; see [`Ledger::read_bytes_to`].
 pub(crate) fn decode_chain_unverified(chain: &[RecordRef]) -> Result<Vec<u8>> {
     decode_chain_with(chain, false, false)
 }

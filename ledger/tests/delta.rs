@@ -251,6 +251,16 @@ fn non_safetensors_and_malformed_headers_are_stored_plainly() {
 
 /// A series of `rounds` commits of one perturbed model; returns commits and bytes.
 fn series(l: &mut Ledger, d: &Path, rounds: usize) -> Vec<(CommitId, Vec<u8>)> {
+    series_with(l, d, rounds, perturb)
+}
+
+/// [`series`] with another perturbation between rounds.
+fn series_with(
+    l: &mut Ledger,
+    d: &Path,
+    rounds: usize,
+    perturb: fn(&mut Rng, &mut [T]),
+) -> Vec<(CommitId, Vec<u8>)> {
     std::fs::create_dir_all(d).unwrap();
     let mut rng = Rng(99);
     let mut ts = vec![
@@ -300,14 +310,33 @@ fn delta_rows(l: &Ledger) -> Vec<ObjectId> {
     out
 }
 
-#[test]
-fn chain_depth_is_bounded_by_keyframes() {
-    let t = tempfile::tempdir().unwrap();
-    let mut l = small_ledger(t.path());
-    l.config.delta_max_depth = 2;
-    let s = series(&mut l, &t.path().join("d"), 7);
-    let mut max = 0;
-    for (c, _) in &s {
+/// Change one element byte in 500 (cheap sparse deltas: one cost unit each).
+fn perturb_lightly(rng: &mut Rng, ts: &mut [T]) {
+    for t in ts {
+        for b in t.data.iter_mut() {
+            if rng.next().is_multiple_of(500) {
+                *b ^= 1 << (rng.next() % 8);
+            }
+        }
+    }
+}
+
+/// Change the low byte of every element, like a large learning rate moves
+/// every weight a little (dense deltas of a third of the raw size or more).
+fn perturb_all(rng: &mut Rng, ts: &mut [T]) {
+    for t in ts {
+        let w = t.data.len() / t.shape.iter().product::<usize>().max(1);
+        for e in t.data.chunks_exact_mut(w) {
+            e[0] ^= 1 + (rng.next() % 255) as u8;
+        }
+    }
+}
+
+/// (delta depth, chain cost) of every chunk of every file of `commits`,
+/// the cost as FORMAT.md §12.2 defines it.
+fn chains(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<(usize, u64)> {
+    let mut out = Vec::new();
+    for (c, _) in commits {
         let tree = l.read_commit(c).unwrap().tree;
         for f in l.walk_files(&tree).unwrap() {
             let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location)
@@ -315,11 +344,60 @@ fn chain_depth_is_bounded_by_keyframes() {
                 panic!("large file is chunked");
             };
             for ch in l.read_chunk_list(&list).unwrap().chunks {
-                max = max.max(chain_depth(&l, &ch.id));
+                let (mut depth, mut cost, mut cur) = (0, 0u64, ch.id);
+                while let Some(row) = l.locate(&cur).unwrap() {
+                    let Location::Delta {
+                        base, stored_len, ..
+                    } = row.location
+                    else {
+                        break;
+                    };
+                    depth += 1;
+                    cost += (stored_len * 10).div_ceil(row.raw_len.max(1)).max(1);
+                    cur = base;
+                }
+                out.push((depth, cost));
             }
         }
     }
-    assert_eq!(max, 2, "chains reach but never exceed the limit");
+    out
+}
+
+#[test]
+fn chain_depth_is_bounded_by_keyframes() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    l.config.delta_max_depth = 2;
+    let s = series_with(&mut l, &t.path().join("d"), 7, perturb_lightly);
+    let c = chains(&l, &s);
+    assert_eq!(
+        c.iter().map(|x| x.0).max(),
+        Some(2),
+        "sparse chains reach the limit"
+    );
+    assert!(c.iter().all(|x| x.1 <= 2), "and never exceed it: {c:?}");
+    for (c, b) in &s {
+        check(&l, c, &[("m.safetensors", b)]);
+    }
+}
+
+#[test]
+fn dense_deltas_count_more_toward_the_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    assert_eq!(l.config.delta_max_depth, 9, "the default");
+    let s = series_with(&mut l, &t.path().join("d"), 8, perturb_all);
+    let c = chains(&l, &s);
+    let deepest = c.iter().map(|x| x.0).max().unwrap();
+    assert!(deepest >= 1, "dense deltas are still stored: {c:?}");
+    assert!(
+        deepest <= 3,
+        "but keyframes come sooner than every 10 rounds: {c:?}"
+    );
+    assert!(
+        c.iter().all(|x| x.1 <= 9),
+        "no chain costs more than the limit: {c:?}"
+    );
     for (c, b) in &s {
         check(&l, c, &[("m.safetensors", b)]);
     }
@@ -398,6 +476,43 @@ fn corrupted_or_missing_base_is_detected() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
     assert!(!l.fsck(&NoProgress, &no()).unwrap().ok());
+    // A next round whose base chain runs through the damaged record is still
+    // recorded: those pieces are stored whole instead of as deltas on bad bytes.
+    let mut next = s[1].1.clone();
+    let data_at = 8 + u64::from_le_bytes(next[..8].try_into().unwrap()) as usize;
+    for i in (data_at..next.len()).step_by(7) {
+        next[i] ^= 0x01;
+    }
+    let d = t.path().join("d");
+    std::fs::write(d.join("m.safetensors"), &next).unwrap();
+    let c = commit(&mut l, &d, "after damage");
+    check(&l, &c, &[("m.safetensors", &next)]);
+    let tree = l.read_commit(&c).unwrap().tree;
+    let Some(Location::Chunked { list }) = l
+        .locate(&l.walk_files(&tree).unwrap()[0].id)
+        .unwrap()
+        .map(|r| r.location)
+    else {
+        panic!("large file is chunked")
+    };
+    let pieces = l.read_chunk_list(&list).unwrap().chunks;
+    let on_damaged = pieces.iter().filter(|p| {
+        let mut cur = p.id;
+        while let Some(Location::Delta { base: b, .. }) =
+            l.locate(&cur).unwrap().map(|r| r.location)
+        {
+            if b == base {
+                return true;
+            }
+            cur = b;
+        }
+        false
+    });
+    assert_eq!(
+        on_damaged.count(),
+        0,
+        "no new delta rests on the damaged record"
+    );
 }
 
 #[test]

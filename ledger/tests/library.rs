@@ -323,3 +323,71 @@ fn fsck_reports_catalog_inconsistencies() {
     );
     assert_eq!(l.log(c1, None).unwrap().len(), 1);
 }
+
+/// A writer that fails once it has been given `limit` bytes.
+struct FailAfter {
+    limit: usize,
+    taken: usize,
+}
+
+impl std::io::Write for FailAfter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.taken >= self.limit {
+            return Err(std::io::Error::other("disk full"));
+        }
+        let n = b.len().min(self.limit - self.taken);
+        self.taken += n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn reading_a_chunked_file_streams_in_order_and_stops_cleanly() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    // 24 MiB of noise: several dozen chunks, decoded on worker threads.
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..24 << 20)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect();
+    write_dir(&d, &[("big", &data)]);
+    let c = commit(&mut l, &d, "big");
+    let tree = l.read_commit(&c).unwrap().tree;
+    let id = l.walk_files(&tree).unwrap()[0].id;
+    // whole read: every byte, in order
+    let mut out = Vec::new();
+    assert_eq!(
+        l.read_bytes_to(&id, &mut out, &no()).unwrap(),
+        data.len() as u64
+    );
+    assert!(out == data, "bytes come back in order");
+    // a failing writer stops the read with its error (no hang, no panic)
+    let mut w = FailAfter {
+        limit: 3 << 20,
+        taken: 0,
+    };
+    match l.read_bytes_to(&id, &mut w, &no()) {
+        Err(Error::Io { .. }) => {}
+        other => panic!("expected the writer's error, got {other:?}"),
+    }
+    assert_eq!(
+        w.taken,
+        3 << 20,
+        "the writer was filled up to its limit first"
+    );
+    // a cancelled read says so
+    let cancel = AtomicBool::new(true);
+    match l.read_bytes_to(&id, &mut Vec::new(), &cancel) {
+        Err(Error::Cancelled) => {}
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+}

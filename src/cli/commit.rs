@@ -68,8 +68,9 @@ pub struct CommitArgs {
     #[arg(long, value_name = "F")]
     pub baseline_summary: Option<PathBuf>,
     /// Longest chain of tensor deltas before a checkpoint piece is stored in
-    /// full again (default 9: one full copy per 10 rounds). Lower restores
-    /// faster, higher stores less; 0 stores every checkpoint in full.
+    /// full again (default 9: one full copy per 10 fine-tuning rounds; a
+    /// dense delta, where most weights changed, counts up to 4). Lower
+    /// restores faster, higher stores less; 0 stores every checkpoint in full.
     #[arg(long, value_name = "N")]
     pub delta_depth: Option<u32>,
     /// Store large checkpoint files as deltas against the same paths in this
