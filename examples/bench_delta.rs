@@ -1,7 +1,9 @@
 //! Delta-storage benchmark: in one run, store a round series (DIR/r00..)
 //! with `tar -cf - rXX | zstd -1 -T0` per round and with `bat` (library
-//! commits, tensor-aware delta storage), then restore round r05 from both.
-//! Prints stored bytes / raw, ingest MB/s and the r05 restore time.
+//! commits, tensor-aware delta storage), then restore round r05 and the last
+//! (deepest) round from both; bat restores in a child process of this
+//! example, as `bat checkout` would. Prints stored bytes / raw, ingest MB/s
+//! and the restore times.
 //!
 //! Usage: cargo run --release --example bench_delta -- SERIES_DIR WORK_DIR [MAX_DEPTH]
 //!

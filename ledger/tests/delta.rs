@@ -277,16 +277,6 @@ fn series_with(
     out
 }
 
-fn chain_depth(l: &Ledger, id: &ObjectId) -> usize {
-    let mut depth = 0;
-    let mut cur = *id;
-    while let Some(Location::Delta { base, .. }) = l.locate(&cur).unwrap().map(|r| r.location) {
-        depth += 1;
-        cur = base;
-    }
-    depth
-}
-
 /// Delta-stored chunks of the files reachable from HEAD.
 fn delta_rows(l: &Ledger) -> Vec<ObjectId> {
     let mut out = Vec::new();

@@ -11,9 +11,8 @@
 //! every element together), each plane one zstd frame. A delta that changes
 //! at most half of the elements is stored *sparse*: the positions of the
 //! changed elements (gap bytes) plus the byte planes of those elements only,
-//! which is both
-//! smaller (a fine-tuning step changes about one element in eight) and
-//! cheaper to apply. See FORMAT.md §12.
+//! which is both smaller (a fine-tuning step changes about one element in
+//! eight) and cheaper to apply. See FORMAT.md §12.
 
 pub mod safetensors;
 
@@ -216,7 +215,7 @@ fn append_frames(
 /// and names no change. Gaps cost about what a bit mask of the elements
 /// would after compression and are cheaper to apply: one step per change,
 /// not a scan of the mask's words.
-pub fn sparse_planes(raw: &[u8], base: &[u8], width: usize) -> (Vec<u8>, usize, Vec<Vec<u8>>) {
+pub fn sparse_planes(raw: &[u8], base: &[u8], width: usize) -> Sparse {
     sparse_planes_upto(raw, base, width, usize::MAX).expect("no limit")
 }
 
@@ -232,7 +231,7 @@ fn sparse_planes_upto(raw: &[u8], base: &[u8], width: usize, limit: usize) -> Op
 }
 
 /// Gap bytes, changed-element count and planes of a sparse delta.
-type Sparse = (Vec<u8>, usize, Vec<Vec<u8>>);
+pub type Sparse = (Vec<u8>, usize, Vec<Vec<u8>>);
 
 /// Gap byte that skips [`GAP_SKIP`] unchanged elements without a change.
 const GAP_SKIP: u8 = 255;
