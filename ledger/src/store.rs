@@ -643,7 +643,12 @@ pub(crate) fn decode_in_order(
             *done.0.lock().expect("no thread panics holding it") = want;
             done.1.notify_all();
         }
-        stop.store(true, Ordering::Relaxed);
+        {
+            // Under the lock, so a worker between its check and its wait
+            // cannot miss the wake-up.
+            let _held = done.0.lock().expect("no thread panics holding it");
+            stop.store(true, Ordering::Relaxed);
+        }
         done.1.notify_all();
         drop(rx);
         result
