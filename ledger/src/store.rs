@@ -430,20 +430,12 @@ impl Ledger {
                 });
                 if let Err(e) = streamed {
                     if let Error::Corrupt { .. } = e {
-                        // The fast path skips payload checksums; decode with
-                        // every check so the error is precise.
-                        for chain in &jobs {
-                            check_cancel(cancel)?;
-                            decode_chain(chain)?;
-                        }
+                        name_damage(&jobs, cancel)?;
                     }
                     return Err(e);
                 }
                 if ObjectId(*whole.finalize().as_bytes()) != *id {
-                    for chain in &jobs {
-                        check_cancel(cancel)?;
-                        decode_chain(chain)?;
-                    }
+                    name_damage(&jobs, cancel)?;
                     return Err(Error::Corrupt {
                         id: *id,
                         pack: "(chunked)".into(),
@@ -653,6 +645,17 @@ pub(crate) fn decode_in_order(
         drop(rx);
         result
     })
+}
+
+/// After a fast read of `chains` failed (no payload checksums, no per-piece
+/// digests): decode each with every check, so the error names the damaged
+/// record. `Ok` if none fails.
+pub(crate) fn name_damage(chains: &[Vec<RecordRef>], cancel: &AtomicBool) -> Result<()> {
+    for chain in chains {
+        check_cancel(cancel)?;
+        decode_chain(chain)?;
+    }
+    Ok(())
 }
 
 /// Longest delta chain a reader follows (a guard against a damaged catalog

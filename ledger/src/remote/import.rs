@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{WireBody, WireObject};
@@ -16,7 +15,7 @@ use crate::error::{io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
-use crate::store::{decode_chain_unverified, resolve_chain, Ledger, Staging};
+use crate::store::{decode_in_order, name_damage, resolve_chain, Ledger, Staging};
 
 /// What [`Ledger::import_wire`] did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -527,22 +526,19 @@ impl Ledger {
                 .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
                 chains.push(chain);
             }
+            // Every chunk's own id was checked when it was received (this
+            // batch) or stored (earlier); the whole-file digest below covers
+            // every byte, so the pieces are not hashed again.
             let mut whole = blake3::Hasher::new();
-            let window = rayon::current_num_threads().max(1) * 4;
-            for w in chains.chunks(window) {
-                // Every chunk's own id was checked when it was received (this
-                // batch) or stored (earlier); the whole-file digest below
-                // covers every byte, so the pieces are not hashed again.
-                let decoded: Vec<Result<Vec<u8>>> =
-                    w.par_iter().map(|c| decode_chain_unverified(c)).collect();
-                for (d, chain) in decoded.into_iter().zip(w) {
-                    // The fast path skips payload checksums: re-decode with
-                    // every check so the error names the damage.
-                    let d = d
-                        .or_else(|_| crate::store::decode_chain(chain))
-                        .map_err(|e| bad(*id, format!("a chunk does not verify: {e}")))?;
-                    whole.update(&d);
-                }
+            let never = std::sync::atomic::AtomicBool::new(false);
+            let streamed = decode_in_order(&chains, &never, |d| {
+                whole.update(&d);
+                crate::delta::recycle(d);
+                Ok(())
+            });
+            if let Err(e) = streamed {
+                let named = name_damage(&chains, &never).err().unwrap_or(e);
+                return Err(bad(*id, format!("a chunk does not verify: {named}")));
             }
             if ObjectId(*whole.finalize().as_bytes()) != *id {
                 return Err(bad(*id, "its chunks do not hash to the file id"));
