@@ -73,6 +73,7 @@ fn campaign(mode: RewardMode, lr: f64, seed: u64, rounds: i64) -> Outcome {
             pack: &pack,
             log_dir: None,
             run_id: "bench",
+            prune_round_dirs: false,
         },
         &mut Quiet,
         &mut Keep,

@@ -172,6 +172,7 @@ pub fn run_demo(
             pack: &pack,
             log_dir: Some(&logs),
             run_id: "demo",
+            prune_round_dirs: false,
         },
         observer.replay_observer().loop_observer(),
         &mut sink,

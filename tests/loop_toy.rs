@@ -119,6 +119,7 @@ fn run(
             pack,
             log_dir: Some(logs),
             run_id: "toy",
+            prune_round_dirs: false,
         },
         &mut Collect::default(),
         rec,

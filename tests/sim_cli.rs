@@ -489,6 +489,7 @@ fn an_interrupted_simulator_campaign_resumes_to_the_same_rounds() {
             pack: &pack,
             log_dir: None,
             run_id: "interrupted",
+            prune_round_dirs: false,
         },
         &mut Quiet,
         &mut sink,

@@ -21,7 +21,8 @@ use crate::engine::command::{parse_template, Stream};
 use crate::engine::r#loop::{
     prepare_fresh, run_loop, Campaign, LedgerSink, LoopEvent, Observer, RunOptions, Start,
 };
-use crate::engine::resume::{find_last_round, prepare_resume};
+use crate::engine::resume::{find_last_round, prepare_resume_with, ResumeOptions};
+use crate::round::meta::LoopMeta;
 use crate::round::CommitRoundOptions;
 use crate::sim;
 
@@ -217,10 +218,21 @@ fn sim_campaign(a: &RunArgs, run_dir: &std::path::Path) -> Result<Campaign, CliE
     })?)
 }
 
+/// Whether the recorded campaign's work dir is bat's own
+/// (`.bat/runs/<run-id>/work`), whose committed round folders are removed.
+fn owns_work_dir(runs: &std::path::Path, loop_metadata: &serde_json::Value) -> bool {
+    let Ok(l) = LoopMeta::from_value(loop_metadata) else {
+        return false;
+    };
+    let runs = std::fs::canonicalize(runs).unwrap_or_else(|_| runs.to_path_buf());
+    l.campaign.work_dir == runs.join(&l.run_id).join("work")
+}
+
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Globals) -> CliResult {
     let mut ledger = open(g)?;
     let runs = ledger.dir().join("runs");
+    let mut prune = a.work_dir.is_none();
     let (campaign, run_id, start) = if a.resume {
         let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
         let recorded = find_last_round(&ledger, &rev)?.ok_or_else(|| {
@@ -229,13 +241,18 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             ))
             .with_hint("start the campaign with `bat run` (without --resume)")
         })?;
-        let run_id = recorded
-            .loop_metadata
-            .get("run_id")
-            .and_then(|r| r.as_str())
-            .unwrap_or("unknown")
-            .to_string();
-        let point = prepare_resume(&ledger, &recorded, &runs.join(&run_id).join("restore"))?;
+        let run_id = LoopMeta::from_value(&recorded.loop_metadata)
+            .map(|l| l.run_id)
+            .unwrap_or_else(|_| "unknown".into());
+        let point = prepare_resume_with(
+            &ledger,
+            &recorded,
+            &runs.join(&run_id).join("restore"),
+            ResumeOptions {
+                prune_round_dirs: owns_work_dir(&runs, &recorded.loop_metadata),
+            },
+        )?;
+        prune = owns_work_dir(&runs, &recorded.loop_metadata);
         eprintln!(
             "bat run: resuming {} after round {} of {}",
             point.run_id, point.state.completed_rounds, point.campaign.rounds
@@ -316,6 +333,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             pack: &pack,
             log_dir: Some(&log_dir),
             run_id: &run_id,
+            prune_round_dirs: prune,
         },
         &mut observer,
         &mut sink,

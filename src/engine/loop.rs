@@ -15,8 +15,9 @@ use crate::contract::protocol::{validate_runtime_protocol, ProtocolError};
 use crate::contract::round::{self as cround, BuildInputs, RoundError as MaterializeError};
 use crate::contract::summary::{StageModel, SummaryError};
 
-/// Version of the `"loop"` metadata object recorded with each round commit.
-pub const LOOP_METADATA_VERSION: i64 = 1;
+/// Version of the `"loop"` metadata object recorded with each round commit
+/// (see [`crate::round::meta`]).
+pub const LOOP_METADATA_VERSION: i64 = crate::round::meta::LOOP_CHAIN_VERSION;
 /// The experiment name of every loop evaluation binding.
 pub const EXPERIMENT: &str = "bat-loop";
 /// Gate step of candidate evaluations.
@@ -171,8 +172,13 @@ pub struct LoopState {
     pub current_checkpoint_round: Option<String>,
     /// The summary later candidates are gated against.
     pub baseline_summary: Value,
-    /// The initial checkpoint's summary (`baseline-eval/summary.json`).
-    pub initial_summary: Value,
+    /// The object id of that summary's file (a file of a round commit's
+    /// tree once the round is recorded).
+    pub baseline_summary_id: bat_ledger::ObjectId,
+    /// The object id of the initial checkpoint's summary,
+    /// `baseline-eval/summary.json` (the first round's
+    /// `baseline-summary.json`).
+    pub initial_summary_id: bat_ledger::ObjectId,
     /// The next round's target stage.
     pub target_stage: String,
     /// One entry per completed round.
@@ -285,6 +291,45 @@ pub struct RunOptions<'a> {
     pub log_dir: Option<&'a Path>,
     /// An id for this campaign, recorded in the metadata.
     pub run_id: &'a str,
+    /// Remove each round folder once the sink has recorded it, except the
+    /// folder of the current checkpoint's round (the next round trains
+    /// from it). For work dirs bat owns; a work dir the user named is kept
+    /// whole, as the reference loop leaves it.
+    pub prune_round_dirs: bool,
+}
+
+/// Whether a work-dir entry name is a round folder (`r` + digits).
+fn is_round_folder(name: &str) -> bool {
+    name.strip_prefix('r')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Remove every round folder of work dir `w` except `keep`'s. Only called
+/// for rounds already recorded in the ledger (or, on resume, for a folder
+/// left by an interrupted round), which can be checked out again.
+pub fn prune_round_dirs(w: &Path, keep: Option<&str>) -> Result<(), LoopError> {
+    let rd = match std::fs::read_dir(w) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(LoopError::Io {
+                path: w.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for e in rd {
+        let e = e.map_err(io_err(w))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !is_round_folder(&name) || Some(name.as_str()) == keep {
+            continue;
+        }
+        let p = e.path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).map_err(io_err(&p))?;
+        }
+    }
+    Ok(())
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LoopError + '_ {
@@ -348,38 +393,55 @@ pub fn state_document(state: &LoopState) -> Value {
 }
 
 /// The `"loop"` metadata recorded with a round commit: the campaign, the
-/// run id, `state.json`'s content and what a resume needs.
+/// run id, this round's history element and references to the summaries
+/// (constant size; see [`crate::round::meta`]).
 pub fn loop_metadata(
     campaign: &Campaign,
     run_id: &str,
     state: &LoopState,
     logs: &[(String, PathBuf)],
 ) -> Result<serde_json::Value, LoopError> {
-    let mut log_entries = serde_json::Map::new();
+    use crate::round::meta::{CurrentCheckpoint, LogRef, LoopMeta, SummaryRef};
+    let mut log_entries = std::collections::BTreeMap::new();
     for (name, path) in logs {
         let sha = std::fs::read(path)
             .map(|b| sha256_hex(&b))
             .unwrap_or_default();
         log_entries.insert(
             name.clone(),
-            serde_json::json!({"path": path.to_string_lossy(), "sha256": sha}),
+            LogRef {
+                path: path.to_string_lossy().into_owned(),
+                sha256: sha,
+            },
         );
     }
-    Ok(serde_json::json!({
-        "schema_version": LOOP_METADATA_VERSION,
-        "run_id": run_id,
-        "campaign": serde_json::to_value(campaign).map_err(|e| LoopError::Encode { reason: e.to_string() })?,
-        "round_number": state.completed_rounds,
-        "state": to_serde(&state_document(state))?,
-        "current_checkpoint": {
-            "path": state.current_checkpoint.to_string_lossy(),
-            "sha256": str_of(&state.baseline_summary, "checkpoint_sha256"),
-            "round_id": state.current_checkpoint_round,
+    let entry = match state.history.last() {
+        Some(e) => to_serde(e)?,
+        None => {
+            return Err(LoopError::Encode {
+                reason: "a round is recorded with an empty history".into(),
+            })
+        }
+    };
+    Ok(LoopMeta {
+        schema_version: LOOP_METADATA_VERSION,
+        run_id: run_id.to_string(),
+        campaign: campaign.clone(),
+        round_number: state.completed_rounds,
+        current_checkpoint: CurrentCheckpoint {
+            path: state.current_checkpoint.to_string_lossy().into_owned(),
+            sha256: str_of(&state.baseline_summary, "checkpoint_sha256").to_string(),
+            round_id: state.current_checkpoint_round.clone(),
         },
-        "baseline_summary": to_serde(&state.baseline_summary)?,
-        "initial_summary": to_serde(&state.initial_summary)?,
-        "logs": log_entries,
-    }))
+        baseline_summary: SummaryRef::Object(state.baseline_summary_id),
+        initial_summary: SummaryRef::Object(state.initial_summary_id),
+        history_entry: Some(entry),
+        history_len: Some(state.history.len() as u64),
+        next_target_stage: Some(state.target_stage.clone()),
+        state: None,
+        logs: log_entries,
+    }
+    .to_value())
 }
 
 /// The run's stdout document.
@@ -477,12 +539,16 @@ pub fn run_loop(
                 checkpoint_sha256: str_of(&summary, "checkpoint_sha256"),
                 target_stage: &target,
             });
+            let summary_file = w.join("baseline-eval").join("summary.json");
+            let summary_id = crate::round::meta::file_object_id(&summary_file)
+                .map_err(io_err(&summary_file))?;
             LoopState {
                 completed_rounds: 0,
                 current_checkpoint: campaign.initial_checkpoint.clone(),
                 current_checkpoint_round: None,
-                baseline_summary: summary.clone(),
-                initial_summary: summary,
+                baseline_summary: summary,
+                baseline_summary_id: summary_id,
+                initial_summary_id: summary_id,
                 target_stage: target,
                 history: Vec::new(),
             }
@@ -542,6 +608,9 @@ pub fn run_loop(
             state.current_checkpoint = candidate.clone();
             state.current_checkpoint_round = Some(rid.clone());
             state.baseline_summary = cand_summary;
+            let file = root.join("candidate-eval").join("summary.json");
+            state.baseline_summary_id =
+                crate::round::meta::file_object_id(&file).map_err(io_err(&file))?;
         }
         state.target_stage = outcome.target_stage.clone();
         state.completed_rounds = n;
@@ -585,6 +654,11 @@ pub fn run_loop(
             round_id: &rid,
             note: &note,
         });
+        // The round is durable in the ledger now: its work files need not
+        // be kept twice (the current checkpoint's round stays for training).
+        if opts.prune_round_dirs {
+            prune_round_dirs(w, state.current_checkpoint_round.as_deref())?;
+        }
     }
     Ok(outcome_document(campaign, &state))
 }
@@ -864,14 +938,17 @@ impl RoundSink for LedgerSink<'_> {
     fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, String> {
         // The campaign's starting checkpoint goes into the ledger with its
         // first round (once per identity), so replays need no outside copy.
-        let first = round.loop_metadata["round_number"].as_i64() == Some(1);
-        if let Some(initial) = round.loop_metadata["campaign"]["initial_checkpoint"]
-            .as_str()
-            .filter(|_| first)
-        {
+        let lm = crate::round::meta::LoopMeta::from_value(round.loop_metadata)
+            .map_err(|e| e.to_string())?;
+        if lm.round_number == 1 {
+            let initial = &lm.campaign.initial_checkpoint;
             let author = self.options.author.as_deref().unwrap_or("unknown");
-            crate::round::initial::record_checkpoint(self.ledger, Path::new(initial), author)
-                .map_err(|e| format!("cannot record the starting checkpoint {initial}: {e}"))?;
+            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(|e| {
+                format!(
+                    "cannot record the starting checkpoint {}: {e}",
+                    initial.display()
+                )
+            })?;
         }
         commit_loop_round(self.ledger, round, &self.options)
             .map(|c| format!("committed {} ({})", c.commit.0.short(), c.gate_status))

@@ -8,9 +8,9 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, Ledger, NoProgress};
 
-use super::r#loop::{from_serde, round_id, Campaign, LoopError, LoopState};
+use super::r#loop::{prune_round_dirs, round_id, Campaign, LoopError, LoopState};
 use crate::contract::binding::model_identity;
-use crate::contract::json::Value;
+use crate::round::meta::{self, LoopMeta};
 
 /// A resume failure.
 #[derive(Debug, thiserror::Error)]
@@ -64,12 +64,12 @@ pub struct RecordedRound {
     pub loop_metadata: serde_json::Value,
 }
 
-fn is_loop_round(meta: &serde_json::Value) -> bool {
-    meta.get("kind").and_then(|k| k.as_str()) == Some("bat_round")
-        && meta
-            .get("loop")
-            .and_then(|l| l.get("schema_version"))
-            .is_some()
+/// The loop record of a round commit made by the loop (`None` for other
+/// commits; an unreadable round record is an error, not a skip).
+fn loop_record(commit: &CommitId, meta: &serde_json::Value) -> Result<Option<LoopMeta>, ResumeError> {
+    Ok(meta::read(meta)
+        .map_err(|e| bad(commit, e.to_string()))?
+        .and_then(|m| m.loop_meta))
 }
 
 /// Walk the first-parent chain from `rev` and return the newest round commit
@@ -80,7 +80,7 @@ pub fn find_last_round(ledger: &Ledger, rev: &str) -> Result<Option<RecordedRoun
     };
     loop {
         let c = ledger.read_commit(&id)?;
-        if is_loop_round(&c.metadata) {
+        if loop_record(&id, &c.metadata)?.is_some() {
             return Ok(Some(RecordedRound {
                 commit: id,
                 loop_metadata: c.metadata.get("loop").cloned().unwrap_or_default(),
@@ -103,13 +103,8 @@ pub fn find_round_commit(
     let mut id = start;
     loop {
         let c = ledger.read_commit(&id)?;
-        let m = &c.metadata;
-        if is_loop_round(m)
-            && m.get("round_id").and_then(|r| r.as_str()) == Some(rid)
-            && m.get("loop")
-                .and_then(|l| l.get("run_id"))
-                .and_then(|r| r.as_str())
-                == Some(run_id)
+        if meta::round_id_of(&c.metadata) == Some(rid)
+            && loop_record(&id, &c.metadata)?.is_some_and(|l| l.run_id == run_id)
         {
             return Ok(Some(id));
         }
@@ -142,82 +137,79 @@ fn identity_matches(path: &Path, sha: &str) -> bool {
     path.is_dir() && model_identity(path).is_ok_and(|id| id.model_identity_sha256 == sha)
 }
 
-/// Rebuild the loop state from the last round commit and make the work dir
-/// ready for the next round: an unfinished round folder left by the
-/// interruption is removed; a lost work dir is rebuilt from the round commits
-/// (plus `baseline-eval/summary.json` from the metadata). The current
-/// checkpoint is the recorded folder if it still has the recorded identity,
-/// else the promoted round's candidate checked out into `restore_dir`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResumeError + '_ {
+    move |source| ResumeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How [`prepare_resume_with`] treats the work dir.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResumeOptions {
+    /// The work dir is bat's own and keeps only the current checkpoint's
+    /// round folder (see [`super::r#loop::RunOptions::prune_round_dirs`]):
+    /// a lost work dir is rebuilt with that folder only, and round folders
+    /// left by an interruption after their commit are removed.
+    pub prune_round_dirs: bool,
+}
+
+/// [`prepare_resume_with`] for a work dir that keeps every round folder.
 pub fn prepare_resume(
     ledger: &Ledger,
     recorded: &RecordedRound,
     restore_dir: &Path,
 ) -> Result<ResumePoint, ResumeError> {
-    let m = &recorded.loop_metadata;
+    prepare_resume_with(ledger, recorded, restore_dir, ResumeOptions::default())
+}
+
+/// Rebuild the loop state from the last round commit and make the work dir
+/// ready for the next round: an unfinished round folder left by the
+/// interruption is removed; a lost work dir is rebuilt from the round commits
+/// (plus `baseline-eval/summary.json`, the committed bytes). The current
+/// checkpoint is the recorded folder if it still has the recorded identity,
+/// else the promoted round's candidate checked out into `restore_dir`.
+pub fn prepare_resume_with(
+    ledger: &Ledger,
+    recorded: &RecordedRound,
+    restore_dir: &Path,
+    opts: ResumeOptions,
+) -> Result<ResumePoint, ResumeError> {
     let c = &recorded.commit;
-    let campaign: Campaign = serde_json::from_value(m.get("campaign").cloned().unwrap_or_default())
-        .map_err(|e| bad(c, format!("campaign: {e}")))?;
-    let run_id = m
-        .get("run_id")
-        .and_then(|r| r.as_str())
-        .ok_or_else(|| bad(c, "run_id missing"))?
-        .to_string();
-    let state_doc = from_serde(m.get("state").unwrap_or(&serde_json::Value::Null))?;
-    let completed = match state_doc.get("completed_rounds") {
-        Some(Value::Int(n)) => *n,
-        _ => return Err(bad(c, "state.completed_rounds missing")),
-    };
-    let target = state_doc
-        .get("next_target_stage")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad(c, "state.next_target_stage missing"))?
-        .to_string();
-    let history = state_doc
-        .get("history")
-        .and_then(Value::as_array)
-        .cloned()
-        .ok_or_else(|| bad(c, "state.history missing"))?;
-    let baseline_summary = from_serde(
-        m.get("baseline_summary")
-            .unwrap_or(&serde_json::Value::Null),
-    )?;
-    let initial_summary = from_serde(m.get("initial_summary").unwrap_or(&serde_json::Value::Null))?;
-    let cur = m
-        .get("current_checkpoint")
-        .ok_or_else(|| bad(c, "current_checkpoint missing"))?;
-    let sha = cur
-        .get("sha256")
-        .and_then(|s| s.as_str())
-        .ok_or_else(|| bad(c, "current_checkpoint.sha256 missing"))?
-        .to_string();
-    let cur_round = cur
-        .get("round_id")
-        .and_then(|r| r.as_str())
-        .map(str::to_string);
-    let recorded_path = PathBuf::from(
-        cur.get("path")
-            .and_then(|p| p.as_str())
-            .ok_or_else(|| bad(c, "current_checkpoint.path missing"))?,
-    );
-    // A lost work dir is rebuilt from the ledger: every committed round of
-    // this run is checked out into W/<round>, and the baseline summary is
-    // written back, so the layout later round commits expect is there again.
+    let lm = LoopMeta::from_value(&recorded.loop_metadata).map_err(|e| bad(c, e.to_string()))?;
+    let campaign: Campaign = lm.campaign.clone();
+    let run_id = lm.run_id.clone();
+    let completed = lm.completed_rounds();
+    let target = lm.next_target_stage("").to_string();
+    if target.is_empty() {
+        return Err(bad(c, "next target stage missing"));
+    }
+    let history = lm.history(ledger, *c).map_err(|e| bad(c, e.to_string()))?;
     let w = &campaign.work_dir;
+    let (baseline, initial) = lm
+        .summaries(ledger, *c, w)
+        .map_err(|e| bad(c, e.to_string()))?;
+    let sha = lm.current_checkpoint.sha256.clone();
+    let cur_round = lm.current_checkpoint.round_id.clone();
+    let recorded_path = PathBuf::from(&lm.current_checkpoint.path);
+    // A lost work dir is rebuilt from the ledger: the committed rounds of
+    // this run are checked out into W/<round> (only the current
+    // checkpoint's when bat owns the work dir), and the baseline summary is
+    // written back, so the layout later round commits expect is there again.
     if !w.exists() {
         let mut id = *c;
         loop {
             let commit = ledger.read_commit(&id)?;
-            let meta = &commit.metadata;
-            let same_run = is_loop_round(meta)
-                && meta
-                    .get("loop")
-                    .and_then(|l| l.get("run_id"))
-                    .and_then(|r| r.as_str())
-                    == Some(run_id.as_str());
-            if let (true, Some(rid)) = (same_run, meta.get("round_id").and_then(|r| r.as_str())) {
+            let same_run = loop_record(&id, &commit.metadata)?.is_some_and(|l| l.run_id == run_id);
+            let rid = meta::round_id_of(&commit.metadata);
+            let wanted = !opts.prune_round_dirs || (rid.is_some() && rid == cur_round.as_deref());
+            if let (true, true, Some(rid)) = (same_run, wanted, rid) {
                 let dest = w.join(rid);
                 if !dest.exists() {
                     ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+                }
+                if opts.prune_round_dirs {
+                    break;
                 }
             }
             match commit.parents.first() {
@@ -226,19 +218,9 @@ pub fn prepare_resume(
             }
         }
         let base = w.join("baseline-eval");
-        std::fs::create_dir_all(&base).map_err(|source| ResumeError::Io {
-            path: base.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(&base).map_err(io(&base))?;
         let summary = base.join("summary.json");
-        std::fs::write(
-            &summary,
-            crate::contract::json::to_pj_file(&initial_summary),
-        )
-        .map_err(|source| ResumeError::Io {
-            path: summary.clone(),
-            source,
-        })?;
+        std::fs::write(&summary, &initial.bytes).map_err(io(&summary))?;
     }
     let current = if identity_matches(&recorded_path, &sha) {
         recorded_path
@@ -259,10 +241,7 @@ pub fn prepare_resume(
             .ok_or_else(|| unavailable("its round commit is not on this branch".into()))?;
         let dest = restore_dir.join(&rid);
         if dest.exists() {
-            std::fs::remove_dir_all(&dest).map_err(|source| ResumeError::Io {
-                path: dest.clone(),
-                source,
-            })?;
+            std::fs::remove_dir_all(&dest).map_err(io(&dest))?;
         }
         ledger.checkout(&commit, &dest, &NoProgress, &AtomicBool::new(false))?;
         let candidate = dest.join("candidate");
@@ -274,20 +253,18 @@ pub fn prepare_resume(
         }
         candidate
     };
-    // Drop the unfinished round.
+    // Drop the unfinished round (and, in bat's own work dir, rounds left
+    // behind by an interruption between their commit and their removal).
     if completed < campaign.rounds {
         let partial = w.join(round_id(completed + 1));
         if partial.exists() {
-            std::fs::remove_dir_all(&partial).map_err(|source| ResumeError::Io {
-                path: partial.clone(),
-                source,
-            })?;
+            std::fs::remove_dir_all(&partial).map_err(io(&partial))?;
         }
     }
-    std::fs::create_dir_all(w).map_err(|source| ResumeError::Io {
-        path: w.clone(),
-        source,
-    })?;
+    if opts.prune_round_dirs {
+        prune_round_dirs(w, cur_round.as_deref())?;
+    }
+    std::fs::create_dir_all(w).map_err(io(w))?;
     Ok(ResumePoint {
         campaign,
         run_id,
@@ -295,8 +272,9 @@ pub fn prepare_resume(
             completed_rounds: completed,
             current_checkpoint: current,
             current_checkpoint_round: cur_round,
-            baseline_summary,
-            initial_summary,
+            baseline_summary: baseline.value,
+            baseline_summary_id: baseline.id,
+            initial_summary_id: initial.id,
             target_stage: target,
             history,
         },

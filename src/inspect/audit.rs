@@ -218,8 +218,8 @@ pub fn gating_scores(round: &RoundTree<'_>) -> Result<(String, Scores), InspectE
     if let Some(v) = round.json(SUMMARY_PATH)? {
         return Ok((SUMMARY_PATH.to_string(), Scores::from_summary(&v)));
     }
-    if let Some(s) = round.meta("scores") {
-        let s = Scores::from_metadata(s);
+    if let Some(m) = &round.round {
+        let s = Scores::from_metadata(&serde_json::Value::Object(m.scores.clone()));
         if !s.is_empty() {
             return Ok(("metadata".into(), s));
         }
@@ -337,11 +337,7 @@ pub fn audit_trend(
         };
         out.push(TrendPoint {
             commit: id,
-            round_id: c
-                .metadata
-                .get("round_id")
-                .and_then(|v| v.as_str())
-                .map(str::to_string),
+            round_id: crate::round::meta::round_id_of(&c.metadata).map(str::to_string),
             overall_gap: gap
                 .audits
                 .iter()

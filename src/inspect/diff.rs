@@ -170,7 +170,7 @@ fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
 fn curriculum_side(r: &RoundTree<'_>) -> Result<Value, InspectError> {
     let manifest = r.json("data/manifest.json")?;
     let prescription = r.json("prescription.json")?;
-    let target_meta = r.meta("target_stage").and_then(Value::as_str);
+    let target_meta = r.round_str(|m| &m.target_stage);
     let target_manifest = manifest.as_ref().and_then(|m| str_at(m, &["target_stage"]));
     let (target, source) = match (target_meta, target_manifest) {
         (Some(t), _) => (json!(t), "metadata"),
@@ -178,8 +178,7 @@ fn curriculum_side(r: &RoundTree<'_>) -> Result<Value, InspectError> {
         (None, None) => (Value::Null, ABSENT),
     };
     let round_id = r
-        .meta("round_id")
-        .and_then(Value::as_str)
+        .round_str(|m| &m.round_id)
         .or_else(|| manifest.as_ref().and_then(|m| str_at(m, &["round_id"])));
     let presc = match &prescription {
         Some(p) => json!({
@@ -637,7 +636,7 @@ fn gate(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
     let (ga, gb) = (a.json("gate.json")?, b.json("gate.json")?);
     let side = |g: &Option<Value>, r: &RoundTree<'_>| match g {
         Some(g) => json!({"status": g.get("status"), "promoted": g.get("promoted")}),
-        None => match r.meta("gate_status") {
+        None => match r.round_str(|m| &m.gate_status) {
             Some(s) => json!({"status": s, "promoted": null, "source": "metadata"}),
             None => absent(),
         },

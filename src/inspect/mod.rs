@@ -23,6 +23,7 @@ pub mod diff;
 pub mod tensors;
 
 use bat_ledger::{Commit, CommitId, Ledger, Mode, ObjectId};
+use crate::round::meta::RoundMeta;
 
 /// Errors of the inspection verbs.
 #[derive(Debug, thiserror::Error)]
@@ -81,13 +82,23 @@ pub struct RoundTree<'l> {
     pub id: CommitId,
     /// The commit.
     pub commit: Commit,
+    /// Its round metadata ([`crate::round::meta::read`]); `None` for other
+    /// commits and for round metadata that cannot be read (inspection then
+    /// relies on the tree's files alone).
+    pub round: Option<RoundMeta>,
 }
 
 impl<'l> RoundTree<'l> {
     /// Open commit `id`.
     pub fn open(ledger: &'l Ledger, id: CommitId) -> Result<RoundTree<'l>, InspectError> {
         let commit = ledger.read_commit(&id)?;
-        Ok(RoundTree { ledger, id, commit })
+        let round = crate::round::meta::read(&commit.metadata).ok().flatten();
+        Ok(RoundTree {
+            ledger,
+            id,
+            commit,
+            round,
+        })
     }
 
     /// The ledger the commit lives in.
@@ -126,10 +137,16 @@ impl<'l> RoundTree<'l> {
         }
     }
 
-    /// Metadata member `key` (None when absent or when metadata is not an
-    /// object).
+    /// Metadata member `key` of a commit that is not a round (audits);
+    /// rounds are read through [`RoundTree::round`].
     pub fn meta(&self, key: &str) -> Option<&serde_json::Value> {
         self.commit.metadata.get(key)
+    }
+
+    /// A string member of the round metadata, `None` when not a round or
+    /// when empty (absent in the document).
+    pub fn round_str(&self, get: impl Fn(&RoundMeta) -> &str) -> Option<&str> {
+        self.round.as_ref().map(get).filter(|s| !s.is_empty())
     }
 }
 

@@ -90,12 +90,6 @@ fn arm(ledger: &Ledger, rev: &str) -> Result<ArmSummary, ReplayError> {
         });
     }
     infos.reverse();
-    let s = |m: &serde_json::Value, k: &str| {
-        m.get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
     let mut rounds = Vec::new();
     let mut compute: BTreeMap<String, f64> = BTreeMap::new();
     let mut final_scores = None;
@@ -126,40 +120,26 @@ fn arm(ledger: &Ledger, rev: &str) -> Result<ArmSummary, ReplayError> {
         if let Some(x) = wall {
             *compute.entry("trainer_wall_seconds".into()).or_default() += x;
         }
-        let inherited = m
-            .get("inherited")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(info.gate_status == "promote");
-        let scores: BTreeMap<String, f64> = m
-            .get("scores")
-            .and_then(serde_json::Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let inherited = m.inherited();
+        let scores = m.score_values();
         if inherited {
             final_scores = Some(scores.clone());
             final_round = Some(info.round_id.clone());
         }
-        let ab = s(m, "ablation");
+        let ab = m.ablation.clone().unwrap_or_default();
         if !ab.is_empty() {
             ablation = ab.clone();
         }
         rounds.push(ArmRound {
             round_id: info.round_id.clone(),
             commit: info.commit.to_string(),
-            target_stage: s(m, "target_stage"),
+            target_stage: m.target_stage.clone(),
             gate_status: info.gate_status.clone(),
             inherited,
             overall: scores.get("overall").copied(),
-            replay_of: m
-                .get("replay_of")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string),
+            replay_of: m.replay_of.clone(),
             ablation: ab,
-            budget: m.get("budget").cloned().unwrap_or(serde_json::Value::Null),
+            budget: m.budget.clone(),
             measured,
             trainer_wall_seconds: wall,
         });

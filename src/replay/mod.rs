@@ -62,9 +62,10 @@ use crate::contract::pack::{Pack, PackError};
 use crate::contract::prompt::Prompter;
 use crate::contract::round::{self as cround, BuildInputs};
 use crate::engine::r#loop::{
-    from_serde, loop_metadata, run_round, Campaign, LoopError, LoopState, Mixture, Observer,
+    loop_metadata, run_round, Campaign, LoopError, LoopState, Mixture, Observer,
     RoundInputs, RunOptions,
 };
+use crate::round::meta::{self, LoopMeta, RoundMeta};
 use crate::round::provenance::{measured_compute, round_budget};
 use crate::round::{commit_round, resolve_rev, CommitRoundOptions, ReplayLink, RoundError};
 
@@ -495,27 +496,31 @@ struct Original {
     commit: CommitId,
     parent: Option<CommitId>,
     tree: TreeId,
-    meta: serde_json::Value,
+    meta: RoundMeta,
     round_id: String,
 }
 
-fn meta_str<'a>(m: &'a serde_json::Value, k: &str) -> &'a str {
-    m.get(k).and_then(serde_json::Value::as_str).unwrap_or("")
+/// The round metadata of a commit, through the one reader.
+fn round_meta(id: &CommitId, metadata: &serde_json::Value) -> Result<Option<RoundMeta>, ReplayError> {
+    meta::read(metadata).map_err(|e| ReplayError::BadRecord {
+        commit: id.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 fn read_original(ledger: &Ledger, id: CommitId, rev: &str) -> Result<Original, ReplayError> {
     let c = ledger.read_commit(&id)?;
-    if meta_str(&c.metadata, "kind") != "bat_round" {
+    let Some(m) = round_meta(&id, &c.metadata)? else {
         return Err(ReplayError::NotARound {
             rev: rev.to_string(),
         });
-    }
+    };
     Ok(Original {
         commit: id,
         parent: c.parents.first().copied(),
         tree: c.tree,
-        round_id: meta_str(&c.metadata, "round_id").to_string(),
-        meta: c.metadata,
+        round_id: m.round_id.clone(),
+        meta: m,
     })
 }
 
@@ -535,7 +540,7 @@ fn plan(ledger: &Ledger, rev: &str) -> Result<Vec<Original>, ReplayError> {
     let mut cur = Some(b);
     while let Some(id) = cur {
         let c = ledger.read_commit(&id)?;
-        if meta_str(&c.metadata, "kind") == "bat_round" {
+        if meta::round_id_of(&c.metadata).is_some() {
             out.push(read_original(ledger, id, &id.to_string())?);
         }
         if id == a {
@@ -599,21 +604,16 @@ pub fn is_simulator(template: &[String]) -> bool {
         && template.get(1).map(String::as_str) == Some("sim")
 }
 
-fn campaign_of(o: &Original) -> Result<(Campaign, serde_json::Value), ReplayError> {
+fn campaign_of(o: &Original) -> Result<(Campaign, &LoopMeta), ReplayError> {
     let lm = o
         .meta
-        .get("loop")
-        .filter(|l| l.get("campaign").is_some())
+        .loop_meta
+        .as_ref()
         .ok_or_else(|| ReplayError::NotReplayable {
             round_id: o.round_id.clone(),
             commit: o.commit.to_string(),
         })?;
-    let c: Campaign =
-        serde_json::from_value(lm["campaign"].clone()).map_err(|e| ReplayError::BadRecord {
-            commit: o.commit.to_string(),
-            reason: format!("loop.campaign: {e}"),
-        })?;
-    Ok((c, lm.clone()))
+    Ok((lm.campaign.clone(), lm))
 }
 
 /// The original's compute side, from its tree.
@@ -659,10 +659,10 @@ fn find_checkpoint(
     let mut cur = start;
     while let Some(id) = cur {
         let c = ledger.read_commit(&id)?;
-        if meta_str(&c.metadata, "kind") == "bat_round"
-            && meta_str(&c.metadata, "candidate_checkpoint_sha256") == sha
-        {
-            let rid = meta_str(&c.metadata, "round_id").to_string();
+        let found = round_meta(&id, &c.metadata)?
+            .filter(|m| m.candidate_checkpoint_sha256 == sha)
+            .map(|m| m.round_id);
+        if let Some(rid) = found {
             let dest = dest_root.join(format!("{rid}-{}", id.0.short()));
             if !dest.exists() {
                 checkout_hydrated(ledger, &id, &dest)?;
@@ -1039,7 +1039,7 @@ pub fn replay(
         let current = match arm.take() {
             Some(a) => a,
             None => {
-                let sha = meta_str(&o.meta, "trained_from_checkpoint_sha256").to_string();
+                let sha = o.meta.trained_from_checkpoint_sha256.clone();
                 let (checkpoint, checkpoint_round) = find_checkpoint(
                     ledger,
                     o.parent,
@@ -1066,7 +1066,7 @@ pub fn replay(
                     checkpoint_round,
                     baseline,
                     baseline_file,
-                    target: meta_str(&o.meta, "target_stage").to_string(),
+                    target: o.meta.target_stage.clone(),
                 }
             }
         };
@@ -1076,6 +1076,7 @@ pub fn replay(
             pack: &pack,
             log_dir: Some(&logs),
             run_id: &run_id,
+            prune_round_dirs: false,
         };
         let done = run_round(
             &campaign,
@@ -1124,11 +1125,7 @@ pub fn replay(
             .to_string();
         // A verify follows the record's inheritance (a `gate=off` arm
         // inherited held candidates too); a replay decides for itself.
-        let recorded_inherited = o
-            .meta
-            .get("inherited")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(meta_str(&o.meta, "gate_status") == "promote");
+        let recorded_inherited = o.meta.inherited();
         let inherited = if req.verify {
             recorded_inherited
         } else {
@@ -1201,9 +1198,13 @@ pub fn replay(
                     current_checkpoint: next.checkpoint.clone(),
                     current_checkpoint_round: next.checkpoint_round.clone(),
                     baseline_summary: next.baseline.clone(),
-                    initial_summary: from_serde(
-                        lm.get("initial_summary")
-                            .unwrap_or(&serde_json::Value::Null),
+                    baseline_summary_id: meta::file_object_id(&next.baseline_file)
+                        .map_err(io_err(&next.baseline_file))?,
+                    initial_summary_id: lm.initial_summary_id(ledger, o.commit).map_err(
+                        |e| ReplayError::BadRecord {
+                            commit: o.commit.to_string(),
+                            reason: e.to_string(),
+                        },
                     )?,
                     target_stage: next.target.clone(),
                     history: history.clone(),
@@ -1264,9 +1265,9 @@ pub fn replay(
             round_id: o.round_id.clone(),
             original: o.commit.to_string(),
             commit,
-            original_target_stage: meta_str(&o.meta, "target_stage").to_string(),
+            original_target_stage: o.meta.target_stage.clone(),
             target_stage: target,
-            original_gate_status: meta_str(&o.meta, "gate_status").to_string(),
+            original_gate_status: o.meta.gate_status.clone(),
             gate_status,
             inherited,
             original_scores,

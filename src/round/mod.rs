@@ -54,6 +54,7 @@
 
 pub mod initial;
 pub mod layout;
+pub mod meta;
 pub mod promote;
 pub mod provenance;
 pub mod record;
@@ -252,6 +253,14 @@ pub enum RoundError {
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// Round metadata (read or handed in) is not valid.
+    #[error("{what}: the round metadata is not valid: {reason}")]
+    Metadata {
+        /// The round or commit.
+        what: String,
+        /// Why.
+        reason: String,
     },
     /// The ledger failed.
     #[error(transparent)]

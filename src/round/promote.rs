@@ -14,6 +14,7 @@ use bat_ledger::{
 };
 use serde_json::json;
 
+use super::meta::{self, RoundMeta};
 use super::RoundError;
 
 /// Namespace of the promotion refs: `refs/promoted/<branch>`.
@@ -28,8 +29,8 @@ pub struct RoundInfo {
     pub round_id: String,
     /// `promote` or `hold`.
     pub gate_status: String,
-    /// The commit metadata.
-    pub metadata: serde_json::Value,
+    /// The commit metadata, as read by [`super::meta::read`].
+    pub metadata: RoundMeta,
 }
 
 /// The promoted round of a branch.
@@ -76,16 +77,22 @@ fn kind(c: &Commit) -> Option<&str> {
     meta_str(c, "kind")
 }
 
-fn as_promoted(id: CommitId, c: &Commit) -> Option<PromotedRound> {
-    (kind(c) == Some("bat_round") && meta_str(c, "gate_status") == Some("promote")).then(|| {
-        PromotedRound {
-            commit: id,
-            round_id: meta_str(c, "round_id").unwrap_or_default().to_string(),
-            candidate_checkpoint_sha256: meta_str(c, "candidate_checkpoint_sha256")
-                .unwrap_or_default()
-                .to_string(),
-        }
+/// The round metadata of commit `id`, through the one reader.
+fn round(id: &CommitId, c: &Commit) -> Result<Option<RoundMeta>, RoundError> {
+    meta::read(&c.metadata).map_err(|e| RoundError::Metadata {
+        what: format!("commit {id}"),
+        reason: e.to_string(),
     })
+}
+
+fn as_promoted(id: CommitId, c: &Commit) -> Result<Option<PromotedRound>, RoundError> {
+    Ok(round(&id, c)?
+        .filter(|m| m.gate_status == "promote")
+        .map(|m| PromotedRound {
+            commit: id,
+            round_id: m.round_id,
+            candidate_checkpoint_sha256: m.candidate_checkpoint_sha256,
+        }))
 }
 
 /// The tip of a branch (`HEAD` = HEAD's commit). A branch that does not
@@ -120,7 +127,7 @@ pub(crate) fn promoted_in_history(
     let mut cur = start;
     while let Some(id) = cur {
         let c = ledger.read_commit(&id)?;
-        if let Some(p) = as_promoted(id, &c) {
+        if let Some(p) = as_promoted(id, &c)? {
             return Ok(Some(p));
         }
         if kind(&c) == Some("bat_revert") {
@@ -130,7 +137,7 @@ pub(crate) fn promoted_in_history(
             {
                 Some(r) => {
                     let rc = ledger.read_commit(&r)?;
-                    Ok(as_promoted(r, &rc))
+                    as_promoted(r, &rc)
                 }
                 None => Ok(None),
             };
@@ -145,7 +152,7 @@ pub(crate) fn promoted_in_history(
 pub fn promoted_round(ledger: &Ledger, branch: &str) -> Result<Option<PromotedRound>, RoundError> {
     if let Some(id) = promoted_ref(ledger, branch)? {
         let c = ledger.read_commit(&id)?;
-        if let Some(p) = as_promoted(id, &c) {
+        if let Some(p) = as_promoted(id, &c)? {
             return Ok(Some(p));
         }
     }
@@ -166,9 +173,9 @@ pub fn next_starting_checkpoint(
     let mut cur = branch_tip(ledger, branch)?;
     while let Some(id) = cur {
         let c = ledger.read_commit(&id)?;
-        if kind(&c) == Some("bat_round") {
-            if let Some(s) = meta_str(&c, "trained_from_checkpoint_sha256") {
-                initial = Some(s.to_string());
+        if let Some(m) = round(&id, &c)? {
+            if !m.trained_from_checkpoint_sha256.is_empty() {
+                initial = Some(m.trained_from_checkpoint_sha256);
             }
         }
         cur = c.parents.first().copied();
@@ -182,15 +189,13 @@ pub fn next_starting_checkpoint(
 pub fn round_commits(ledger: &Ledger, start: CommitId) -> Result<Vec<RoundInfo>, RoundError> {
     let mut out = Vec::new();
     for (id, c) in ledger.log(start, None)? {
-        if kind(&c) == Some("bat_round") {
-            if let Some(r) = meta_str(&c, "round_id") {
-                out.push(RoundInfo {
-                    commit: id,
-                    round_id: r.to_string(),
-                    gate_status: meta_str(&c, "gate_status").unwrap_or_default().to_string(),
-                    metadata: c.metadata.clone(),
-                });
-            }
+        if let Some(m) = round(&id, &c)? {
+            out.push(RoundInfo {
+                commit: id,
+                round_id: m.round_id.clone(),
+                gate_status: m.gate_status.clone(),
+                metadata: m,
+            });
         }
     }
     Ok(out)
@@ -211,7 +216,7 @@ pub fn resolve_rev(ledger: &Ledger, rev: &str) -> Result<CommitId, RoundError> {
     if is_round_id(base) {
         if let Some(head) = ledger.head()?.commit() {
             for (id, c) in ledger.log(head, None)? {
-                if kind(&c) == Some("bat_round") && meta_str(&c, "round_id") == Some(base) {
+                if meta::round_id_of(&c.metadata) == Some(base) {
                     return Ok(ledger.resolve(&format!("{id}{ops}"))?);
                 }
             }
@@ -254,13 +259,13 @@ pub fn revert_round(
 ) -> Result<RevertOutcome, RoundError> {
     let target = resolve_rev(ledger, rev)?;
     let tc = ledger.read_commit(&target)?;
-    if kind(&tc) != Some("bat_round") {
+    let Some(tm) = round(&target, &tc)? else {
         return Err(RoundError::NotARoundCommit {
             rev: rev.to_string(),
         });
-    }
-    let round_id = meta_str(&tc, "round_id").unwrap_or_default().to_string();
-    if meta_str(&tc, "gate_status") != Some("promote") {
+    };
+    let round_id = tm.round_id.clone();
+    if tm.gate_status != "promote" {
         return Err(RoundError::CannotRevert {
             rev: rev.to_string(),
             reason: format!("round {round_id} was held, so there is no promotion to undo"),
@@ -287,7 +292,7 @@ pub fn revert_round(
     let restored = promoted_in_history(ledger, tc.parents.first().copied())?;
     let starting = match &restored {
         Some(p) => Some(p.candidate_checkpoint_sha256.clone()),
-        None => meta_str(&tc, "trained_from_checkpoint_sha256").map(str::to_string),
+        None => Some(tm.trained_from_checkpoint_sha256.clone()).filter(|s| !s.is_empty()),
     };
     let doc = json!({
         "schema_version": 1,

@@ -254,38 +254,46 @@ pub(crate) fn record(
         std::fs::write(&p, bytes).map_err(write_err(&p))?;
     }
 
-    // Metadata and indexed fields.
+    // Metadata (one typed document, see `super::meta`) and indexed fields.
     let sc = scores(&c.summary);
-    let mut meta = serde_json::Map::new();
-    for (k, v) in [
-        ("kind", json!("bat_round")),
-        ("round_id", json!(c.round_id)),
-        ("target_stage", json!(c.target_stage)),
-        ("next_target_stage", json!(c.gate.target_stage)),
-        ("gate_status", json!(gate_status)),
-        ("selection_reason", json!(c.gate.selection_reason)),
-        ("candidate_checkpoint_sha256", json!(c.candidate_identity)),
-        ("starting_checkpoint_sha256", json!(starting)),
-        ("trained_from_checkpoint_sha256", json!(trained_from)),
-        ("raw_eval_sha256", json!(c.raw.sha256)),
-        ("raw_eval_blake3", json!(c.raw.blake3)),
-        ("raw_eval_kept", json!(raw_kept)),
-        ("layout", json!(l.layout.as_str())),
-    ] {
-        meta.insert(k.to_string(), v);
-    }
-    meta.insert("scores".into(), serde_json::Value::Object(sc.clone()));
-    meta.insert("budget".into(), budget.clone());
-    if let Some(r) = &opts.replay {
-        meta.insert("replay_of".into(), json!(r.replay_of));
-        meta.insert("replay_of_round_id".into(), json!(r.replay_of_round_id));
-        meta.insert("ablation".into(), json!(r.ablation_text()));
-        meta.insert("ablation_overrides".into(), ablation_object(&r.ablation));
-        meta.insert("inherited".into(), json!(r.inherited));
-    }
-    if let Some(x) = &opts.extra_metadata {
-        meta.insert("loop".into(), x.clone());
-    }
+    let loop_meta = match &opts.extra_metadata {
+        Some(x) => Some(
+            super::meta::LoopMeta::from_value(x).map_err(|e| RoundError::Metadata {
+                what: format!("round {}", c.round_id),
+                reason: e.to_string(),
+            })?,
+        ),
+        None => None,
+    };
+    let doc = super::meta::RoundMeta {
+        schema: super::meta::ROUND_META_SCHEMA,
+        kind: super::meta::ROUND_KIND.into(),
+        round_id: c.round_id.clone(),
+        target_stage: c.target_stage.clone(),
+        next_target_stage: c.gate.target_stage.clone(),
+        gate_status: gate_status.into(),
+        selection_reason: c.gate.selection_reason.into(),
+        candidate_checkpoint_sha256: c.candidate_identity.clone(),
+        starting_checkpoint_sha256: starting.clone(),
+        trained_from_checkpoint_sha256: trained_from.clone(),
+        raw_eval_sha256: c.raw.sha256.clone(),
+        raw_eval_blake3: c.raw.blake3.clone(),
+        raw_eval_kept: raw_kept,
+        layout: l.layout.as_str().into(),
+        scores: sc.clone(),
+        budget: budget.clone(),
+        replay_of: opts.replay.as_ref().map(|r| r.replay_of.clone()),
+        replay_of_round_id: opts.replay.as_ref().map(|r| r.replay_of_round_id.clone()),
+        ablation: opts.replay.as_ref().map(|r| r.ablation_text()),
+        ablation_overrides: opts.replay.as_ref().map(|r| ablation_object(&r.ablation)),
+        inherited: opts.replay.as_ref().map(|r| r.inherited),
+        loop_meta,
+    };
+    let meta = doc
+        .to_value()
+        .as_object()
+        .cloned()
+        .expect("a struct serializes to a JSON object");
     let mut fields = BTreeMap::new();
     for k in [
         "kind",

@@ -157,6 +157,15 @@ impl RoundSink for Recorder {
             assert!(r.round_dir.join(f).is_file(), "{f} missing");
         }
         if let Some(l) = self.ledger.as_mut() {
+            // Like a round commit's tree, the commit holds the summary the
+            // round was gated against (`baseline-summary.json`): the loop
+            // record names summaries by the id of such committed files.
+            let stage = tempfile::tempdir().map_err(|e| e.to_string())?;
+            copy_tree(r.round_dir, stage.path());
+            if let Some(b) = r.baseline_summary {
+                std::fs::copy(b, stage.path().join("baseline-summary.json"))
+                    .map_err(|e| e.to_string())?;
+            }
             let mut req = CommitRequest::new(format!("round {}", r.round_id));
             req.metadata = serde_json::json!({
                 "kind": "bat_round",
@@ -165,7 +174,7 @@ impl RoundSink for Recorder {
                 "loop": r.loop_metadata,
             });
             l.commit_dir(
-                r.round_dir,
+                stage.path(),
                 &req,
                 &NoProgress,
                 &std::sync::atomic::AtomicBool::new(false),
@@ -178,6 +187,20 @@ impl RoundSink for Recorder {
             r.loop_metadata.clone(),
         ));
         Ok(format!("recorded {}", r.round_id))
+    }
+}
+
+/// Copy the regular files and folders of `from` into `to`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
     }
 }
 
