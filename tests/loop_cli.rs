@@ -286,7 +286,9 @@ fn conformance_case_through_the_cli_commits_each_round() {
     let mut ids: Vec<(String, String)> = rounds
         .iter()
         .map(|r| {
-            assert!(r.get("loop").is_some_and(|l| l.get("history_entry").is_some()));
+            assert!(r
+                .get("loop")
+                .is_some_and(|l| l.get("history_entry").is_some()));
             (
                 r["round_id"].as_str().unwrap().to_string(),
                 r["gate_status"].as_str().unwrap().to_string(),

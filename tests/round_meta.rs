@@ -117,8 +117,8 @@ fn round_commit_objects_do_not_grow_with_the_round_number() {
     );
 
     // The typed reader gives back exactly the loop state the work dir has.
-    let state = json::parse_bytes(&std::fs::read(campaign.work_dir.join("state.json")).unwrap())
-        .unwrap();
+    let state =
+        json::parse_bytes(&std::fs::read(campaign.work_dir.join("state.json")).unwrap()).unwrap();
     let (last, last_meta) = rounds.last().unwrap();
     assert_eq!(last_meta.schema, meta::ROUND_META_SCHEMA);
     let lm = last_meta.loop_meta.as_ref().unwrap();
@@ -128,9 +128,14 @@ fn round_commit_objects_do_not_grow_with_the_round_number() {
         *state.get("history").unwrap(),
         "history rebuilt from the chain"
     );
-    let (baseline, initial) = lm.summaries(&ledger, *last, Path::new("/nonexistent")).unwrap();
+    let (baseline, initial) = lm
+        .summaries(&ledger, *last, Path::new("/nonexistent"))
+        .unwrap();
     for s in [&baseline, &initial] {
-        assert!(ledger.contains(&s.id).unwrap(), "summary object in the ledger");
+        assert!(
+            ledger.contains(&s.id).unwrap(),
+            "summary object in the ledger"
+        );
     }
     assert_eq!(
         initial.bytes,
@@ -191,7 +196,9 @@ fn a_ledger_written_before_schema_1_reads_through_the_same_reader() {
         assert_eq!(lm.completed_rounds(), inline.completed_rounds);
         // The summaries come back as the committed files' bytes (objects of
         // the ledger) with the inline documents' content.
-        let (baseline, initial) = lm.summaries(&ledger, *id, Path::new("/nonexistent")).unwrap();
+        let (baseline, initial) = lm
+            .summaries(&ledger, *id, Path::new("/nonexistent"))
+            .unwrap();
         for (s, inline) in [
             (&baseline, &lm.baseline_summary),
             (&initial, &lm.initial_summary),
@@ -278,7 +285,10 @@ fn bat_run_keeps_o1_round_folders_and_resumes_after_kill_9() {
         if work().is_some_and(|w| w.join("r03").exists()) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "r03 never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "r03 never started"
+        );
         if child.try_wait().unwrap().is_some() {
             break;
         }
@@ -329,6 +339,8 @@ fn bat_run_keeps_o1_round_folders_and_resumes_after_kill_9() {
     );
     ok(bat().arg("-C").arg(&l).arg("fsck").output().unwrap());
     // A loop record parses on its own too (what `--resume` reads).
-    let c = ledger.read_commit(&ledger.resolve("HEAD").unwrap()).unwrap();
+    let c = ledger
+        .read_commit(&ledger.resolve("HEAD").unwrap())
+        .unwrap();
     LoopMeta::from_value(&c.metadata["loop"]).unwrap();
 }

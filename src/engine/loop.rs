@@ -540,8 +540,8 @@ pub fn run_loop(
                 target_stage: &target,
             });
             let summary_file = w.join("baseline-eval").join("summary.json");
-            let summary_id = crate::round::meta::file_object_id(&summary_file)
-                .map_err(io_err(&summary_file))?;
+            let summary_id =
+                crate::round::meta::file_object_id(&summary_file).map_err(io_err(&summary_file))?;
             LoopState {
                 completed_rounds: 0,
                 current_checkpoint: campaign.initial_checkpoint.clone(),
@@ -943,12 +943,14 @@ impl RoundSink for LedgerSink<'_> {
         if lm.round_number == 1 {
             let initial = &lm.campaign.initial_checkpoint;
             let author = self.options.author.as_deref().unwrap_or("unknown");
-            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(|e| {
-                format!(
-                    "cannot record the starting checkpoint {}: {e}",
-                    initial.display()
-                )
-            })?;
+            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(
+                |e| {
+                    format!(
+                        "cannot record the starting checkpoint {}: {e}",
+                        initial.display()
+                    )
+                },
+            )?;
         }
         commit_loop_round(self.ledger, round, &self.options)
             .map(|c| format!("committed {} ({})", c.commit.0.short(), c.gate_status))

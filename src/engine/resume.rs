@@ -66,7 +66,10 @@ pub struct RecordedRound {
 
 /// The loop record of a round commit made by the loop (`None` for other
 /// commits; an unreadable round record is an error, not a skip).
-fn loop_record(commit: &CommitId, meta: &serde_json::Value) -> Result<Option<LoopMeta>, ResumeError> {
+fn loop_record(
+    commit: &CommitId,
+    meta: &serde_json::Value,
+) -> Result<Option<LoopMeta>, ResumeError> {
     Ok(meta::read(meta)
         .map_err(|e| bad(commit, e.to_string()))?
         .and_then(|m| m.loop_meta))

@@ -22,8 +22,8 @@ pub mod audit;
 pub mod diff;
 pub mod tensors;
 
-use bat_ledger::{Commit, CommitId, Ledger, Mode, ObjectId};
 use crate::round::meta::RoundMeta;
+use bat_ledger::{Commit, CommitId, Ledger, Mode, ObjectId};
 
 /// Errors of the inspection verbs.
 #[derive(Debug, thiserror::Error)]

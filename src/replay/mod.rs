@@ -62,8 +62,8 @@ use crate::contract::pack::{Pack, PackError};
 use crate::contract::prompt::Prompter;
 use crate::contract::round::{self as cround, BuildInputs};
 use crate::engine::r#loop::{
-    loop_metadata, run_round, Campaign, LoopError, LoopState, Mixture, Observer,
-    RoundInputs, RunOptions,
+    loop_metadata, run_round, Campaign, LoopError, LoopState, Mixture, Observer, RoundInputs,
+    RunOptions,
 };
 use crate::round::meta::{self, LoopMeta, RoundMeta};
 use crate::round::provenance::{measured_compute, round_budget};
@@ -501,7 +501,10 @@ struct Original {
 }
 
 /// The round metadata of a commit, through the one reader.
-fn round_meta(id: &CommitId, metadata: &serde_json::Value) -> Result<Option<RoundMeta>, ReplayError> {
+fn round_meta(
+    id: &CommitId,
+    metadata: &serde_json::Value,
+) -> Result<Option<RoundMeta>, ReplayError> {
     meta::read(metadata).map_err(|e| ReplayError::BadRecord {
         commit: id.to_string(),
         reason: e.to_string(),
@@ -1200,12 +1203,12 @@ pub fn replay(
                     baseline_summary: next.baseline.clone(),
                     baseline_summary_id: meta::file_object_id(&next.baseline_file)
                         .map_err(io_err(&next.baseline_file))?,
-                    initial_summary_id: lm.initial_summary_id(ledger, o.commit).map_err(
-                        |e| ReplayError::BadRecord {
+                    initial_summary_id: lm.initial_summary_id(ledger, o.commit).map_err(|e| {
+                        ReplayError::BadRecord {
                             commit: o.commit.to_string(),
                             reason: e.to_string(),
-                        },
-                    )?,
+                        }
+                    })?,
                     target_stage: next.target.clone(),
                     history: history.clone(),
                 };

@@ -257,12 +257,14 @@ pub(crate) fn record(
     // Metadata (one typed document, see `super::meta`) and indexed fields.
     let sc = scores(&c.summary);
     let loop_meta = match &opts.extra_metadata {
-        Some(x) => Some(
-            super::meta::LoopMeta::from_value(x).map_err(|e| RoundError::Metadata {
-                what: format!("round {}", c.round_id),
-                reason: e.to_string(),
-            })?,
-        ),
+        Some(x) => {
+            Some(
+                super::meta::LoopMeta::from_value(x).map_err(|e| RoundError::Metadata {
+                    what: format!("round {}", c.round_id),
+                    reason: e.to_string(),
+                })?,
+            )
+        }
         None => None,
     };
     let doc = super::meta::RoundMeta {
