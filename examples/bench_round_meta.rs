@@ -114,7 +114,7 @@ fn main() {
             .len()
     };
     println!(
-        "simulator campaign: {rounds} rounds of {batches} batches in {seconds:.1} s (library loop, release bat children)"
+        "simulator campaign: {rounds} rounds of {batches} batches in {seconds:.1} s (library loop, bat children of the same build profile)"
     );
     println!();
     println!("| round | commit object (bytes) | vs r10 |");
