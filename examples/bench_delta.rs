@@ -22,7 +22,7 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use bat_ledger::{CommitRequest, CommitId, Ledger, NoProgress};
+use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
 
 fn sync() {
     let _ = Command::new("sync").status();
@@ -32,7 +32,10 @@ fn sync() {
 /// from disk.
 fn drop_caches() {
     let ok = sh("sync && echo 3 > /proc/sys/vm/drop_caches");
-    assert!(ok, "cold restores need root (writes /proc/sys/vm/drop_caches)");
+    assert!(
+        ok,
+        "cold restores need root (writes /proc/sys/vm/drop_caches)"
+    );
 }
 
 fn sh(cmd: &str) -> bool {
@@ -244,7 +247,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tz_bytes as f64 / raw as f64
     );
     for b in &bats {
-        let ratios: Vec<f64> = tz_ingest.iter().zip(&b.ingest).map(|(t, x)| t / x).collect();
+        let ratios: Vec<f64> = tz_ingest
+            .iter()
+            .zip(&b.ingest)
+            .map(|(t, x)| t / x)
+            .collect();
         println!(
             "| {} | {} | {} | {:.1} | {:.3} |",
             b.name,

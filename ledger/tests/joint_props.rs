@@ -158,7 +158,10 @@ fn joint_flag_is_refused_with_other_widths_or_without_gaps() {
     p[1] = 2;
     assert!(PlanesHeader::decode(&p).is_ok());
     p[2] = 1 | FLAG_JOINT;
-    assert!(PlanesHeader::decode(&p).is_err(), "joint without sparse gaps");
+    assert!(
+        PlanesHeader::decode(&p).is_err(),
+        "joint without sparse gaps"
+    );
 }
 
 #[test]

@@ -222,8 +222,11 @@ fn huffman_lengths(f: &[u64]) -> Vec<u8> {
     }
     // Nodes: leaves 0..used.len(), then internal nodes; parent links give depths.
     let mut parent: Vec<usize> = vec![usize::MAX; used.len()];
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
-        used.iter().enumerate().map(|(i, &s)| Reverse((f[s], i))).collect();
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = used
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| Reverse((f[s], i)))
+        .collect();
     while heap.len() > 1 {
         let Reverse((a, i)) = heap.pop().expect("two nodes");
         let Reverse((b, k)) = heap.pop().expect("two nodes");
@@ -288,8 +291,7 @@ impl<'a> BitWriter<'a> {
         self.acc |= bits << self.n;
         self.n += len;
         if self.n >= 32 {
-            self.out
-                .extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
             self.acc >>= 32;
             self.n -= 32;
         }
@@ -477,7 +479,9 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
         return Err("joint body longer than its streams".into());
     }
     if total != count as u64 {
-        return Err(format!("the streams hold {total} changes, the header {count}"));
+        return Err(format!(
+            "the streams hold {total} changes, the header {count}"
+        ));
     }
     run(&mut streams, &t, out)?;
     for (pos, data, _) in &streams {
