@@ -10,9 +10,9 @@
 //!
 //! Environment: `BAT_BENCH_REPEAT=N` repetitions (default 5);
 //! `BAT_BENCH_COLD=0` skips the cold restores (run only as root: they empty
-//! the page cache); `BAT_BENCH_BASELINE=1` adds a third tool, "bat (zstd
-//! sparse)": the same build writing sparse deltas the way builds before the
-//! joint coding did (FORMAT.md §12.3), for a before/after in the same run;
+//! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
+//! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
+//! off by default), for a side-by-side comparison in the same run;
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
@@ -176,16 +176,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut bats = vec![BatTool {
         name: "bat",
-        joint: true,
+        joint: false,
         ledger: None,
         commits: vec![],
         ingest: vec![],
         stored: 0,
     }];
-    if env_is("BAT_BENCH_BASELINE", "1") {
+    if env_is("BAT_BENCH_JOINT", "1") {
         bats.push(BatTool {
-            name: "bat (zstd sparse)",
-            joint: false,
+            name: "bat (joint)",
+            joint: true,
             ledger: None,
             commits: vec![],
             ingest: vec![],
@@ -236,7 +236,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.ledger = Some(ledger.dir().to_path_buf());
         }
     }
-    bat_ledger::delta::set_joint_coding(true);
+    bat_ledger::delta::set_joint_coding(false);
     println!("load after ingest {}", load());
     println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
     println!("|---|---|---|---|---|");

@@ -3,7 +3,7 @@
 //! random and adversarial change sets, and malformed bodies rejected with an
 //! error, never a panic or a wrong count.
 
-use bat_ledger::delta::{decode_planes, encode_planes, joint, PlanesHeader, FLAG_JOINT};
+use bat_ledger::delta::{decode_planes, encode_planes_with, joint, PlanesHeader, FLAG_JOINT};
 use bat_ledger::ObjectId;
 use proptest::prelude::*;
 
@@ -132,7 +132,7 @@ proptest! {
         }
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
         let bid = ObjectId([3; 32]);
-        let payload = encode_planes(&mut comp, &raw, 2, Some((&bid, &base))).unwrap();
+        let payload = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), true).unwrap();
         let h = PlanesHeader::decode(&payload).unwrap();
         let changed = (0..n).step_by(every).count();
         let joint = changed <= n / 2;
@@ -179,7 +179,7 @@ fn fine_tuning_changes_cost_about_six_and_a_half_bits_each() {
     let ch: Vec<joint::Change> = (0..n as u32)
         .filter_map(|i| {
             let r = rnd();
-            (r % 8 == 0).then(|| (i, if r & 0x100 != 0 { 1 } else { 0xFFFF }))
+            (r % 8 == 0).then_some((i, if r & 0x100 != 0 { 1 } else { 0xFFFF }))
         })
         .collect();
     let body = joint::encode(&ch, n);

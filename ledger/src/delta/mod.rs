@@ -169,13 +169,16 @@ pub fn encode_planes(
     encode_planes_with(comp, raw, width, base, joint)
 }
 
-/// Whether [`encode_planes`] writes jointly coded sparse deltas (default
-/// on); see [`set_joint_coding`].
-static JOINT_ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// Whether [`encode_planes`] writes jointly coded sparse deltas; see
+/// [`set_joint_coding`]. Off by default: on the main series it stores
+/// 0.118 × raw instead of 0.124, but under the load it was measured with
+/// it neither restored measurably faster and it ingested slower (its
+/// encoder costs more CPU than zstd on the three frames), FORMAT.md §13.1.
+static JOINT_ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Switch the joint coding of sparse 16-bit deltas off (or on again) for
-/// this process: a benchmark knob, so one build can write both encodings
-/// and compare them in one run. Readers decode both either way.
+/// Switch the joint coding of sparse 16-bit deltas on (or off again) for
+/// this process, so one build can write both encodings and compare them in
+/// one run (`bench_delta`). Readers decode both either way.
 pub fn set_joint_coding(on: bool) {
     JOINT_ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
 }
