@@ -1,37 +1,41 @@
-//! Delta-storage benchmark: in one run, store a round series (DIR/r00..)
-//! with `tar -cf - rXX | zstd -1 -T0` per round and with `bat` (library
-//! commits, tensor-aware delta storage), then restore round r05 and the last
-//! (deepest) round from both; bat restores in a child process of this
-//! example, as `bat checkout` would. Prints stored bytes / raw, ingest MB/s
-//! and the restore times.
+//! Delta-storage benchmark: in one run, with the tools interleaved and
+//! every measurement repeated, store a round series (DIR/r00..) with
+//! `tar -cf - rXX | zstd -1 -T0` per round and with `bat` (library commits,
+//! tensor-aware delta storage), then restore round r05 and the last
+//! (deepest) round from both, warm and (as root) cold. bat restores in a
+//! child process of this example, as `bat checkout` would, which also
+//! reports its peak RSS. Prints medians with their spread (min–max).
 //!
 //! Usage: cargo run --release --example bench_delta -- SERIES_DIR WORK_DIR [MAX_DEPTH]
 //!
-//! Page cache is warm for sources (both tools alike); restores include `sync`
-//! and are repeated (median reported), once more to /dev/null (decode only).
-//! `BAT_BENCH_COLD=1` (root) empties the page cache before every timed restore.
+//! Environment: `BAT_BENCH_REPEAT=N` repetitions (default 5);
+//! `BAT_BENCH_COLD=0` skips the cold restores (run only as root: they empty
+//! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
+//! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
+//! off by default), for a side-by-side comparison in the same run;
+//! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
+//!
+//! Restores include `sync`; "decode only" is the same work to /dev/null.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use bat_ledger::{CommitRequest, Ledger, NoProgress};
+use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
 
 fn sync() {
     let _ = Command::new("sync").status();
 }
 
-/// With `BAT_BENCH_COLD=1` (root only), empty the page cache before a timed
-/// restore, so both tools read their stored bytes from disk.
-fn maybe_cold(cold: bool) {
-    if cold {
-        let ok = sh("sync && echo 3 > /proc/sys/vm/drop_caches");
-        assert!(
-            ok,
-            "BAT_BENCH_COLD=1 needs root (writes /proc/sys/vm/drop_caches)"
-        );
-    }
+/// Empty the page cache (root only), so a restore reads its stored bytes
+/// from disk.
+fn drop_caches() {
+    let ok = sh("sync && echo 3 > /proc/sys/vm/drop_caches");
+    assert!(
+        ok,
+        "cold restores need root (writes /proc/sys/vm/drop_caches)"
+    );
 }
 
 fn sh(cmd: &str) -> bool {
@@ -47,7 +51,7 @@ fn sh(cmd: &str) -> bool {
 /// (a fresh process, as users run it, and out of the memory state the
 /// ingest left in this one): `--checkout LEDGER COMMIT OUT` writes the
 /// commit's tree into OUT; `--decode LEDGER COMMIT` reads every file to
-/// nowhere.
+/// nowhere. Prints its peak RSS (`VmHWM`, kB).
 fn restore_child(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let ledger = Ledger::open(Path::new(&args[2]))?;
     let commit = ledger.resolve(&args[3])?;
@@ -65,15 +69,65 @@ fn restore_child(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
             ledger.read_bytes_to(&f.id, &mut std::io::sink(), &cancel)?;
         }
     }
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    println!("{hwm}");
     Ok(())
 }
 
-/// Run [`restore_child`] in a child process.
-fn child(args: &[&str]) -> bool {
-    std::env::current_exe()
-        .and_then(|exe| Command::new(exe).args(args).status())
-        .map(|s| s.success())
-        .unwrap_or(false)
+/// Run [`restore_child`] in a child process; its peak RSS in MB.
+fn child(args: &[&str]) -> f64 {
+    let out = std::env::current_exe()
+        .and_then(|exe| Command::new(exe).args(args).output())
+        .expect("run the restore child");
+    assert!(
+        out.status.success(),
+        "bat restore failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kb: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// Median, min and max.
+#[derive(Clone, Copy)]
+struct Spread(f64, f64, f64);
+
+impl Spread {
+    fn of(v: &[f64]) -> Spread {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        Spread(v[v.len() / 2], v[0], v[v.len() - 1])
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.2} ({:.2}–{:.2})", self.0, self.1, self.2)
+    }
+}
+
+/// A bat configuration under test.
+struct BatTool {
+    name: &'static str,
+    joint: bool,
+    ledger: Option<PathBuf>,
+    commits: Vec<CommitId>,
+    ingest: Vec<f64>,
+    stored: u64,
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -88,6 +142,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: bench_delta SERIES_DIR WORK_DIR [MAX_DEPTH]");
         std::process::exit(2);
     }
+    let env_is = |k: &str, v: &str| std::env::var_os(k).is_some_and(|x| x == v);
+    let repeat: usize = std::env::var("BAT_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let cold = !env_is("BAT_BENCH_COLD", "0");
     let series = Path::new(&args[1]).canonicalize()?;
     let work = Path::new(&args[2]);
     let depth: u32 = match args.get(3) {
@@ -106,160 +167,201 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|r| bat_ledger::maint::dir_size(&series.join(r)))
         .sum();
-    // tar + zstd -1
+    println!(
+        "series {} ({} rounds, {:.1} MiB raw), max delta depth {depth}, {repeat} repetitions, load at start {}",
+        series.display(),
+        rounds.len(),
+        raw as f64 / 1048576.0,
+        load()
+    );
+    let mut bats = vec![BatTool {
+        name: "bat",
+        joint: false,
+        ledger: None,
+        commits: vec![],
+        ingest: vec![],
+        stored: 0,
+    }];
+    if env_is("BAT_BENCH_JOINT", "1") {
+        bats.push(BatTool {
+            name: "bat (joint)",
+            joint: true,
+            ledger: None,
+            commits: vec![],
+            ingest: vec![],
+            stored: 0,
+        });
+    }
+    // Ingest, the tools alternating; each repetition starts from nothing.
     let tz = work.join("tarzst");
-    std::fs::create_dir_all(&tz)?;
-    let t = Instant::now();
-    for r in &rounds {
-        let ok = sh(&format!(
-            "tar -C '{}' -cf - '{r}' | zstd -q -1 -T0 -o '{}/{r}.tar.zst'",
-            series.display(),
-            tz.display()
-        ));
-        assert!(ok, "tar | zstd failed");
-    }
-    sync();
-    let tz_secs = t.elapsed().as_secs_f64();
-    let tz_bytes = bat_ledger::maint::dir_size(&tz);
-    // bat
-    let lroot = work.join("ledger");
-    let mut ledger = Ledger::init(&lroot)?;
-    ledger.config.delta_max_depth = depth;
+    let (mut tz_ingest, mut tz_bytes) = (vec![], 0u64);
     let cancel = AtomicBool::new(false);
-    let t = Instant::now();
-    let mut commits = Vec::new();
-    for r in &rounds {
-        let out = ledger.commit_dir(
-            &series.join(r),
-            &CommitRequest::new(r.clone()),
-            &NoProgress,
-            &cancel,
-        )?;
-        commits.push(out.commit);
+    for _ in 0..repeat {
+        let _ = std::fs::remove_dir_all(&tz);
+        std::fs::create_dir_all(&tz)?;
+        sync();
+        let t = Instant::now();
+        for r in &rounds {
+            let ok = sh(&format!(
+                "tar -C '{}' -cf - '{r}' | zstd -q -1 -T0 -o '{}/{r}.tar.zst'",
+                series.display(),
+                tz.display()
+            ));
+            assert!(ok, "tar | zstd failed");
+        }
+        sync();
+        tz_ingest.push(t.elapsed().as_secs_f64());
+        tz_bytes = bat_ledger::maint::dir_size(&tz);
+        for (k, b) in bats.iter_mut().enumerate() {
+            let lroot = work.join(format!("ledger{k}"));
+            let _ = std::fs::remove_dir_all(&lroot);
+            bat_ledger::delta::set_joint_coding(b.joint);
+            let mut ledger = Ledger::init(&lroot)?;
+            ledger.config.delta_max_depth = depth;
+            sync();
+            let t = Instant::now();
+            b.commits.clear();
+            for r in &rounds {
+                let out = ledger.commit_dir(
+                    &series.join(r),
+                    &CommitRequest::new(r.clone()),
+                    &NoProgress,
+                    &cancel,
+                )?;
+                b.commits.push(out.commit);
+            }
+            sync();
+            b.ingest.push(t.elapsed().as_secs_f64());
+            b.stored = ledger.stats()?.pack_bytes;
+            b.ledger = Some(ledger.dir().to_path_buf());
+        }
     }
-    sync();
-    let bat_secs = t.elapsed().as_secs_f64();
-    let st = ledger.stats()?;
-    let bat_bytes = st.pack_bytes;
-    // restore r05 (the figure) and the deepest round of the chain
+    bat_ledger::delta::set_joint_coding(false);
+    println!("load after ingest {}", load());
+    println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| tar + zstd -1 -T0 | {} | 1 | {:.1} | {:.3} |",
+        Spread::of(&tz_ingest),
+        tz_bytes as f64 / 1048576.0,
+        tz_bytes as f64 / raw as f64
+    );
+    for b in &bats {
+        let ratios: Vec<f64> = tz_ingest
+            .iter()
+            .zip(&b.ingest)
+            .map(|(t, x)| t / x)
+            .collect();
+        println!(
+            "| {} | {} | {} | {:.1} | {:.3} |",
+            b.name,
+            Spread::of(&b.ingest),
+            Spread::of(&ratios),
+            b.stored as f64 / 1048576.0,
+            b.stored as f64 / raw as f64
+        );
+    }
+    // Restores: r05 (the figure) and the deepest round.
     let idx = rounds
         .iter()
         .position(|r| r == "r05")
         .unwrap_or(rounds.len() / 2);
-    // Each restore is run REPEAT times, alternating the two tools, and the
-    // median is reported: single runs on a shared VM vary by tens of percent.
-    const REPEAT: usize = 5;
-    let cold = std::env::var_os("BAT_BENCH_COLD").is_some_and(|v| v == "1");
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let mut restores = Vec::new();
+    println!("\nrestore: bat ÷ `zstd -d | tar -x` (each with sync); decode only: to /dev/null; ratios per repetition, median (min–max); seconds are medians");
+    println!("| round | cache | tool | restore s | restore ratio | decode s | decode ratio | peak RSS MB (restore / decode) | identical |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let modes: &[bool] = if cold { &[false, true] } else { &[false] };
     for i in [idx, rounds.len() - 1] {
         let r = &rounds[i];
-        let (mut tz_runs, mut bat_runs, mut tz_cpu, mut bat_cpu) = (vec![], vec![], vec![], vec![]);
-        let mut same = true;
-        for _ in 0..REPEAT {
-            let out_tz = work.join(format!("restore-tz-{r}"));
-            let out_bat = work.join(format!("restore-bat-{r}"));
-            for d in [&out_tz, &out_bat] {
-                let _ = std::fs::remove_dir_all(d);
-                std::fs::create_dir_all(d)?;
+        for &is_cold in modes {
+            let maybe_cold = || {
+                if is_cold {
+                    drop_caches();
+                }
+            };
+            let (mut tz_r, mut tz_d) = (vec![], vec![]);
+            let mut per: Vec<[Vec<f64>; 4]> = bats.iter().map(|_| Default::default()).collect();
+            let mut same = true;
+            for _ in 0..repeat {
+                let out_tz = work.join(format!("restore-tz-{r}"));
+                let _ = std::fs::remove_dir_all(&out_tz);
+                std::fs::create_dir_all(&out_tz)?;
+                sync();
+                maybe_cold();
+                let t = Instant::now();
+                assert!(sh(&format!(
+                    "zstd -q -d -c '{}/{r}.tar.zst' | tar -C '{}' -xf -",
+                    tz.display(),
+                    out_tz.display()
+                )));
+                sync();
+                tz_r.push(t.elapsed().as_secs_f64());
+                for (b, m) in bats.iter().zip(per.iter_mut()) {
+                    let out_bat = work.join(format!("restore-bat-{r}"));
+                    let _ = std::fs::remove_dir_all(&out_bat);
+                    sync();
+                    maybe_cold();
+                    let (ldir, cid, out) = (
+                        b.ledger.as_ref().expect("ingested").display().to_string(),
+                        b.commits[i].to_string(),
+                        out_bat.display().to_string(),
+                    );
+                    let t = Instant::now();
+                    let rss = child(&["--checkout", &ldir, &cid, &out]);
+                    sync();
+                    m[0].push(t.elapsed().as_secs_f64());
+                    m[2].push(rss);
+                    same &= sh(&format!(
+                        "cmp -s '{}/{r}/model.safetensors' '{}/model.safetensors'",
+                        out_tz.display(),
+                        out_bat.display()
+                    ));
+                }
+                maybe_cold();
+                let t = Instant::now();
+                assert!(sh(&format!(
+                    "zstd -q -d -c '{}/{r}.tar.zst' > /dev/null",
+                    tz.display()
+                )));
+                tz_d.push(t.elapsed().as_secs_f64());
+                for (b, m) in bats.iter().zip(per.iter_mut()) {
+                    maybe_cold();
+                    let (ldir, cid) = (
+                        b.ledger.as_ref().expect("ingested").display().to_string(),
+                        b.commits[i].to_string(),
+                    );
+                    let t = Instant::now();
+                    let rss = child(&["--decode", &ldir, &cid]);
+                    m[1].push(t.elapsed().as_secs_f64());
+                    m[3].push(rss);
+                }
             }
-            sync();
-            maybe_cold(cold);
-            let t = Instant::now();
-            assert!(sh(&format!(
-                "zstd -q -d -c '{}/{r}.tar.zst' | tar -C '{}' -xf -",
-                tz.display(),
-                out_tz.display()
-            )));
-            sync();
-            tz_runs.push(t.elapsed().as_secs_f64());
-            // The library's checkout (what `bat checkout` runs): every byte
-            // verified, files written into a temporary directory renamed into place.
-            std::fs::remove_dir(&out_bat)?;
-            maybe_cold(cold);
-            let t = Instant::now();
-            let (ldir, cid, out) = (
-                ledger.dir().display().to_string(),
-                commits[i].to_string(),
-                out_bat.display().to_string(),
+            let cache = if is_cold { "cold" } else { "warm" };
+            println!(
+                "| {r} | {cache} | zstd -d | {:.2} | 1 | {:.2} | 1 | | |",
+                Spread::of(&tz_r).0,
+                Spread::of(&tz_d).0
             );
-            assert!(
-                child(&["--checkout", &ldir, &cid, &out]),
-                "bat checkout failed"
-            );
-            sync();
-            bat_runs.push(t.elapsed().as_secs_f64());
-            same &= sh(&format!(
-                "cmp -s '{}/{r}/model.safetensors' '{}/model.safetensors'",
-                out_tz.display(),
-                out_bat.display()
-            ));
-            // The decoding work alone, without the disk: to /dev/null.
-            maybe_cold(cold);
-            let t = Instant::now();
-            assert!(sh(&format!(
-                "zstd -q -d -c '{}/{r}.tar.zst' > /dev/null",
-                tz.display()
-            )));
-            tz_cpu.push(t.elapsed().as_secs_f64());
-            maybe_cold(cold);
-            let t = Instant::now();
-            assert!(child(&["--decode", &ldir, &cid]), "bat decode failed");
-            bat_cpu.push(t.elapsed().as_secs_f64());
+            for (b, m) in bats.iter().zip(&per) {
+                let rr: Vec<f64> = m[0].iter().zip(&tz_r).map(|(x, t)| x / t).collect();
+                let dr: Vec<f64> = m[1].iter().zip(&tz_d).map(|(x, t)| x / t).collect();
+                println!(
+                    "| {r} | {cache} | {} | {:.2} | {} | {:.2} | {} | {:.0} / {:.0} | {same} |",
+                    b.name,
+                    Spread::of(&m[0]).0,
+                    Spread::of(&rr),
+                    Spread::of(&m[1]).0,
+                    Spread::of(&dr),
+                    Spread::of(&m[2]).2,
+                    Spread::of(&m[3]).2,
+                );
+            }
         }
-        restores.push((
-            r.clone(),
-            median(tz_runs),
-            median(bat_runs),
-            same,
-            median(tz_cpu),
-            median(bat_cpu),
-        ));
     }
-    let mb = raw as f64 / 1e6;
-    println!(
-        "series {} ({} rounds, {:.1} MiB raw), max delta depth {depth}, restores {}",
-        series.display(),
-        rounds.len(),
-        raw as f64 / 1048576.0,
-        if cold {
-            "cold (page cache emptied)"
-        } else {
-            "warm"
-        }
-    );
-    let (r, tz_restore, bat_restore, same, tz_cpu, bat_cpu) = restores[0].clone();
-    println!("| tool | ingest s | ingest MB/s | stored MiB | stored/raw | restore {r} s (median of {REPEAT}) |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| tar + zstd -1 -T0 | {tz_secs:.1} | {:.0} | {:.1} | {:.3} | {tz_restore:.2} |",
-        mb / tz_secs,
-        tz_bytes as f64 / 1048576.0,
-        tz_bytes as f64 / raw as f64
-    );
-    println!(
-        "| bat (delta) | {bat_secs:.1} | {:.0} | {:.1} | {:.3} | {bat_restore:.2} |",
-        mb / bat_secs,
-        bat_bytes as f64 / 1048576.0,
-        bat_bytes as f64 / raw as f64
-    );
-    println!("ingest ratio bat/tar+zstd: {:.2}x; restore ratio bat/zstd -d: {:.2}; delta objects {} ({:.1} MiB logical, {:.1} MiB stored); restored bytes identical: {same}",
-        tz_secs / bat_secs, bat_restore / tz_restore, st.delta_objects, st.delta_logical_bytes as f64 / 1048576.0, st.delta_stored_bytes as f64 / 1048576.0);
-    println!(
-        "decode only (to /dev/null) {r}: zstd -d {tz_cpu:.2} s, bat {bat_cpu:.2} s, ratio {:.2}",
-        bat_cpu / tz_cpu
-    );
-    for (r, tzr, br, same, tzc, bc) in &restores[1..] {
-        println!("restore {r} (deepest): zstd -d {tzr:.2} s, bat {br:.2} s, ratio {:.2}; identical: {same}; decode only: zstd -d {tzc:.2} s, bat {bc:.2} s, ratio {:.2}", br / tzr, bc / tzc);
-    }
+    println!("load at end {}", load());
     if std::env::var_os("BAT_BENCH_KEEP").is_some() {
         println!("kept {}", work.display());
         return Ok(());
     }
-    drop(ledger);
     std::fs::remove_dir_all(&work)?;
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! which is both smaller (a fine-tuning step changes about one element in
 //! eight) and cheaper to apply. See FORMAT.md §12.
 
+pub mod joint;
 pub mod safetensors;
 
 use crate::id::ObjectId;
@@ -34,6 +35,12 @@ pub const FLAG_SPARSE: u8 = 2;
 /// (Development builds before it wrote a bit mask there; such payloads are
 /// refused by name rather than misread.)
 pub const FLAG_GAPS: u8 = 4;
+/// Flag bit (only with [`FLAG_GAPS`] and 16-bit elements): the changes are
+/// jointly coded ([`joint`]): one body instead of zstd frames.
+pub const FLAG_JOINT: u8 = 8;
+/// Fewest changes for which a sparse delta of 16-bit elements is written
+/// jointly coded (its code-length table costs 545 bytes).
+pub const JOINT_MIN_CHANGES: usize = 512;
 
 /// A decoded planes payload header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,8 +52,11 @@ pub struct PlanesHeader {
     /// For a sparse delta, the number of changed elements.
     pub sparse_count: Option<u32>,
     /// Stored length of each zstd frame: the planes, preceded by the gaps
-    /// frame for a sparse delta.
+    /// frame for a sparse delta; for a jointly coded delta, the one length
+    /// of its body.
     pub plane_lens: Vec<u32>,
+    /// The sparse delta is jointly coded ([`FLAG_JOINT`]).
+    pub joint: bool,
 }
 
 impl PlanesHeader {
@@ -77,9 +87,11 @@ impl PlanesHeader {
                     .into(),
             );
         }
-        if flags & !(FLAG_BASE | FLAG_SPARSE | FLAG_GAPS) != 0
+        let joint = flags & FLAG_JOINT != 0;
+        if flags & !(FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT) != 0
             || (flags & FLAG_SPARSE != 0 && flags & FLAG_BASE == 0)
             || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
+            || (joint && (flags & FLAG_GAPS == 0 || width != 2))
             || payload[3] != 0
         {
             return Err("unknown planes flags".into());
@@ -104,7 +116,11 @@ impl PlanesHeader {
         } else {
             None
         };
-        let frames = usize::from(width) + usize::from(sparse_count.is_some());
+        let frames = if joint {
+            1
+        } else {
+            usize::from(width) + usize::from(sparse_count.is_some())
+        };
         let mut plane_lens = Vec::with_capacity(frames);
         for _ in 0..frames {
             let b = payload
@@ -122,6 +138,7 @@ impl PlanesHeader {
             base,
             sparse_count,
             plane_lens,
+            joint,
         })
     }
 }
@@ -148,6 +165,34 @@ pub fn encode_planes(
     width: usize,
     base: Option<(&ObjectId, &[u8])>,
 ) -> std::result::Result<Vec<u8>, String> {
+    let joint = JOINT_ENABLED.load(std::sync::atomic::Ordering::Relaxed);
+    encode_planes_with(comp, raw, width, base, joint)
+}
+
+/// Whether [`encode_planes`] writes jointly coded sparse deltas; see
+/// [`set_joint_coding`]. Off by default: on the main series it stores
+/// 0.118 × raw instead of 0.124, but under the load it was measured with
+/// it neither restored measurably faster and it ingested slower (its
+/// encoder costs more CPU than zstd on the three frames), FORMAT.md §13.1.
+static JOINT_ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Switch the joint coding of sparse 16-bit deltas on (or off again) for
+/// this process, so one build can write both encodings and compare them in
+/// one run (`bench_delta`). Readers decode both either way.
+pub fn set_joint_coding(on: bool) {
+    JOINT_ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// [`encode_planes`], with the joint coding of sparse 16-bit deltas
+/// switchable off (`joint` false writes what builds before it wrote: for
+/// comparisons and for tests of older payloads).
+pub fn encode_planes_with(
+    comp: &mut zstd::bulk::Compressor<'static>,
+    raw: &[u8],
+    width: usize,
+    base: Option<(&ObjectId, &[u8])>,
+    joint: bool,
+) -> std::result::Result<Vec<u8>, String> {
     if !matches!(width, 1 | 2 | 4 | 8) || !raw.len().is_multiple_of(width) {
         return Err(format!(
             "cannot split {} bytes into {width}-byte elements",
@@ -159,7 +204,31 @@ pub fn encode_planes(
             return Err("base has a different length".into());
         }
     }
-    if let Some((id, b)) = base {
+    // Whether the delta is known to be dense (the sparse scan would stop
+    // at the same element: skip it).
+    let mut dense = false;
+    if let (Some((id, b)), 2, true) = (base, width, joint) {
+        let coded = joint_w2(raw, b, raw.len() / 4);
+        dense = coded.is_none();
+        if let Some((body, count)) = coded {
+            if count >= JOINT_MIN_CHANGES {
+                let mut out = vec![
+                    PLANES_VERSION,
+                    2,
+                    FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT,
+                    0,
+                ];
+                out.extend_from_slice(id.as_bytes());
+                let count = u32::try_from(count).map_err(|_| "piece too large")?;
+                out.extend_from_slice(&count.to_le_bytes());
+                let len = u32::try_from(body.len()).map_err(|_| "piece too large")?;
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&body);
+                return Ok(out);
+            }
+        }
+    }
+    if let (Some((id, b)), false) = (base, dense) {
         if let Some((gaps, count, planes)) =
             sparse_planes_upto(raw, b, width, raw.len() / width / 2)
         {
@@ -228,6 +297,45 @@ fn sparse_planes_upto(raw: &[u8], base: &[u8], width: usize, limit: usize) -> Op
         4 => sparse_w::<4>(raw, base, limit),
         _ => sparse_w::<8>(raw, base, limit),
     }
+}
+
+/// The jointly coded body of the changes of `raw` against `base` (16-bit
+/// elements) and their number, or `None` if more than `limit` elements
+/// differ (a dense delta).
+fn joint_w2(raw: &[u8], base: &[u8], limit: usize) -> Option<(Vec<u8>, usize)> {
+    let n = raw.len() / 2;
+    let mut enc = joint::Encoder::new(n, (n / 6).min(limit + 1));
+    let diff = |r: &[u8], b: &[u8], e: usize| {
+        let new = u16::from_le_bytes([r[2 * e], r[2 * e + 1]]);
+        let old = u16::from_le_bytes([b[2 * e], b[2 * e + 1]]);
+        new.wrapping_sub(old)
+    };
+    let (rb, bb) = (raw.chunks_exact(128), base.chunks_exact(128));
+    let (r_tail, b_tail) = (rb.remainder(), bb.remainder());
+    for (wi, (r, b)) in rb.zip(bb).enumerate() {
+        // 64 elements: eight blocks of eight changed-element bits.
+        let mut bits = 0u64;
+        for k in 0..8 {
+            let m = block_mask::<2>(&r[16 * k..16 * k + 16], &b[16 * k..16 * k + 16]);
+            bits |= u64::from(m) << (8 * k);
+        }
+        while bits != 0 {
+            let e = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            enc.push(wi * 64 + e, diff(r, b, e));
+        }
+        if enc.changes() > limit {
+            return None;
+        }
+    }
+    let first = raw.len() / 128 * 64;
+    for e in 0..r_tail.len() / 2 {
+        if r_tail[2 * e..2 * e + 2] != b_tail[2 * e..2 * e + 2] {
+            enc.push(first + e, diff(r_tail, b_tail, e));
+        }
+    }
+    let count = enc.changes();
+    (count <= limit).then(|| (enc.finish(), count))
 }
 
 /// Gap bytes, changed-element count and planes of a sparse delta.
@@ -418,6 +526,10 @@ fn decode_frames(
         let count = count as usize;
         if count > n {
             return Err(format!("{count} changed elements in a piece of {n}"));
+        }
+        if h.joint {
+            joint::apply(frames[0], &mut out, count)?;
+            return Ok(out);
         }
         let (gaps, planes) = bufs.split_first_mut().expect("sized to the frames");
         // One byte per change plus one per 255 skipped elements.

@@ -1,0 +1,530 @@
+//! Joint coding of a sparse delta of 16-bit elements (bf16, f16, i16, u16):
+//! one Huffman symbol per changed element gives both the gap since the
+//! previous change and the element's change as a small wrapping difference
+//! of its 16-bit code (`new - old`), in a few interleaved bit streams.
+//!
+//! Why: a fine-tuning step moves a bf16 weight by one or two code points,
+//! so the difference of the codes takes about 2.3 bits where the low XOR
+//! byte took 3.1 (and the high XOR byte another plane); and a sparse link
+//! was decoded as three zstd frames (gaps, two planes) and then applied in a
+//! fourth pass. Here one table lookup per change decodes and applies it in
+//! the same pass, and the streams (each a contiguous range of the piece)
+//! are decoded side by side so the processor overlaps their lookups. See
+//! FORMAT.md §12.3.
+//!
+//! Body layout (the single "frame" of a payload with
+//! [`super::FLAG_JOINT`]):
+//!
+//! ```text
+//! [ (SYMBOLS + 1) / 2 bytes ] code length of every symbol, 4 bits each
+//!                             (low nibble first), 0 = unused, at most 12
+//! u8                          S = number of streams, 1..=8
+//! S × (u32 changes, u32 bytes)
+//! the S streams' bytes, in order
+//! ```
+//!
+//! Stream `j` covers elements `[j n / S, (j + 1) n / S)`; its gaps count
+//! from the start of that range. Bits are read least significant first;
+//! codes are canonical (shorter codes first, then by symbol).
+
+/// Symbols `0..1024`: a change after `s % 64` unchanged elements, by
+/// `VALUES[s / 64]`.
+const SMALL: u16 = 1024;
+/// Symbols `1024..1088`: a change after `s - 1024` unchanged elements whose
+/// 16-bit difference follows as 16 raw bits.
+const ESCAPE_END: u16 = 1088;
+/// Symbol 1088: 64 unchanged elements, no change.
+const SKIP: u16 = 1088;
+/// Number of symbols.
+pub const SYMBOLS: usize = 1089;
+/// Elements a gap symbol can express (`0..64`) and the skip length.
+const GAP: usize = 64;
+/// Longest code, in bits (the decoding table has `2^MAX_LEN` entries).
+const MAX_LEN: u32 = 12;
+/// Streams written by the encoder.
+pub const STREAMS: usize = 4;
+/// Most streams a decoder accepts.
+const MAX_STREAMS: usize = 8;
+
+/// The differences the 16 value classes stand for: ±1 .. ±8.
+const VALUES: [u16; 16] = {
+    let mut v = [0u16; 16];
+    let mut i = 0;
+    while i < 8 {
+        v[2 * i] = (i + 1) as u16;
+        v[2 * i + 1] = 0u16.wrapping_sub((i + 1) as u16);
+        i += 1;
+    }
+    v
+};
+
+/// Value class of `d + 8` for `d` in `-8..=8` (0xFF: none, for 0): a
+/// lookup, because the sign of a change is a coin toss that a branch would
+/// mispredict half the time.
+const CLASS: [u8; 17] = [15, 13, 11, 9, 7, 5, 3, 1, 0xFF, 0, 2, 4, 6, 8, 10, 12, 14];
+
+/// Value class of a nonzero difference, if it has one.
+#[inline(always)]
+fn class_of(d: u16) -> Option<u16> {
+    let c = CLASS.get(usize::from(d.wrapping_add(8))).copied()?;
+    (c != 0xFF).then_some(u16::from(c))
+}
+
+/// One change: element index and wrapping difference (nonzero).
+pub type Change = (u32, u16);
+
+/// Encode the changes (ascending indices, all `< n`, nonzero differences) of
+/// a piece of `n` 16-bit elements as a joint body.
+pub fn encode(changes: &[Change], n: usize) -> Vec<u8> {
+    let mut e = Encoder::new(n, changes.len());
+    for &(idx, d) in changes {
+        e.push(idx as usize, d);
+    }
+    e.finish()
+}
+
+/// Builds a joint body from changes pushed in ascending element order.
+pub struct Encoder {
+    ranges: Vec<(usize, usize)>,
+    /// Symbol, and the difference above it (for escapes), per entry.
+    syms: Vec<u32>,
+    /// Where each stream's symbols end in `syms`.
+    bounds: [usize; STREAMS],
+    counts: [u32; STREAMS],
+    freq: Vec<u32>,
+    /// Current stream and the element after its last change.
+    j: usize,
+    next: usize,
+    changes: usize,
+}
+
+impl Encoder {
+    /// An encoder for a piece of `n` elements, expecting about `expect`
+    /// changes.
+    pub fn new(n: usize, expect: usize) -> Encoder {
+        Encoder {
+            ranges: stream_ranges(n, STREAMS),
+            syms: Vec::with_capacity(expect + expect / 32 + 16),
+            bounds: [0; STREAMS],
+            counts: [0; STREAMS],
+            freq: vec![0u32; SYMBOLS],
+            j: 0,
+            next: 0,
+            changes: 0,
+        }
+    }
+
+    /// Changes pushed so far.
+    pub fn changes(&self) -> usize {
+        self.changes
+    }
+
+    /// Record a change of element `idx` (above the previous one, below
+    /// `n`) by the wrapping difference `d` (nonzero).
+    #[inline]
+    pub fn push(&mut self, idx: usize, d: u16) {
+        while idx >= self.ranges[self.j].1 {
+            self.bounds[self.j] = self.syms.len();
+            self.j += 1;
+            self.next = self.ranges[self.j].0;
+        }
+        let mut gap = idx - self.next;
+        while gap >= GAP {
+            self.syms.push(u32::from(SKIP));
+            self.freq[usize::from(SKIP)] += 1;
+            gap -= GAP;
+        }
+        let sym = match class_of(d) {
+            Some(c) => c * GAP as u16 + gap as u16,
+            None => SMALL + gap as u16,
+        };
+        self.syms.push(u32::from(sym) | u32::from(d) << 16);
+        self.freq[usize::from(sym)] += 1;
+        self.counts[self.j] += 1;
+        self.next = idx + 1;
+        self.changes += 1;
+    }
+
+    /// The body.
+    pub fn finish(mut self) -> Vec<u8> {
+        for b in &mut self.bounds[self.j..] {
+            *b = self.syms.len();
+        }
+        let lens = code_lengths(&self.freq);
+        let codes = canonical_codes(&lens);
+        let mut out =
+            Vec::with_capacity(SYMBOLS.div_ceil(2) + 1 + 8 * STREAMS + self.syms.len() + 16);
+        for pair in lens.chunks(2) {
+            out.push(pair[0] | (pair.get(1).copied().unwrap_or(0) << 4));
+        }
+        out.push(STREAMS as u8);
+        let table_at = out.len();
+        out.resize(table_at + 8 * STREAMS, 0);
+        let mut from = 0usize;
+        for k in 0..STREAMS {
+            let before = out.len();
+            let mut w = BitWriter::new(&mut out);
+            for &e in &self.syms[from..self.bounds[k]] {
+                let s = e as u16;
+                let (code, len) = codes[usize::from(s)];
+                let (mut bits, mut len) = (u64::from(code), u32::from(len));
+                if (SMALL..ESCAPE_END).contains(&s) {
+                    bits |= u64::from(e >> 16) << len;
+                    len += 16;
+                }
+                w.put(bits, len);
+            }
+            from = self.bounds[k];
+            w.finish();
+            let bytes = (out.len() - before) as u32;
+            let at = table_at + 8 * k;
+            out[at..at + 4].copy_from_slice(&self.counts[k].to_le_bytes());
+            out[at + 4..at + 8].copy_from_slice(&bytes.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// Element ranges of `s` streams over `n` elements.
+fn stream_ranges(n: usize, s: usize) -> Vec<(usize, usize)> {
+    (0..s).map(|j| (j * n / s, (j + 1) * n / s)).collect()
+}
+
+/// Huffman code lengths for `freq`, none longer than [`MAX_LEN`]: if the
+/// optimal code is too deep, the counts are halved (keeping every used
+/// symbol at least 1) until it fits; with all counts 1 the depth is
+/// `ceil(log2(SYMBOLS)) = 11`, so this ends. (Cutting long codes to the
+/// limit and lengthening the rarest ones instead was 5 times cheaper but
+/// made the main series' deltas 0.8 % larger.) A single used symbol gets
+/// length 1.
+fn code_lengths(freq: &[u32]) -> Vec<u8> {
+    let mut f: Vec<u64> = freq.iter().map(|&x| u64::from(x)).collect();
+    loop {
+        let lens = huffman_lengths(&f);
+        if lens.iter().all(|&l| u32::from(l) <= MAX_LEN) {
+            return lens;
+        }
+        for x in f.iter_mut().filter(|x| **x > 0) {
+            *x = (*x / 2).max(1);
+        }
+    }
+}
+
+/// Unlimited Huffman code lengths (0 for unused symbols).
+fn huffman_lengths(f: &[u64]) -> Vec<u8> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let used: Vec<usize> = (0..f.len()).filter(|&s| f[s] > 0).collect();
+    let mut lens = vec![0u8; f.len()];
+    if used.len() == 1 {
+        lens[used[0]] = 1;
+        return lens;
+    }
+    // Nodes: leaves 0..used.len(), then internal nodes; parent links give depths.
+    let mut parent: Vec<usize> = vec![usize::MAX; used.len()];
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = used
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| Reverse((f[s], i)))
+        .collect();
+    while heap.len() > 1 {
+        let Reverse((a, i)) = heap.pop().expect("two nodes");
+        let Reverse((b, k)) = heap.pop().expect("two nodes");
+        let node = parent.len();
+        parent.push(usize::MAX);
+        parent[i] = node;
+        parent[k] = node;
+        heap.push(Reverse((a + b, node)));
+    }
+    // Depth of each node: parents are created after their children, so a
+    // walk from the last (the root) down fills depths in one pass.
+    let mut depth = vec![0u32; parent.len()];
+    for node in (0..parent.len()).rev() {
+        if parent[node] != usize::MAX {
+            depth[node] = depth[parent[node]] + 1;
+        }
+    }
+    for (i, &s) in used.iter().enumerate() {
+        lens[s] = depth[i].min(255) as u8;
+    }
+    lens
+}
+
+/// Canonical codes (bit-reversed, for least-significant-first reading) of
+/// valid code lengths.
+fn canonical_codes(lens: &[u8]) -> Vec<(u16, u8)> {
+    let mut order: Vec<usize> = (0..lens.len()).filter(|&s| lens[s] > 0).collect();
+    order.sort_by_key(|&s| (lens[s], s));
+    let mut codes = vec![(0u16, 0u8); lens.len()];
+    let mut code = 0u32;
+    let mut prev = 0u8;
+    for s in order {
+        let l = lens[s];
+        code <<= l - prev;
+        prev = l;
+        codes[s] = (reverse(code, l), l);
+        code += 1;
+    }
+    codes
+}
+
+/// The low `len` bits of `code`, reversed.
+fn reverse(code: u32, len: u8) -> u16 {
+    (code.reverse_bits() >> (32 - u32::from(len))) as u16
+}
+
+/// Least-significant-first bit writer appending to a byte vector.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        BitWriter { out, acc: 0, n: 0 }
+    }
+
+    /// Append `len <= 32` bits (fewer than 32 stay pending between calls).
+    #[inline(always)]
+    fn put(&mut self, bits: u64, len: u32) {
+        self.acc |= bits << self.n;
+        self.n += len;
+        if self.n >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.n -= 32;
+        }
+    }
+
+    fn finish(self) {
+        let bytes = self.n.div_ceil(8) as usize;
+        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
+    }
+}
+
+/// Decoding table indexed by the next 12 bits of a stream. Entry bits 0-3:
+/// code length (0: no code starts here); bits 4-9: the gap; bits 10-11:
+/// kind ([`KIND_CHANGE`], [`KIND_ESCAPE`], [`KIND_SKIP`]); bits 16-31: the
+/// difference of a [`KIND_CHANGE`]. Everything a change needs comes from
+/// one lookup, so the common case has no branch on the symbol.
+type Table = [u32; 1 << MAX_LEN];
+/// A change by the difference in the entry.
+const KIND_CHANGE: u32 = 0;
+/// A change whose difference follows as 16 raw bits.
+const KIND_ESCAPE: u32 = 1;
+/// 64 unchanged elements.
+const KIND_SKIP: u32 = 2;
+/// No code starts with these bits.
+const KIND_NONE: u32 = 3;
+
+/// Build the decoding table of code lengths, refusing an over-subscribed
+/// set (an incomplete one is fine: its unused entries decode as errors).
+fn decode_table(lens: &[u8]) -> Result<Box<Table>, String> {
+    let kraft: u64 = lens
+        .iter()
+        .filter(|&&l| l > 0)
+        .map(|&l| 1u64 << (MAX_LEN - u32::from(l)))
+        .sum();
+    if kraft > 1 << MAX_LEN {
+        return Err("over-subscribed code lengths".into());
+    }
+    let mut t: Box<Table> = Box::new([KIND_NONE << 10; 1 << MAX_LEN]);
+    for (s, (code, len)) in canonical_codes(lens).into_iter().enumerate() {
+        if len == 0 {
+            continue;
+        }
+        let s = s as u16;
+        let len = u32::from(len);
+        let entry = if s < SMALL {
+            let value = u32::from(VALUES[usize::from(s) / GAP]);
+            len | (u32::from(s) % GAP as u32) << 4 | KIND_CHANGE << 10 | value << 16
+        } else if s < ESCAPE_END {
+            len | u32::from(s - SMALL) << 4 | KIND_ESCAPE << 10
+        } else {
+            len | KIND_SKIP << 10
+        };
+        let mut i = usize::from(code);
+        while i < t.len() {
+            t[i] = entry;
+            i += 1 << len;
+        }
+    }
+    Ok(t)
+}
+
+/// Where one stream is: its next bit and next element, and the end of its
+/// element range.
+#[derive(Clone, Copy)]
+struct Pos {
+    bit: usize,
+    at: usize,
+    end: usize,
+}
+
+/// The 57 or more bits of `data` from bit `bit` on (zeros past the end).
+#[inline(always)]
+fn peek(data: &[u8], bit: usize) -> u64 {
+    let p = bit >> 3;
+    let w = match data.get(p..p + 8) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        None => {
+            let tail = data.get(p..).unwrap_or(&[]);
+            let mut le = [0u8; 8];
+            le[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(le)
+        }
+    };
+    w >> (bit & 7)
+}
+
+/// Decode one change of the stream `data` at `s` and apply it to `out`
+/// (16-bit elements). Positions only grow, so a change past the stream's
+/// range is caught once, at the end ([`apply`]); memory safety does not
+/// rest on it (every access is bounds-checked).
+#[inline(always)]
+fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [u8]) -> Result<(), String> {
+    loop {
+        let w = peek(data, s.bit);
+        let e = t[(w & ((1 << MAX_LEN) - 1)) as usize];
+        let len = (e & 15) as usize;
+        s.bit += len;
+        s.at += ((e >> 4) & 63) as usize;
+        let d = if (e >> 10) & 3 == KIND_CHANGE {
+            (e >> 16) as u16
+        } else {
+            match (e >> 10) & 3 {
+                KIND_ESCAPE => {
+                    s.bit += 16;
+                    let d = (w >> len) as u16;
+                    if d == 0 {
+                        return Err("an escaped change of zero".into());
+                    }
+                    d
+                }
+                KIND_SKIP => {
+                    s.at += GAP;
+                    if s.at >= s.end {
+                        return Err("a skip past its stream's elements".into());
+                    }
+                    continue;
+                }
+                _ => return Err("a code that no symbol has".into()),
+            }
+        };
+        let at = s.at;
+        let e: &mut [u8; 2] = out
+            .get_mut(2 * at..2 * at + 2)
+            .and_then(|x| x.try_into().ok())
+            .ok_or("a change past the piece")?;
+        *e = u16::from_le_bytes(*e).wrapping_add(d).to_le_bytes();
+        s.at = at + 1;
+        return Ok(());
+    }
+}
+
+/// One stream being decoded: position, bytes, changes left.
+type Stream<'a> = (Pos, &'a [u8], u32);
+
+/// Apply a joint body of `count` changes to `out` (`n` 16-bit elements),
+/// checking everything a damaged body could get wrong: code lengths, stream
+/// table and lengths, every change inside its stream's range, the counts.
+pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
+    let n = out.len() / 2;
+    let lens_len = SYMBOLS.div_ceil(2);
+    let packed = body
+        .get(..lens_len)
+        .ok_or("joint body shorter than its code lengths")?;
+    let mut lens = Vec::with_capacity(SYMBOLS + 1);
+    for b in packed {
+        lens.push(b & 15);
+        lens.push(b >> 4);
+    }
+    if lens[SYMBOLS] != 0 {
+        return Err("code length for a symbol that does not exist".into());
+    }
+    lens.truncate(SYMBOLS);
+    if lens.iter().any(|&l| u32::from(l) > MAX_LEN) {
+        return Err("code longer than 12 bits".into());
+    }
+    let t = decode_table(&lens)?;
+    let s = usize::from(*body.get(lens_len).ok_or("joint body truncated")?);
+    if !(1..=MAX_STREAMS).contains(&s) {
+        return Err(format!("{s} streams"));
+    }
+    let mut at = lens_len + 1 + 8 * s;
+    let table = body
+        .get(lens_len + 1..at)
+        .ok_or("joint stream table truncated")?;
+    let mut streams: Vec<Stream> = Vec::with_capacity(s);
+    let mut total = 0u64;
+    for (k, (start, end)) in stream_ranges(n, s).into_iter().enumerate() {
+        let e = &table[8 * k..8 * k + 8];
+        let left = u32::from_le_bytes(e[0..4].try_into().expect("4 bytes"));
+        let bytes = u32::from_le_bytes(e[4..8].try_into().expect("4 bytes")) as usize;
+        if left as usize > end - start {
+            return Err("a stream with more changes than elements".into());
+        }
+        total += u64::from(left);
+        let data = body.get(at..at + bytes).ok_or("joint stream truncated")?;
+        at += bytes;
+        let pos = Pos {
+            bit: 0,
+            at: start,
+            end,
+        };
+        streams.push((pos, data, left));
+    }
+    if at != body.len() {
+        return Err("joint body longer than its streams".into());
+    }
+    if total != count as u64 {
+        return Err(format!(
+            "the streams hold {total} changes, the header {count}"
+        ));
+    }
+    run(&mut streams, &t, out)?;
+    for (pos, data, _) in &streams {
+        if pos.at > pos.end {
+            return Err("a change past its stream's elements".into());
+        }
+        if pos.bit.div_ceil(8) != data.len() {
+            return Err("a joint stream's length does not match its codes".into());
+        }
+    }
+    Ok(())
+}
+
+/// Decode every stream: all four side by side while each has changes left
+/// (the processor overlaps their lookups; positions kept in locals, i.e.
+/// registers), then the rest one by one.
+fn run(streams: &mut [Stream], t: &Table, out: &mut [u8]) -> Result<(), String> {
+    loop {
+        let live = streams.iter().filter(|c| c.2 > 0).count();
+        let Some(rounds) = streams.iter().map(|c| c.2).filter(|&l| l > 0).min() else {
+            return Ok(());
+        };
+        if let (4, [a, b, c, d]) = (live, &mut *streams) {
+            let (mut pa, mut pb, mut pc, mut pd) = (a.0, b.0, c.0, d.0);
+            for _ in 0..rounds {
+                step(&mut pa, a.1, t, out)?;
+                step(&mut pb, b.1, t, out)?;
+                step(&mut pc, c.1, t, out)?;
+                step(&mut pd, d.1, t, out)?;
+            }
+            (a.0, b.0, c.0, d.0) = (pa, pb, pc, pd);
+            for x in [a, b, c, d] {
+                x.2 -= rounds;
+            }
+        } else {
+            for x in streams.iter_mut().filter(|x| x.2 > 0) {
+                let mut p = x.0;
+                for _ in 0..rounds {
+                    step(&mut p, x.1, t, out)?;
+                }
+                x.0 = p;
+                x.2 -= rounds;
+            }
+        }
+    }
+}

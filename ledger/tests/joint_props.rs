@@ -1,0 +1,290 @@
+//! Property tests for the joint (gap, difference) Huffman coder of sparse
+//! 16-bit deltas (`delta::joint`, FORMAT.md §12.3): exact round trips on
+//! random and adversarial change sets, and malformed bodies rejected with an
+//! error, never a panic or a wrong count.
+
+use bat_ledger::delta::{decode_planes, encode_planes_with, joint, PlanesHeader, FLAG_JOINT};
+use bat_ledger::ObjectId;
+use proptest::prelude::*;
+
+/// Apply `changes` to `base` the plain way.
+fn apply_plain(base: &[u8], changes: &[joint::Change]) -> Vec<u8> {
+    let mut out = base.to_vec();
+    for &(i, d) in changes {
+        let i = i as usize;
+        let v = u16::from_le_bytes([out[2 * i], out[2 * i + 1]]).wrapping_add(d);
+        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// A change set over `n` elements: distinct sorted indices, nonzero
+/// differences drawn from `diff`.
+fn changes(
+    n: usize,
+    diff: impl Strategy<Value = u16> + Clone,
+) -> impl Strategy<Value = Vec<joint::Change>> {
+    proptest::collection::btree_set(0..n.max(1) as u32, 0..=(n / 2).min(2000))
+        .prop_flat_map(move |idx| {
+            let idx: Vec<u32> = idx.into_iter().filter(|&i| (i as usize) < n).collect();
+            let k = idx.len();
+            (
+                Just(idx),
+                proptest::collection::vec(diff.clone().prop_filter("nonzero", |d| *d != 0), k),
+            )
+        })
+        .prop_map(|(idx, d)| idx.into_iter().zip(d).collect())
+}
+
+/// Differences as fine-tuning makes them (mostly ±1, ±2), or any 16-bit value.
+fn diffs() -> impl Strategy<Value = u16> + Clone {
+    prop_oneof![
+        4 => prop_oneof![Just(1u16), Just(0xFFFF), Just(2), Just(0xFFFE)],
+        1 => (1u16..=8).prop_map(|v| v.wrapping_neg()),
+        1 => any::<u16>(),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (usize, Vec<joint::Change>)> {
+    (0usize..6000).prop_flat_map(|n| (Just(n), changes(n, diffs())))
+}
+
+proptest! {
+    #[test]
+    fn round_trip((n, ch) in case(), seed in any::<u8>()) {
+        let base: Vec<u8> = (0..2 * n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+        let body = joint::encode(&ch, n);
+        let mut out = base.clone();
+        joint::apply(&body, &mut out, ch.len()).unwrap();
+        prop_assert_eq!(out, apply_plain(&base, &ch));
+    }
+
+    #[test]
+    fn round_trip_sparse_and_escape_heavy(
+        n in 1usize..20000,
+        every in prop_oneof![Just(1usize), Just(63), Just(64), Just(65), Just(127), Just(4000)],
+        d in any::<u16>().prop_filter("nonzero", |d| *d != 0),
+    ) {
+        // Long runs of skips, escapes only, or every element changed.
+        let ch: Vec<joint::Change> = (0..n).step_by(every).map(|i| (i as u32, d)).collect();
+        let base = vec![0x5Au8; 2 * n];
+        let body = joint::encode(&ch, n);
+        let mut out = base.clone();
+        joint::apply(&body, &mut out, ch.len()).unwrap();
+        prop_assert_eq!(out, apply_plain(&base, &ch));
+    }
+
+    #[test]
+    fn damaged_bodies_fail_or_differ_without_panicking(
+        (n, ch) in (64usize..3000).prop_flat_map(|n| (Just(n), changes(n, diffs()))),
+        at in any::<usize>(),
+        x in 1u8..=255,
+        cut in any::<usize>(),
+        extra in any::<u8>(),
+    ) {
+        let base = vec![0u8; 2 * n];
+        let body = joint::encode(&ch, n);
+        let mut out = base.clone();
+        // A flipped byte: an error, or (a code swapped for another of the
+        // same length) other bytes, which the object digest catches.
+        let mut bad = body.clone();
+        let i = at % bad.len();
+        bad[i] ^= x;
+        let _ = joint::apply(&bad, &mut out, ch.len());
+        // Truncated or extended bodies and a wrong count are refused.
+        let short = &body[..cut % body.len()];
+        prop_assert!(joint::apply(short, &mut base.clone(), ch.len()).is_err());
+        let mut long = body.clone();
+        long.push(extra);
+        prop_assert!(joint::apply(&long, &mut base.clone(), ch.len()).is_err());
+        prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() + 1).is_err());
+        if !ch.is_empty() {
+            prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() - 1).is_err());
+        }
+        // Applied to an empty piece, any change is past its end.
+        if !ch.is_empty() {
+            prop_assert!(joint::apply(&body, &mut [], ch.len()).is_err());
+        }
+    }
+
+    #[test]
+    fn random_bodies_never_panic(
+        body in proptest::collection::vec(any::<u8>(), 0..2000),
+        n in 0usize..5000,
+        count in 0usize..5000,
+    ) {
+        let _ = joint::apply(&body, &mut vec![0u8; 2 * n], count);
+    }
+
+    #[test]
+    fn planes_payloads_choose_joint_coding_for_many_changes(
+        n in 2000usize..6000,
+        every in 1usize..4,
+        seed in any::<u16>(),
+    ) {
+        let base: Vec<u8> = (0..n).flat_map(|i| (i as u16 ^ seed).to_le_bytes()).collect();
+        let mut raw = base.clone();
+        // every = 1 changes all elements (a dense delta, not joint), and
+        // every = 2 one more than half when n is odd.
+        for i in (0..n).step_by(every) {
+            let v = u16::from_le_bytes([raw[2 * i], raw[2 * i + 1]]).wrapping_add((i % 5) as u16 + 1);
+            raw[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+        let bid = ObjectId([3; 32]);
+        let payload = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), true).unwrap();
+        let h = PlanesHeader::decode(&payload).unwrap();
+        let changed = (0..n).step_by(every).count();
+        let joint = changed <= n / 2;
+        prop_assert_eq!(h.joint, joint);
+        prop_assert_eq!(payload[2] & FLAG_JOINT != 0, joint);
+        prop_assert_eq!(decode_planes(&payload, raw.len() as u64, Some(&base)).unwrap(), raw.clone());
+        prop_assert!(decode_planes(&payload[..payload.len() - 1], raw.len() as u64, Some(&base)).is_err());
+        if h.joint {
+            let mut bad = payload.clone();
+            bad[36] ^= 1; // the changed-element count
+            prop_assert!(decode_planes(&bad, raw.len() as u64, Some(&base)).is_err());
+        }
+    }
+}
+
+#[test]
+fn joint_flag_is_refused_with_other_widths_or_without_gaps() {
+    let mut p = vec![1u8, 4, 1 | 2 | 4 | FLAG_JOINT, 0];
+    p.extend_from_slice(&[0; 32]);
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    assert!(PlanesHeader::decode(&p).is_err(), "width 4");
+    p[1] = 2;
+    assert!(PlanesHeader::decode(&p).is_ok());
+    p[2] = 1 | FLAG_JOINT;
+    assert!(
+        PlanesHeader::decode(&p).is_err(),
+        "joint without sparse gaps"
+    );
+}
+
+#[test]
+fn fine_tuning_changes_cost_about_six_and_a_half_bits_each() {
+    // One change in eight, ±1 mostly: the body should be near the entropy
+    // of (gap, difference), far below the 16 bits of a raw element.
+    let n = 1 << 20;
+    let mut state = 0x1234_5678_u32;
+    let mut rnd = || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let ch: Vec<joint::Change> = (0..n as u32)
+        .filter_map(|i| {
+            let r = rnd();
+            (r % 8 == 0).then_some((i, if r & 0x100 != 0 { 1 } else { 0xFFFF }))
+        })
+        .collect();
+    let body = joint::encode(&ch, n);
+    let bits = body.len() as f64 * 8.0 / ch.len() as f64;
+    // gap entropy of p = 1/8 is 4.35 bits per change, the sign 1 bit.
+    assert!(bits < 5.6, "{bits} bits per change");
+    let mut out = vec![0u8; 2 * n];
+    joint::apply(&body, &mut out, ch.len()).unwrap();
+    assert_eq!(out, apply_plain(&vec![0u8; 2 * n], &ch));
+}
+
+/// A ledger written with the joint coding switched on: every round reads
+/// back exactly, fsck accepts it, and a damaged joint record is reported as
+/// corruption of that record, never returned as bytes.
+#[test]
+fn ledger_round_trip_with_joint_coding() {
+    use bat_ledger::{CommitRequest, Error, Ledger, Location, NoProgress};
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::AtomicBool;
+    bat_ledger::delta::set_joint_coding(true);
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("d");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut l = Ledger::init(&t.path().join("l")).unwrap();
+    l.config.chunk_threshold = 1024;
+    let n = 65536usize;
+    let mut state = 0x9E37_79B9_u32;
+    let mut rnd = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let mut w: Vec<u16> = (0..n).map(|_| 0x3C00 | (rnd() as u16 & 0x3FF)).collect();
+    let header = format!(
+        "{{\"w\":{{\"dtype\":\"BF16\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}",
+        2 * n
+    );
+    let mut rounds = Vec::new();
+    for r in 0..4 {
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(header.as_bytes());
+        b.extend(w.iter().flat_map(|x| x.to_le_bytes()));
+        std::fs::write(d.join("m.safetensors"), &b).unwrap();
+        let c = l
+            .commit_dir(
+                &d,
+                &CommitRequest::new(format!("r{r}")),
+                &NoProgress,
+                &AtomicBool::new(false),
+            )
+            .unwrap()
+            .commit;
+        rounds.push((c, b));
+        for x in w.iter_mut() {
+            let v = rnd();
+            if v % 8 == 0 {
+                *x = x.wrapping_add(if v & 0x100 != 0 { 1 } else { 0xFFFF });
+            }
+        }
+    }
+    bat_ledger::delta::set_joint_coding(false);
+    let file_of = |l: &Ledger, c| l.walk_files(&l.read_commit(c).unwrap().tree).unwrap()[0].id;
+    for (c, b) in &rounds {
+        assert_eq!(&l.read_bytes(&file_of(&l, c)).unwrap(), b);
+    }
+    assert!(l.stats().unwrap().delta_objects >= 3);
+    assert!(l.fsck(&NoProgress, &AtomicBool::new(false)).unwrap().ok());
+    // Damage the middle of round 3's first joint delta record (its data
+    // went into the newest pack).
+    let file = file_of(&l, &rounds[3].0);
+    let Some(Location::Chunked { list }) = l.locate(&file).unwrap().map(|r| r.location) else {
+        panic!("a chunked file")
+    };
+    let (off, stored) = l
+        .read_chunk_list(&list)
+        .unwrap()
+        .chunks
+        .iter()
+        .find_map(|c| match l.locate(&c.id).unwrap().map(|r| r.location) {
+            Some(Location::Delta {
+                offset, stored_len, ..
+            }) => Some((offset, stored_len)),
+            _ => None,
+        })
+        .expect("a delta chunk");
+    let mut packs: Vec<_> = std::fs::read_dir(l.dir().join("packs"))
+        .unwrap()
+        .flatten()
+        .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
+        .collect();
+    packs.sort();
+    let path = packs.pop().unwrap().1;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let at = off + 80 + stored / 2;
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, at).unwrap();
+    f.write_all_at(&[byte[0] ^ 0x5A], at).unwrap();
+    match l.read_bytes(&file) {
+        Err(Error::Corrupt { .. }) => {}
+        other => panic!("expected Corrupt, got {:?}", other.map(|b| b.len())),
+    }
+    assert!(!l.fsck(&NoProgress, &AtomicBool::new(false)).unwrap().ok());
+}
