@@ -298,7 +298,13 @@ fn bench_ledger(what: &str, n: u64, bat_dir: &Path, git: Option<&Path>, runs: us
         g(&["rev-parse", &far]),
         runs,
     );
-    compare("show HEAD", bat_dir, b(&["show"]), g(&["show", "--stat"]), runs);
+    compare(
+        "show HEAD",
+        bat_dir,
+        b(&["show"]),
+        g(&["show", "--stat"]),
+        runs,
+    );
     compare(
         "diff HEAD~1 HEAD",
         bat_dir,
@@ -355,7 +361,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()),
-            "--sim" => sims.extend(args.next().and_then(|v| v.parse().ok())),
+            "--sim" => sims.extend(args.next().and_then(|v| v.parse::<u64>().ok())),
             other => sizes.push(other.parse().expect("sizes are numbers")),
         }
     }

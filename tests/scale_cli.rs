@@ -118,7 +118,10 @@ fn two_thousand_commits_with_64_open_files() {
     assert!(fsck.contains("2001 commits, 0 problems"), "{fsck}");
     assert_eq!(ok(bat_limited(w, 64, &["log"]), "log after gc"), log);
     assert_eq!(
-        ok(bat_limited(w, 64, &["cat", "HEAD~1999:a.txt"]), "cat after gc"),
+        ok(
+            bat_limited(w, 64, &["cat", "HEAD~1999:a.txt"]),
+            "cat after gc"
+        ),
         "first file\n"
     );
 }
@@ -136,7 +139,9 @@ fn fsck_reports_emfile_as_io_error() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            !stdout.contains("problem") && !stderr.contains("corrupt") && !stderr.contains("missing"),
+            !stdout.contains("problem")
+                && !stderr.contains("corrupt")
+                && !stderr.contains("missing"),
             "limit {limit}: fsck reported damage it did not find:\n{stdout}\n{stderr}"
         );
         if out.status.success() {

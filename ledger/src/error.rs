@@ -245,7 +245,10 @@ impl Error {
     pub fn is_environmental(&self) -> bool {
         matches!(
             self,
-            Error::Io { .. } | Error::TooManyOpenFiles { .. } | Error::Catalog { .. } | Error::Cancelled
+            Error::Io { .. }
+                | Error::TooManyOpenFiles { .. }
+                | Error::Catalog { .. }
+                | Error::Cancelled
         )
     }
 }

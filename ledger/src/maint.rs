@@ -532,7 +532,8 @@ impl Ledger {
             }
         }
         let to_rewrite = packs_to_rewrite(&packs, &live_by_pack);
-        let written = self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
+        let written =
+            self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
         let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
         {
             let tx = ImmediateTx::begin(&self.db)?;
@@ -559,8 +560,12 @@ impl Ledger {
                 .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
                 .map_err(db_err("moving objects"))?;
             for (id, pack, at) in &written.moved {
-                mv.execute(params![new_pids[*pack], *at as i64, id.as_bytes().as_slice()])
-                    .map_err(db_err("moving objects"))?;
+                mv.execute(params![
+                    new_pids[*pack],
+                    *at as i64,
+                    id.as_bytes().as_slice()
+                ])
+                .map_err(db_err("moving objects"))?;
             }
             drop(mv);
             for pid in &to_rewrite {
@@ -751,39 +756,39 @@ impl Ledger {
 /// fsck of one pack: its header and every catalog row in it. `Err` only for
 /// failures of the machine (I/O, descriptors), never for damage.
 fn check_pack(packs_dir: &Path, info: &PackInfo, rows: &[&ObjectRow]) -> Result<Vec<Problem>> {
-        let problem = |object: Option<ObjectId>, offset: Option<u64>, message: String| Problem {
-            object,
-            pack: Some(info.name.clone()),
-            offset,
-            message,
+    let problem = |object: Option<ObjectId>, offset: Option<u64>, message: String| Problem {
+        object,
+        pack: Some(info.name.clone()),
+        offset,
+        message,
+    };
+    let Some(size) = info.size else {
+        let mut out = vec![problem(None, None, "pack file is missing".into())];
+        out.extend(rows.iter().map(|r| {
+            problem(
+                Some(r.id),
+                r.location.record().map(|x| x.1),
+                "pack file is missing".into(),
+            )
+        }));
+        return Ok(out);
+    };
+    let file = open_pack_once(packs_dir, info)?;
+    let mut out = Vec::new();
+    if let Err(m) = pack::check_pack_header(&file) {
+        out.push(problem(None, Some(0), m));
+    }
+    for r in rows {
+        let Some((_, offset, stored_len)) = r.location.record() else {
+            continue;
         };
-        let Some(size) = info.size else {
-            let mut out = vec![problem(None, None, "pack file is missing".into())];
-            out.extend(rows.iter().map(|r| {
-                problem(
-                    Some(r.id),
-                    r.location.record().map(|x| x.1),
-                    "pack file is missing".into(),
-                )
-            }));
-            return Ok(out);
-        };
-        let file = open_pack_once(packs_dir, info)?;
-        let mut out = Vec::new();
-        if let Err(m) = pack::check_pack_header(&file) {
-            out.push(problem(None, Some(0), m));
+        if let Err(m) = check_record(&file, size, r, offset, stored_len)
+            .map_err(|e| io_err("read pack file", packs_dir.join(&info.name))(e))?
+        {
+            out.push(problem(Some(r.id), Some(offset), m));
         }
-        for r in rows {
-            let Some((_, offset, stored_len)) = r.location.record() else {
-                continue;
-            };
-            if let Err(m) = check_record(&file, size, r, offset, stored_len)
-                .map_err(|e| io_err("read pack file", packs_dir.join(&info.name))(e))?
-            {
-                out.push(problem(Some(r.id), Some(offset), m));
-            }
-        }
-        Ok(out)
+    }
+    Ok(out)
 }
 
 /// Check one record against its catalog row: `Ok(Err(message))` is damage,

@@ -241,9 +241,7 @@ impl Ledger {
             config: WriteConfig::default(),
         };
         if catalog::schema_version(&ledger.db)? < catalog::CATALOG_SCHEMA {
-            catalog::upgrade(&ledger.db, &mut |id| {
-                ledger.read_object(id, Kind::Commit)
-            })?;
+            catalog::upgrade(&ledger.db, &mut |id| ledger.read_object(id, Kind::Commit))?;
         }
         Ok(ledger)
     }

@@ -168,7 +168,9 @@ fn gc_consolidates_small_packs() {
     assert_eq!(rep.rewritten_packs, 301);
     assert_eq!(rep.removed_objects, 0);
     assert_eq!(l.stats().unwrap().packs, 1);
-    let files = std::fs::read_dir(t.path().join(".bat/packs")).unwrap().count();
+    let files = std::fs::read_dir(t.path().join(".bat/packs"))
+        .unwrap()
+        .count();
     assert_eq!(files, 1);
     assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
     assert_eq!(l.log(*ids.last().unwrap(), None).unwrap().len(), 301);

@@ -75,14 +75,21 @@ impl From<serde_json::Error> for Stop {
         if e.is_io() {
             Stop::from(std::io::Error::from(e))
         } else {
-            Stop::Cli(super::CliError::new(format!("cannot encode JSON output: {e}")))
+            Stop::Cli(super::CliError::new(format!(
+                "cannot encode JSON output: {e}"
+            )))
         }
     }
 }
 
 /// The JSON array, one element serialized per commit as it is read (the
 /// same bytes as serializing the whole array at once).
-fn write_json(l: &Ledger, start: CommitId, n: Option<usize>, w: &mut impl Write) -> Result<(), Stop> {
+fn write_json(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     use serde::ser::{SerializeSeq, Serializer};
     let mut ser = serde_json::Serializer::pretty(&mut *w);
     let mut seq = ser.serialize_seq(None)?;
@@ -103,7 +110,12 @@ fn write_json(l: &Ledger, start: CommitId, n: Option<usize>, w: &mut impl Write)
 }
 
 /// Plain commits, git style.
-fn write_plain(l: &Ledger, start: CommitId, n: Option<usize>, w: &mut impl Write) -> Result<(), Stop> {
+fn write_plain(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     for item in l.history(start, n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         writeln!(w, "commit {id}")?;
@@ -160,7 +172,12 @@ fn markers(l: &Ledger) -> Result<HashMap<CommitId, Vec<String>>, super::CliError
     Ok(out)
 }
 
-fn write_table(l: &Ledger, start: CommitId, n: Option<usize>, w: &mut impl Write) -> Result<(), Stop> {
+fn write_table(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     let marks = markers(l)?;
     let head = l.head().map_err(lerr)?.commit();
     let stages = ["S1", "S2", "S3", "S4", "S5"];
