@@ -50,7 +50,8 @@ CREATE TABLE commits(
     time INTEGER NOT NULL,
     author TEXT NOT NULL,
     message TEXT NOT NULL,
-    logical_bytes INTEGER NOT NULL
+    logical_bytes INTEGER NOT NULL,
+    body BLOB
 ) WITHOUT ROWID;
 CREATE TABLE commit_parents(
     commit_id BLOB NOT NULL, idx INTEGER NOT NULL, parent BLOB NOT NULL,
@@ -62,6 +63,18 @@ CREATE TABLE commit_fields(
 ) WITHOUT ROWID;
 CREATE INDEX commit_fields_kv ON commit_fields(key, value);
 "#;
+
+/// Version of the catalog's table layout (meta key `catalog_schema`; a
+/// catalog without the key is version 1). Unlike [`FORMAT_VERSION`] this
+/// changes only derived tables, so an older catalog is upgraded in place
+/// when it is opened (see [`upgrade`]).
+pub const CATALOG_SCHEMA: u32 = 2;
+
+/// Commits whose canonical encoding is at most this long keep a copy of it
+/// in `commits.body`, so history listings read the catalog instead of one
+/// pack record per commit. Larger commits (`body` NULL) are read from their
+/// pack; the bound keeps the catalog small whatever callers put in metadata.
+pub const MAX_INDEXED_BODY: usize = 32 << 10;
 
 /// Where and how an object is stored. New storage encodings (e.g. a delta
 /// against a base object) become new variants; ids never change.
@@ -345,4 +358,133 @@ pub(crate) fn insert_staged(
         .map_err(db_err("inserting objects"))?;
     }
     Ok(())
+}
+
+/// The catalog's layout version (1 when the `catalog_schema` key is absent).
+pub(crate) fn schema_version(conn: &Connection) -> Result<u32> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'catalog_schema'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err("reading the catalog schema version"))?;
+    Ok(v.and_then(|v| v.parse().ok()).unwrap_or(1))
+}
+
+/// Upgrade a version-1 catalog in place to [`CATALOG_SCHEMA`]: add
+/// `commits.body` and fill it from the commit objects (`read` returns a
+/// commit's verified canonical bytes). One IMMEDIATE transaction: a crash
+/// leaves the old layout, and a concurrent opener waits, re-checks and finds
+/// nothing to do. Returns the number of commits whose body was indexed.
+pub(crate) fn upgrade(
+    conn: &Connection,
+    read: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>>,
+) -> Result<u64> {
+    let tx = crate::commit::ImmediateTx::begin(conn)?;
+    if schema_version(&tx)? >= CATALOG_SCHEMA {
+        return Ok(0);
+    }
+    tx.execute_batch("ALTER TABLE commits ADD COLUMN body BLOB")
+        .map_err(db_err("adding commits.body"))?;
+    let ids: Vec<Vec<u8>> = {
+        let mut st = tx
+            .prepare("SELECT id FROM commits")
+            .map_err(db_err("listing commits"))?;
+        let rows = st
+            .query_map([], |r| r.get(0))
+            .map_err(db_err("listing commits"))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(db_err("listing commits"))?
+    };
+    let mut n = 0;
+    for idb in ids {
+        let Some(id) = ObjectId::from_slice(&idb) else {
+            continue;
+        };
+        // A commit that cannot be read keeps a NULL body: readers then go
+        // to the object and report its damage where it is.
+        let Ok(body) = read(&id) else {
+            continue;
+        };
+        if body.len() <= MAX_INDEXED_BODY {
+            tx.execute(
+                "UPDATE commits SET body = ?1 WHERE id = ?2",
+                params![body, idb],
+            )
+            .map_err(db_err("indexing commit bodies"))?;
+            n += 1;
+        }
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('catalog_schema', ?1)",
+        [CATALOG_SCHEMA.to_string()],
+    )
+    .map_err(db_err("writing the catalog schema version"))?;
+    tx.commit()?;
+    Ok(n)
+}
+
+/// The indexed copy of a commit's canonical bytes: `None` when the commit is
+/// not indexed, `Some(None)` when it is but its body is not kept.
+pub(crate) fn commit_body(conn: &Connection, id: &ObjectId) -> Result<Option<Option<Vec<u8>>>> {
+    let mut st = conn
+        .prepare_cached("SELECT body FROM commits WHERE id = ?1")
+        .map_err(db_err("preparing commit lookup"))?;
+    st.query_row(params![id.as_bytes().as_slice()], |r| r.get(0))
+        .optional()
+        .map_err(db_err("looking up a commit"))
+}
+
+/// Parent number `idx` (0 = first) of an indexed commit: `None` when the
+/// commit is not indexed, `Some(None)` when it has no such parent.
+pub(crate) fn commit_parent(
+    conn: &Connection,
+    id: &ObjectId,
+    idx: usize,
+) -> Result<Option<Option<ObjectId>>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT (SELECT parent FROM commit_parents WHERE commit_id = ?1 AND idx = ?2)
+             FROM commits WHERE id = ?1",
+        )
+        .map_err(db_err("preparing parent lookup"))?;
+    let r: Option<Option<Vec<u8>>> = st
+        .query_row(params![id.as_bytes().as_slice(), idx as i64], |r| r.get(0))
+        .optional()
+        .map_err(db_err("looking up a parent"))?;
+    Ok(r.map(|p| p.and_then(|b| ObjectId::from_slice(&b))))
+}
+
+/// Follow first parents from `start` up to `n` steps through the index in
+/// one statement. Returns the commit reached and the steps taken; fewer
+/// than `n` steps means the chain ended there (a root, or a commit the index
+/// does not know, which the caller checks).
+pub(crate) fn first_parent_walk(
+    conn: &Connection,
+    start: &ObjectId,
+    n: u64,
+) -> Result<(ObjectId, u64)> {
+    let mut st = conn
+        .prepare_cached(
+            "WITH RECURSIVE fp(id, n) AS (
+                 SELECT ?1, 0
+                 UNION ALL
+                 SELECT p.parent, fp.n + 1 FROM fp
+                 JOIN commit_parents p ON p.commit_id = fp.id AND p.idx = 0
+                 WHERE fp.n < ?2
+             )
+             SELECT id, max(n) FROM fp",
+        )
+        .map_err(db_err("preparing a first-parent walk"))?;
+    let (idb, steps): (Vec<u8>, i64) = st
+        .query_row(params![start.as_bytes().as_slice(), n as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(db_err("walking first parents"))?;
+    let id = ObjectId::from_slice(&idb).ok_or_else(|| crate::error::Error::InvalidInput {
+        message: "commit index holds a malformed parent id".into(),
+    })?;
+    Ok((id, steps as u64))
 }

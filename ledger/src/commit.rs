@@ -246,7 +246,7 @@ struct WorkerCtx {
     packs_dir: PathBuf,
     level: i32,
     max_depth: u32,
-    cache: std::collections::HashMap<i64, (String, Arc<File>)>,
+    cache: crate::store::PackCache,
 }
 
 fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Result<Done>>) {
@@ -801,10 +801,18 @@ pub(crate) fn index_commit(
     logical: u64,
 ) -> Result<()> {
     let idb = id.0.as_bytes().as_slice();
-    conn.execute(
-        "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![idb, c.tree.0.as_bytes().as_slice(), c.time, c.author, c.message, logical as i64],
+    // A copy of small commits' bytes lets history listings stay in the
+    // catalog (readers verify it against the id; FORMAT.md "Commit index").
+    let body = c
+        .encode()
+        .ok()
+        .filter(|b| b.len() <= crate::catalog::MAX_INDEXED_BODY);
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
+    .and_then(|mut st| {
+        st.execute(params![idb, c.tree.0.as_bytes().as_slice(), c.time, c.author, c.message, logical as i64, body])
+    })
     .map_err(db_err("indexing a commit"))?;
     for (i, p) in c.parents.iter().enumerate() {
         conn.execute(

@@ -19,6 +19,17 @@ pub enum Error {
         /// The OS error.
         source: io::Error,
     },
+    /// The process ran out of file descriptors (EMFILE/ENFILE). Nothing is
+    /// damaged; the operation needs more open files than the limit allows.
+    #[error("{op} {path}: {source} (raise the open-file limit: ulimit -n)")]
+    TooManyOpenFiles {
+        /// What was being done.
+        op: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
     /// The SQLite catalog failed.
     #[error("catalog error while {context}: {source}")]
     Catalog {
@@ -212,7 +223,34 @@ pub(crate) fn io_err(
     path: impl Into<PathBuf>,
 ) -> impl FnOnce(io::Error) -> Error {
     let path = path.into();
-    move |source| Error::Io { op, path, source }
+    move |source| {
+        if is_out_of_descriptors(&source) {
+            Error::TooManyOpenFiles { op, path, source }
+        } else {
+            Error::Io { op, path, source }
+        }
+    }
+}
+
+/// EMFILE (process limit) or ENFILE (system table full). Linux numbers: the
+/// crate forbids unsafe code and takes no libc dependency for two constants.
+pub(crate) fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(23) | Some(24))
+}
+
+impl Error {
+    /// True for failures of the machine rather than of the stored data (I/O
+    /// errors, the catalog, descriptors, cancellation): fsck stops on these
+    /// instead of reporting damage it did not find.
+    pub fn is_environmental(&self) -> bool {
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::TooManyOpenFiles { .. }
+                | Error::Catalog { .. }
+                | Error::Cancelled
+        )
+    }
 }
 
 /// Attach context to a SQLite error.

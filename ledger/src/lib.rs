@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bulk;
 pub mod catalog;
 pub mod commit;
 pub mod delta;
@@ -64,6 +65,6 @@ pub use id::{CommitId, ObjectId, TreeId};
 pub use maint::{FsckReport, GcReport, Problem, Stats};
 pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, TreeEntry};
 pub use progress::{NoProgress, Progress};
-pub use read::{CheckoutStats, FileEntry};
+pub use read::{CheckoutStats, FileEntry, History};
 pub use refs::{Head, ReflogEntry};
 pub use store::{Ledger, LockMode, WriteConfig};

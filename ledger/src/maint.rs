@@ -7,7 +7,6 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use rayon::prelude::*;
 use rusqlite::params;
@@ -176,30 +175,39 @@ pub fn dir_size(p: &Path) -> u64 {
     total
 }
 
+/// A registered pack as found on disk. No handle is kept: a ledger can have
+/// thousands of packs, more than a process may hold open.
 struct PackInfo {
     name: String,
-    file: Option<Arc<File>>,
-    size: u64,
+    /// `None`: the file is not there.
+    size: Option<u64>,
+}
+
+/// Packs smaller than this are consolidated by gc (with their neighbours)
+/// into packs of up to [`GC_PACK_TARGET`] bytes.
+pub const GC_SMALL_PACK: u64 = 64 << 20;
+/// Size at which gc rolls over to a new consolidated pack.
+pub const GC_PACK_TARGET: u64 = 256 << 20;
+
+/// Open a registered pack for a one-off pass (fsck, gc), not cached.
+fn open_pack_once(packs_dir: &Path, info: &PackInfo) -> Result<File> {
+    let path = packs_dir.join(&info.name);
+    File::open(&path).map_err(io_err("open pack file", &path))
 }
 
 impl Ledger {
-    fn open_packs(&self) -> Result<HashMap<i64, PackInfo>> {
+    /// Every registered pack with its size on disk. A pack that is not there
+    /// has no size; any other failure to stat it is an I/O error.
+    fn stat_packs(&self) -> Result<HashMap<i64, PackInfo>> {
         let mut out = HashMap::new();
         for (pid, name) in catalog::packs(&self.db)? {
-            let f = File::open(self.packs_dir().join(&name)).ok();
-            let size = f
-                .as_ref()
-                .and_then(|f| f.metadata().ok())
-                .map(|m| m.len())
-                .unwrap_or(0);
-            out.insert(
-                pid,
-                PackInfo {
-                    name,
-                    file: f.map(Arc::new),
-                    size,
-                },
-            );
+            let path = self.packs_dir().join(&name);
+            let size = match std::fs::metadata(&path) {
+                Ok(m) => Some(m.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(io_err("stat", &path)(e)),
+            };
+            out.insert(pid, PackInfo { name, size });
         }
         Ok(out)
     }
@@ -247,6 +255,7 @@ impl Ledger {
                         commits.push((format!("parent of {c}"), p));
                     }
                 }
+                Err(e) if e.is_environmental() => return Err(e),
                 Err(e) => problems.push(problem_of(&e, &format!("commit reachable from {from}"))),
             }
             while let Some((what, t)) = trees.pop() {
@@ -255,6 +264,7 @@ impl Ledger {
                 }
                 let tree = match self.read_tree(&t) {
                     Ok(tree) => tree,
+                    Err(e) if e.is_environmental() => return Err(e),
                     Err(e) => {
                         problems.push(problem_of(&e, &what));
                         continue;
@@ -271,7 +281,7 @@ impl Ledger {
                     if let Err(err) =
                         self.check_bytes(&e.id, e.size, verify, &mut seen, progress, cancel)
                     {
-                        if matches!(err, Error::Cancelled) {
+                        if err.is_environmental() {
                             return Err(err);
                         }
                         if partial && matches!(err, Error::ObjectMissing { id } if id == e.id) {
@@ -344,27 +354,7 @@ impl Ledger {
     /// commit index. Never modifies anything.
     pub fn fsck(&self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<FsckReport> {
         let mut rep = FsckReport::default();
-        let packs = self.open_packs()?;
-        for p in packs.values() {
-            match &p.file {
-                None => rep.problems.push(Problem {
-                    object: None,
-                    pack: Some(p.name.clone()),
-                    offset: None,
-                    message: "pack file is missing".into(),
-                }),
-                Some(f) => {
-                    if let Err(m) = pack::check_pack_header(f) {
-                        rep.problems.push(Problem {
-                            object: None,
-                            pack: Some(p.name.clone()),
-                            offset: Some(0),
-                            message: m,
-                        });
-                    }
-                }
-            }
-        }
+        let packs = self.stat_packs()?;
         let on_disk: Vec<String> = std::fs::read_dir(self.packs_dir())
             .map_err(io_err("read directory", self.packs_dir()))?
             .flatten()
@@ -378,7 +368,8 @@ impl Ledger {
             .collect();
         rep.unreferenced_packs.sort();
 
-        // 1. Catalog rows vs packs (cheap: header + payload checksum, parallel).
+        // 1. Catalog rows vs packs (cheap: header + payload checksum). One
+        // pack open at a time per worker, whatever the number of packs.
         let rows = catalog::all_objects(&self.db)?;
         rep.objects_checked = rows.len() as u64;
         let mut good: Vec<ObjectRow> = Vec::with_capacity(rows.len());
@@ -394,40 +385,65 @@ impl Ledger {
             }
         }
         let ids: HashSet<ObjectId> = good.iter().map(|r| r.id).collect();
-        let row_problems: Vec<Problem> = good
-            .par_iter()
-            .filter_map(|r| match &r.location {
-                Location::Packed {
-                    pack_id,
-                    offset,
-                    stored_len,
-                } => check_row(r, packs.get(pack_id), *offset, *stored_len).err(),
+        let mut by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
+        for r in &good {
+            match &r.location {
+                Location::Packed { pack_id, .. } => by_pack.entry(*pack_id).or_default().push(r),
                 Location::Delta {
                     pack_id,
                     offset,
-                    stored_len,
                     base,
+                    ..
                 } => {
                     if ids.contains(base) {
-                        check_row(r, packs.get(pack_id), *offset, *stored_len).err()
+                        by_pack.entry(*pack_id).or_default().push(r);
                     } else {
-                        Some(Problem {
+                        rep.problems.push(Problem {
                             object: Some(r.id),
                             pack: packs.get(pack_id).map(|p| p.name.clone()),
                             offset: Some(*offset),
                             message: format!("delta base {base} is not in the catalog"),
-                        })
+                        });
                     }
                 }
-                Location::Chunked { list } => (!ids.contains(list)).then(|| Problem {
+                Location::Chunked { list } => {
+                    if !ids.contains(list) {
+                        rep.problems.push(Problem {
+                            object: Some(r.id),
+                            pack: None,
+                            offset: None,
+                            message: format!(
+                                "chunked file's chunk list {list} is not in the catalog"
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        for (pid, rows) in &by_pack {
+            if !packs.contains_key(pid) {
+                rep.problems.extend(rows.iter().map(|r| Problem {
                     object: Some(r.id),
                     pack: None,
-                    offset: None,
-                    message: format!("chunked file's chunk list {list} is not in the catalog"),
-                }),
+                    offset: r.location.record().map(|x| x.1),
+                    message: "catalog row names an unregistered pack".into(),
+                }));
+            }
+        }
+        let mut pids: Vec<i64> = packs.keys().copied().collect();
+        pids.sort();
+        let packs_dir = self.packs_dir();
+        let checked: Vec<Result<Vec<Problem>>> = pids
+            .par_iter()
+            .map(|pid| {
+                check_cancel(cancel)?;
+                let rows = by_pack.get(pid).map(Vec::as_slice).unwrap_or(&[]);
+                check_pack(&packs_dir, &packs[pid], rows)
             })
             .collect();
-        rep.problems.extend(row_problems);
+        for c in checked {
+            rep.problems.extend(c?);
+        }
 
         // 2. Reachable objects, fully verified.
         let mut problems = Vec::new();
@@ -499,7 +515,7 @@ impl Ledger {
             .into_iter()
             .filter_map(|r| r.ok())
             .collect();
-        let packs = self.open_packs()?;
+        let packs = self.stat_packs()?;
         // Per pack: live records and whether anything dead is in it.
         let mut live_by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
         let mut dead: Vec<ObjectId> = Vec::new();
@@ -515,101 +531,43 @@ impl Ledger {
                 }
             }
         }
-        let mut to_rewrite: Vec<i64> = Vec::new();
-        for (pid, info) in &packs {
-            let live = live_by_pack.get(pid).map(|v| v.as_slice()).unwrap_or(&[]);
-            let live_bytes: u64 = live
-                .iter()
-                .map(|r| match r.location.record() {
-                    Some((_, _, stored_len)) => RECORD_HEADER_LEN as u64 + stored_len,
-                    None => 0,
-                })
-                .sum();
-            if PACK_HEADER_LEN + live_bytes != info.size {
-                to_rewrite.push(*pid);
-            }
-        }
-        to_rewrite.sort();
-        let mut moved: Vec<(ObjectId, u64)> = Vec::new();
-        let mut new_pack: Option<PackWriter> = None;
-        progress.start("rewriting packs", Some(to_rewrite.len() as u64));
-        for pid in &to_rewrite {
-            check_cancel(cancel)?;
-            let info = &packs[pid];
-            let mut live: Vec<&ObjectRow> = live_by_pack.get(pid).cloned().unwrap_or_default();
-            live.sort_by_key(|r| r.location.record().map_or(0, |x| x.1));
-            for r in live {
-                let Some((_, offset, stored_len)) = r.location.record() else {
-                    continue;
-                };
-                let file = info.file.as_ref().ok_or_else(|| Error::Corrupt {
-                    id: r.id,
-                    pack: info.name.clone(),
-                    offset,
-                    reason: "pack file is missing".into(),
-                })?;
-                let corrupt = |reason: String| Error::Corrupt {
-                    id: r.id,
-                    pack: info.name.clone(),
-                    offset,
-                    reason,
-                };
-                let mut hb = [0u8; RECORD_HEADER_LEN];
-                file.read_exact_at(&mut hb, offset)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                let h = RecordHeader::decode(&hb).map_err(corrupt)?;
-                let mut payload = vec![0u8; stored_len as usize];
-                file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                if h.id != r.id
-                    || h.stored_len != stored_len
-                    || pack::payload_checksum(&payload) != h.payload_sum
-                {
-                    return Err(corrupt("record does not verify; run bat fsck".into()));
-                }
-                if new_pack.is_none() {
-                    new_pack = Some(PackWriter::create(&self.packs_dir())?);
-                }
-                let w = new_pack.as_mut().expect("just created");
-                let at = w.append(&h, &payload)?;
-                moved.push((r.id, at));
-            }
-            progress.inc(1);
-        }
-        progress.finish();
-        if let Some(w) = new_pack.as_mut() {
-            w.sync()?;
-        }
-        let new_name = new_pack.as_ref().map(|w| w.name().to_string());
+        let to_rewrite = packs_to_rewrite(&packs, &live_by_pack);
+        let written =
+            self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
         let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
         {
             let tx = ImmediateTx::begin(&self.db)?;
-            let new_pid: Option<i64> = match &new_name {
-                Some(n) => {
-                    tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
-                        .map_err(db_err("registering a pack"))?;
-                    Some(tx.last_insert_rowid())
-                }
-                None => None,
-            };
+            let mut new_pids = Vec::with_capacity(written.packs.len());
+            for n in &written.packs {
+                tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
+                    .map_err(db_err("registering a pack"))?;
+                new_pids.push(tx.last_insert_rowid());
+            }
             for id in &dead {
                 let b = id.as_bytes().as_slice();
-                tx.execute("DELETE FROM objects WHERE id = ?1", [b])
-                    .map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commits WHERE id = ?1", [b])
-                    .map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commit_parents WHERE commit_id = ?1", [b])
-                    .map_err(db_err("deleting objects"))?;
-                tx.execute("DELETE FROM commit_fields WHERE commit_id = ?1", [b])
-                    .map_err(db_err("deleting objects"))?;
+                for sql in [
+                    "DELETE FROM objects WHERE id = ?1",
+                    "DELETE FROM commits WHERE id = ?1",
+                    "DELETE FROM commit_parents WHERE commit_id = ?1",
+                    "DELETE FROM commit_fields WHERE commit_id = ?1",
+                ] {
+                    tx.prepare_cached(sql)
+                        .and_then(|mut st| st.execute([b]))
+                        .map_err(db_err("deleting objects"))?;
+                }
             }
-            for (id, at) in &moved {
-                tx.execute(
-                    "UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3",
-                    params![new_pid, *at as i64, id.as_bytes().as_slice()],
-                )
+            let mut mv = tx
+                .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
+                .map_err(db_err("moving objects"))?;
+            for (id, pack, at) in &written.moved {
+                mv.execute(params![
+                    new_pids[*pack],
+                    *at as i64,
+                    id.as_bytes().as_slice()
+                ])
                 .map_err(db_err("moving objects"))?;
             }
+            drop(mv);
             for pid in &to_rewrite {
                 tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
                     .map_err(db_err("dropping packs"))?;
@@ -795,51 +753,200 @@ impl Ledger {
     }
 }
 
-fn check_row(
-    r: &ObjectRow,
-    info: Option<&PackInfo>,
-    offset: u64,
-    stored_len: u64,
-) -> std::result::Result<(), Problem> {
-    let mk = |pack: Option<String>, message: String| Problem {
-        object: Some(r.id),
-        pack,
-        offset: Some(offset),
+/// fsck of one pack: its header and every catalog row in it. `Err` only for
+/// failures of the machine (I/O, descriptors), never for damage.
+fn check_pack(packs_dir: &Path, info: &PackInfo, rows: &[&ObjectRow]) -> Result<Vec<Problem>> {
+    let problem = |object: Option<ObjectId>, offset: Option<u64>, message: String| Problem {
+        object,
+        pack: Some(info.name.clone()),
+        offset,
         message,
     };
-    let info = info.ok_or_else(|| mk(None, "catalog row names an unregistered pack".into()))?;
-    let file = info
-        .file
-        .as_ref()
-        .ok_or_else(|| mk(Some(info.name.clone()), "pack file is missing".into()))?;
-    let end = offset + RECORD_HEADER_LEN as u64 + stored_len;
-    if offset < PACK_HEADER_LEN || end > info.size {
-        return Err(mk(
-            Some(info.name.clone()),
-            format!(
-                "record extends to byte {end} beyond the pack's {} bytes (truncated?)",
-                info.size
-            ),
-        ));
+    let Some(size) = info.size else {
+        let mut out = vec![problem(None, None, "pack file is missing".into())];
+        out.extend(rows.iter().map(|r| {
+            problem(
+                Some(r.id),
+                r.location.record().map(|x| x.1),
+                "pack file is missing".into(),
+            )
+        }));
+        return Ok(out);
+    };
+    let file = open_pack_once(packs_dir, info)?;
+    let mut out = Vec::new();
+    if let Err(m) = pack::check_pack_header(&file) {
+        out.push(problem(None, Some(0), m));
     }
+    for r in rows {
+        let Some((_, offset, stored_len)) = r.location.record() else {
+            continue;
+        };
+        if let Err(m) = check_record(&file, size, r, offset, stored_len)
+            .map_err(|e| io_err("read pack file", packs_dir.join(&info.name))(e))?
+        {
+            out.push(problem(Some(r.id), Some(offset), m));
+        }
+    }
+    Ok(out)
+}
+
+/// Check one record against its catalog row: `Ok(Err(message))` is damage,
+/// `Err` an I/O error (a short read is damage: the pack is truncated).
+fn check_record(
+    file: &File,
+    size: u64,
+    r: &ObjectRow,
+    offset: u64,
+    stored_len: u64,
+) -> std::io::Result<std::result::Result<(), String>> {
+    let end = offset + RECORD_HEADER_LEN as u64 + stored_len;
+    if offset < PACK_HEADER_LEN || end > size {
+        return Ok(Err(format!(
+            "record extends to byte {end} beyond the pack's {size} bytes (truncated?)"
+        )));
+    }
+    let read = |buf: &mut [u8], at: u64, what: &str| match file.read_exact_at(buf, at) {
+        Ok(()) => Ok(Ok(())),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Ok(Err(format!("cannot read {what}: {e}")))
+        }
+        Err(e) => Err(e),
+    };
     let mut hb = [0u8; RECORD_HEADER_LEN];
-    file.read_exact_at(&mut hb, offset)
-        .map_err(|e| mk(Some(info.name.clone()), format!("cannot read header: {e}")))?;
-    let h = RecordHeader::decode(&hb).map_err(|m| mk(Some(info.name.clone()), m))?;
+    if let Err(m) = read(&mut hb, offset, "header")? {
+        return Ok(Err(m));
+    }
+    let h = match RecordHeader::decode(&hb) {
+        Ok(h) => h,
+        Err(m) => return Ok(Err(m)),
+    };
     if h.id != r.id || h.kind != r.kind || h.raw_len != r.raw_len || h.stored_len != stored_len {
-        return Err(mk(
-            Some(info.name.clone()),
-            "record header does not match the catalog row".into(),
-        ));
+        return Ok(Err("record header does not match the catalog row".into()));
     }
     let mut payload = vec![0u8; stored_len as usize];
-    file.read_exact_at(&mut payload, offset + RECORD_HEADER_LEN as u64)
-        .map_err(|e| mk(Some(info.name.clone()), format!("cannot read payload: {e}")))?;
-    if pack::payload_checksum(&payload) != h.payload_sum {
-        return Err(mk(
-            Some(info.name.clone()),
-            "payload checksum mismatch".into(),
-        ));
+    if let Err(m) = read(&mut payload, offset + RECORD_HEADER_LEN as u64, "payload")? {
+        return Ok(Err(m));
     }
-    Ok(())
+    if pack::payload_checksum(&payload) != h.payload_sum {
+        return Ok(Err("payload checksum mismatch".into()));
+    }
+    Ok(Ok(()))
+}
+
+/// Packs gc rewrites: those holding dead records, and small ones (below
+/// [`GC_SMALL_PACK`]) to be merged. A lone small pack with nothing dead in
+/// it and nothing to merge with is left alone (rewriting it would change
+/// nothing but its name).
+fn packs_to_rewrite(
+    packs: &HashMap<i64, PackInfo>,
+    live_by_pack: &HashMap<i64, Vec<&ObjectRow>>,
+) -> Vec<i64> {
+    let mut out: Vec<i64> = Vec::new();
+    let mut dirty = 0usize;
+    for (pid, info) in packs {
+        let live = live_by_pack.get(pid).map(|v| v.as_slice()).unwrap_or(&[]);
+        let live_bytes: u64 = live
+            .iter()
+            .filter_map(|r| r.location.record())
+            .map(|(_, _, stored_len)| RECORD_HEADER_LEN as u64 + stored_len)
+            .sum();
+        let size = info.size.unwrap_or(0);
+        if PACK_HEADER_LEN + live_bytes != size {
+            dirty += 1;
+            out.push(*pid);
+        } else if size < GC_SMALL_PACK {
+            out.push(*pid);
+        }
+    }
+    if out.len() == 1 && dirty == 0 {
+        out.clear();
+    }
+    out.sort();
+    out
+}
+
+/// What [`Ledger::copy_live_records`] wrote.
+struct Written {
+    /// New pack names, fsynced, in order.
+    packs: Vec<String>,
+    /// (object, index into `packs`, offset) of every record copied.
+    moved: Vec<(ObjectId, usize, u64)>,
+}
+
+impl Ledger {
+    /// Copy the live records of `to_rewrite` (each verified: header, catalog
+    /// row, payload checksum) into new packs rolled at [`GC_PACK_TARGET`],
+    /// reading one old pack at a time. Every new pack is fsynced before this
+    /// returns; nothing names them yet, so a crash here leaves only
+    /// unreferenced files.
+    fn copy_live_records(
+        &self,
+        to_rewrite: &[i64],
+        packs: &HashMap<i64, PackInfo>,
+        live_by_pack: &HashMap<i64, Vec<&ObjectRow>>,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<Written> {
+        let mut out = Written {
+            packs: Vec::new(),
+            moved: Vec::new(),
+        };
+        let mut cur: Option<PackWriter> = None;
+        progress.start("rewriting packs", Some(to_rewrite.len() as u64));
+        for pid in to_rewrite {
+            check_cancel(cancel)?;
+            let info = &packs[pid];
+            let mut live: Vec<&ObjectRow> = live_by_pack.get(pid).cloned().unwrap_or_default();
+            if live.is_empty() {
+                progress.inc(1);
+                continue;
+            }
+            live.sort_by_key(|r| r.location.record().map_or(0, |x| x.1));
+            if info.size.is_none() {
+                return Err(Error::Corrupt {
+                    id: live[0].id,
+                    pack: info.name.clone(),
+                    offset: 0,
+                    reason: "pack file is missing".into(),
+                });
+            }
+            let file = open_pack_once(&self.packs_dir(), info)?;
+            for r in live {
+                let Some((_, offset, stored_len)) = r.location.record() else {
+                    continue;
+                };
+                let e = pack::Expect {
+                    id: r.id,
+                    kind: r.kind,
+                    offset,
+                    raw_len: r.raw_len,
+                    stored_len,
+                };
+                let (h, payload) = pack::read_raw_record(&file, &info.name, &e)?;
+                let len = RECORD_HEADER_LEN as u64 + stored_len;
+                if cur
+                    .as_ref()
+                    .is_some_and(|w| !w.is_empty() && w.len() + len > GC_PACK_TARGET)
+                {
+                    let mut w = cur.take().expect("checked above");
+                    w.sync()?;
+                    out.packs.push(w.name().to_string());
+                }
+                if cur.is_none() {
+                    cur = Some(PackWriter::create(&self.packs_dir())?);
+                }
+                let w = cur.as_mut().expect("just created");
+                let at = w.append(&h, &payload)?;
+                out.moved.push((r.id, out.packs.len(), at));
+            }
+            progress.inc(1);
+        }
+        progress.finish();
+        if let Some(mut w) = cur {
+            w.sync()?;
+            out.packs.push(w.name().to_string());
+        }
+        Ok(out)
+    }
 }

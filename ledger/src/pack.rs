@@ -384,16 +384,25 @@ pub(crate) fn read_payload(
     check_payload: bool,
 ) -> Result<(RecordHeader, Vec<u8>)> {
     let corrupt = |reason: String| corrupt_at(pack, e, reason);
+    // A short read is a truncated pack (damage); any other read error is
+    // the machine's (EIO, ...) and is reported as I/O, not as corruption.
+    let read_err = |what: &str, err: std::io::Error| {
+        if err.kind() == std::io::ErrorKind::UnexpectedEof {
+            corrupt(format!("cannot read {what} (truncated pack?): {err}"))
+        } else {
+            io_err("read pack file", pack)(err)
+        }
+    };
     let mut hb = [0u8; RECORD_HEADER_LEN];
     file.read_exact_at(&mut hb, e.offset)
-        .map_err(|err| corrupt(format!("cannot read record header: {err}")))?;
+        .map_err(|err| read_err("record header", err))?;
     let h = RecordHeader::decode(&hb).map_err(corrupt)?;
     if h.id != e.id || h.kind != e.kind || h.raw_len != e.raw_len || h.stored_len != e.stored_len {
         return Err(corrupt("record header does not match the catalog".into()));
     }
     let mut payload = crate::delta::take_buffer(h.stored_len as usize);
     file.read_exact_at(&mut payload, e.offset + RECORD_HEADER_LEN as u64)
-        .map_err(|err| corrupt(format!("cannot read payload (truncated pack?): {err}")))?;
+        .map_err(|err| read_err("payload", err))?;
     if check_payload && payload_checksum(&payload) != h.payload_sum {
         return Err(corrupt("payload checksum mismatch".into()));
     }

@@ -1,6 +1,6 @@
 //! Reading history back: walking trees, path lookup, log, checkout.
 
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
@@ -92,31 +92,90 @@ impl Ledger {
         Ok(Some(cur))
     }
 
-    /// History from `start`, newest first (by time, then id), at most `limit`.
+    /// History from `start`, newest first (by time, then id), at most
+    /// `limit`, collected. Prefer [`Ledger::history`], which streams.
     pub fn log(&self, start: CommitId, limit: Option<usize>) -> Result<Vec<(CommitId, Commit)>> {
-        let mut heap = BinaryHeap::new();
-        let mut seen = HashSet::new();
-        let mut cache = std::collections::HashMap::new();
-        let c = self.read_commit(&start)?;
-        heap.push((c.time, start));
-        cache.insert(start, c);
-        seen.insert(start);
-        let mut out = Vec::new();
-        while let Some((_, id)) = heap.pop() {
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
-            }
-            let c = cache.remove(&id).expect("every queued commit was read");
-            for p in &c.parents {
-                if seen.insert(*p) {
-                    let pc = self.read_commit(p)?;
-                    heap.push((pc.time, *p));
-                    cache.insert(*p, pc);
+        self.history(start, limit)?.collect()
+    }
+
+    /// History from `start`, newest first (by time, then id), at most
+    /// `limit`, as an iterator that reads one commit at a time from the
+    /// catalog's commit index (pack records only for commits too large to be
+    /// indexed, or not indexed). It holds the commits queued to be shown
+    /// (one on a linear history) and the ids already queued, never the
+    /// commits already shown. The whole walk is one read transaction.
+    pub fn history(&self, start: CommitId, limit: Option<usize>) -> Result<History<'_>> {
+        let tx = ReadTx::begin(&self.db)?;
+        let mut h = History {
+            ledger: self,
+            heap: BinaryHeap::new(),
+            queued: HashMap::new(),
+            seen: HashSet::new(),
+            left: limit.unwrap_or(usize::MAX),
+            failed: false,
+            _tx: tx,
+        };
+        let c = self.indexed_commit(&start)?;
+        h.seen.insert(start);
+        h.heap.push((c.time, start));
+        h.queued.insert(start, c);
+        Ok(h)
+    }
+
+    /// A commit, from the index copy of its bytes when there is one (checked
+    /// against the id, so the index cannot make up history), else from its
+    /// pack record.
+    pub fn indexed_commit(&self, id: &CommitId) -> Result<Commit> {
+        if let Some(Some(body)) = crate::catalog::commit_body(&self.db, &id.0)? {
+            if crate::object::Kind::Commit.id_of(&body) == id.0 {
+                if let Ok(c) = Commit::decode(&body) {
+                    return Ok(c);
                 }
             }
-            out.push((id, c));
+            // A body that does not verify: the object decides (and its
+            // damage, if any, is reported where it is).
         }
-        Ok(out)
+        self.read_commit(id)
+    }
+
+    /// Parent number `idx` (0 = first) of `id`, from the commit index when
+    /// it knows the commit.
+    pub(crate) fn parent_of(&self, id: &CommitId, idx: usize) -> Result<Option<CommitId>> {
+        match crate::catalog::commit_parent(&self.db, &id.0, idx)? {
+            Some(p) => Ok(p.map(CommitId)),
+            None => Ok(self.read_commit(id)?.parents.get(idx).copied()),
+        }
+    }
+
+    /// Follow `n` first parents from `start`: through the index in one
+    /// statement, falling back to commit objects where the index ends early
+    /// on a commit it does not know. `Err(commit)` names the commit without a
+    /// parent at which the walk stopped.
+    pub(crate) fn first_parents(
+        &self,
+        start: CommitId,
+        n: u64,
+    ) -> Result<std::result::Result<CommitId, CommitId>> {
+        let _tx = ReadTx::begin(&self.db)?;
+        let (mut cur, mut left) = (start, n);
+        while left > 0 {
+            let (at, steps) = crate::catalog::first_parent_walk(&self.db, &cur.0, left)?;
+            cur = CommitId(at);
+            left -= steps;
+            if left == 0 {
+                break;
+            }
+            // The index has no first parent for `cur`: a root, or a commit
+            // the index lacks (then its object says).
+            match self.parent_of(&cur, 0)? {
+                Some(p) => {
+                    cur = p;
+                    left -= 1;
+                }
+                None => return Ok(Err(cur)),
+            }
+        }
+        Ok(Ok(cur))
     }
 
     /// Write `commit`'s tree into `to`, which must not exist or be an empty
@@ -218,5 +277,87 @@ impl Ledger {
             }
         }
         Ok(())
+    }
+}
+
+/// Streaming history; see [`Ledger::history`].
+pub struct History<'a> {
+    ledger: &'a Ledger,
+    heap: BinaryHeap<(i64, CommitId)>,
+    queued: HashMap<CommitId, Commit>,
+    seen: HashSet<CommitId>,
+    left: usize,
+    failed: bool,
+    _tx: ReadTx<'a>,
+}
+
+impl History<'_> {
+    /// Commits held in memory right now (queued to be shown). One on a
+    /// linear history, whatever its length; at most the number of branches
+    /// being walked side by side otherwise.
+    pub fn commits_held(&self) -> usize {
+        self.queued.len()
+    }
+}
+
+impl Iterator for History<'_> {
+    type Item = Result<(CommitId, Commit)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.left == 0 {
+            return None;
+        }
+        let (_, id) = self.heap.pop()?;
+        let c = self
+            .queued
+            .remove(&id)
+            .expect("every queued commit was read");
+        // Queue the parents only when there is something more to show:
+        // `log -n 1` reads no parent.
+        if self.left > 1 {
+            for p in &c.parents {
+                if self.seen.insert(*p) {
+                    match self.ledger.indexed_commit(p) {
+                        Ok(pc) => {
+                            self.heap.push((pc.time, *p));
+                            self.queued.insert(*p, pc);
+                        }
+                        Err(e) => {
+                            self.failed = true;
+                            return Some(Err(e));
+                        }
+                    }
+                }
+            }
+        }
+        self.left -= 1;
+        Some(Ok((id, c)))
+    }
+}
+
+/// A deferred read transaction on the ledger's connection, so a long read
+/// sees one snapshot and SQLite takes its locks once instead of per
+/// statement. Nested use (a transaction already open) is a no-op.
+pub(crate) struct ReadTx<'a> {
+    conn: Option<&'a rusqlite::Connection>,
+}
+
+impl<'a> ReadTx<'a> {
+    pub(crate) fn begin(conn: &'a rusqlite::Connection) -> Result<Self> {
+        if !conn.is_autocommit() {
+            return Ok(ReadTx { conn: None });
+        }
+        conn.execute_batch("BEGIN")
+            .map_err(crate::error::db_err("starting a read transaction"))?;
+        Ok(ReadTx { conn: Some(conn) })
+    }
+}
+
+impl Drop for ReadTx<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn {
+            // Nothing was written; ending it only releases the snapshot.
+            let _ = c.execute_batch("COMMIT");
+        }
     }
 }

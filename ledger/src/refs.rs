@@ -492,19 +492,19 @@ impl Ledger {
                 });
             }
             if op == b'~' {
-                for _ in 0..n {
-                    let c = self.read_commit(&cur)?;
-                    cur = *c.parents.first().ok_or_else(|| Error::BadRevision {
+                cur = self
+                    .first_parents(cur, n as u64)?
+                    .map_err(|root| Error::BadRevision {
                         rev: rev.into(),
-                        reason: format!("{cur} has no parent"),
+                        reason: format!("{root} has no parent"),
                     })?;
-                }
             } else if n > 0 {
-                let c = self.read_commit(&cur)?;
-                cur = *c.parents.get(n - 1).ok_or_else(|| Error::BadRevision {
-                    rev: rev.into(),
-                    reason: format!("{cur} has no parent number {n}"),
-                })?;
+                cur = self
+                    .parent_of(&cur, n - 1)?
+                    .ok_or_else(|| Error::BadRevision {
+                        rev: rev.into(),
+                        reason: format!("{cur} has no parent number {n}"),
+                    })?;
             }
         }
         Ok(cur)

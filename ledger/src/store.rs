@@ -85,7 +85,7 @@ pub struct Ledger {
     pub(crate) db: Connection,
     pub(crate) lock_mode: LockMode,
     _lock: File,
-    pack_files: RefCell<HashMap<i64, (String, Arc<File>)>>,
+    pack_files: RefCell<PackCache>,
     /// Write-path tunables.
     pub config: WriteConfig,
 }
@@ -130,6 +130,11 @@ impl Ledger {
                 [FORMAT_VERSION.to_string()],
             )
             .map_err(db_err("writing the format version"))?;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('catalog_schema', ?1)",
+                [catalog::CATALOG_SCHEMA.to_string()],
+            )
+            .map_err(db_err("writing the catalog schema version"))?;
             tx.execute(
                 "INSERT INTO refs(name, target, symbolic) VALUES ('HEAD', NULL, 'refs/heads/main')",
                 [],
@@ -227,14 +232,18 @@ impl Ledger {
                 supported: FORMAT_VERSION,
             });
         }
-        Ok(Ledger {
+        let ledger = Ledger {
             dir: dir.to_path_buf(),
             db,
             lock_mode: mode,
             _lock: lock,
-            pack_files: RefCell::new(HashMap::new()),
+            pack_files: RefCell::new(PackCache::default()),
             config: WriteConfig::default(),
-        })
+        };
+        if catalog::schema_version(&ledger.db)? < catalog::CATALOG_SCHEMA {
+            catalog::upgrade(&ledger.db, &mut |id| ledger.read_object(id, Kind::Commit))?;
+        }
+        Ok(ledger)
     }
 
     /// The `.bat` directory.
@@ -257,6 +266,11 @@ impl Ledger {
     /// Forget cached pack handles (after gc rewrote packs).
     pub(crate) fn clear_pack_cache(&self) {
         self.pack_files.borrow_mut().clear();
+    }
+
+    /// Pack files this handle's cache holds open (at most [`MAX_OPEN_PACKS`]).
+    pub fn open_pack_files(&self) -> usize {
+        self.pack_files.borrow().len()
     }
 
     /// Open (cached) pack file by catalog id.
@@ -786,37 +800,89 @@ fn decode_chain_with(
     })
 }
 
+/// Most pack files one cache keeps open. Reads need a handful at a time
+/// (a delta chain, a file's chunks in flight); a ledger can hold thousands
+/// of packs, and a process may have as few as 64 descriptors.
+pub const MAX_OPEN_PACKS: usize = 32;
+
+/// Open pack files by catalog id, least recently used evicted first. A
+/// handle still used by a reader (an `Arc` clone) stays open until that
+/// reader drops it.
+#[derive(Default)]
+pub(crate) struct PackCache {
+    open: HashMap<i64, (String, Arc<File>, u64)>,
+    tick: u64,
+}
+
+impl PackCache {
+    fn get(&mut self, pack_id: i64) -> Option<(String, Arc<File>)> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.open.get_mut(&pack_id).map(|e| {
+            e.2 = tick;
+            (e.0.clone(), e.1.clone())
+        })
+    }
+
+    fn insert(&mut self, pack_id: i64, name: String, file: Arc<File>) {
+        if self.open.len() >= MAX_OPEN_PACKS {
+            if let Some(oldest) = self.open.iter().min_by_key(|e| e.1 .2).map(|e| *e.0) {
+                self.open.remove(&oldest);
+            }
+        }
+        self.tick += 1;
+        self.open.insert(pack_id, (name, file, self.tick));
+    }
+
+    /// Number of pack files the cache holds open.
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+}
+
 /// Open a pack file by catalog id through connection `conn` (worker threads).
+/// A pack the catalog names but the directory lacks is damage; any other
+/// failure to open it (out of descriptors, permissions) is an I/O error.
 pub(crate) fn open_pack_with(
     conn: &Connection,
     packs_dir: &Path,
-    cache: &mut HashMap<i64, (String, Arc<File>)>,
+    cache: &mut PackCache,
     pack_id: i64,
     id: &ObjectId,
 ) -> Result<(String, Arc<File>)> {
-    if let Some(p) = cache.get(&pack_id) {
-        return Ok(p.clone());
+    if let Some(p) = cache.get(pack_id) {
+        return Ok(p);
     }
     let name: String = conn
-        .query_row(
-            "SELECT name FROM packs WHERE pack_id = ?1",
-            [pack_id],
-            |r| r.get(0),
-        )
-        .map_err(|_| Error::Corrupt {
-            id: *id,
-            pack: format!("#{pack_id}"),
-            offset: 0,
-            reason: "catalog names a pack that is not registered".into(),
+        .prepare_cached("SELECT name FROM packs WHERE pack_id = ?1")
+        .and_then(|mut st| st.query_row([pack_id], |r| r.get(0)))
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Error::Corrupt {
+                id: *id,
+                pack: format!("#{pack_id}"),
+                offset: 0,
+                reason: "catalog names a pack that is not registered".into(),
+            },
+            e => db_err("looking up a pack")(e),
         })?;
     let path = packs_dir.join(&name);
-    let f = File::open(&path).map_err(|e| Error::Corrupt {
-        id: *id,
-        pack: name.clone(),
-        offset: 0,
-        reason: format!("cannot open pack file: {e}"),
+    let f = File::open(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Corrupt {
+                id: *id,
+                pack: name.clone(),
+                offset: 0,
+                reason: format!("cannot open pack file: {e}"),
+            }
+        } else {
+            io_err("open pack file", &path)(e)
+        }
     })?;
-    let entry = (name, Arc::new(f));
-    cache.insert(pack_id, entry.clone());
-    Ok(entry)
+    let f = Arc::new(f);
+    cache.insert(pack_id, name.clone(), f.clone());
+    Ok((name, f))
 }

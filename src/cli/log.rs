@@ -1,5 +1,7 @@
 //! `bat log [REV] [-n N]`
 
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -7,7 +9,7 @@ use clap::Args;
 use bat_ledger::{Commit, CommitId, Ledger};
 
 use super::ledger_common::{fmt_time, lerr, open, resolve, short};
-use super::{print_json, CliResult, Globals};
+use super::{CliResult, Globals};
 use crate::inspect::audit::{audit_column, AuditCell, AUDIT_COLUMN_HEADER};
 
 /// Show history, newest first. When the history holds round commits, text
@@ -24,42 +26,120 @@ pub struct LogArgs {
     pub n: Option<usize>,
 }
 
-/// Run `bat log`.
+/// Run `bat log`. Output is produced as history is read (one commit at a
+/// time, through a buffered writer); a closed pipe (`bat log | head`) ends it
+/// quietly.
 pub fn run(args: LogArgs, g: &Globals) -> CliResult {
     let l = open(g)?;
     let start = resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?;
-    let log = l.log(start, args.n).map_err(lerr)?;
-    if g.json {
-        let arr: Vec<_> = log
-            .iter()
-            .map(|(id, c)| {
-                let mut entry = serde_json::json!({
-                    "id": id, "parents": c.parents, "tree": c.tree, "author": c.author,
-                    "time": c.time, "message": c.message, "metadata": c.metadata, "fields": c.fields,
-                });
-                if let Some(cell) = audit_cell(&l, id, c)? {
-                    entry["audit"] = serde_json::to_value(cell)
-                        .map_err(|e| super::CliError::new(format!("cannot encode JSON output: {e}")))?;
-                }
-                Ok(entry)
-            })
-            .collect::<Result<_, super::CliError>>()?;
-        print_json(&arr)?;
-    } else if log.iter().any(|(_, c)| is_round_like(c)) {
-        print_table(&l, &log)?;
+    let mut w = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = if g.json {
+        write_json(&l, start, args.n, &mut w)
+    } else if any_round_like(&l, start, args.n)? {
+        write_table(&l, start, args.n, &mut w)
     } else {
-        for (id, c) in log {
-            println!("commit {id}");
-            println!("Author: {}", c.author);
-            println!("Date:   {}", fmt_time(c.time));
-            println!();
-            for line in c.message.lines() {
-                println!("    {line}");
-            }
-            println!();
+        write_plain(&l, start, args.n, &mut w)
+    };
+    match written.and_then(|()| w.flush().map_err(Stop::from)) {
+        Ok(()) | Err(Stop::Pipe) => Ok(ExitCode::SUCCESS),
+        Err(Stop::Cli(e)) => Err(e),
+    }
+}
+
+/// Why writing the log stopped early.
+enum Stop {
+    /// The reader went away (EPIPE): not an error for a pager or `head`.
+    Pipe,
+    /// Anything else.
+    Cli(super::CliError),
+}
+
+impl From<super::CliError> for Stop {
+    fn from(e: super::CliError) -> Self {
+        Stop::Cli(e)
+    }
+}
+
+impl From<std::io::Error> for Stop {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Stop::Pipe
+        } else {
+            Stop::Cli(super::CliError::new(format!("cannot write the log: {e}")))
         }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+impl From<serde_json::Error> for Stop {
+    fn from(e: serde_json::Error) -> Self {
+        if e.is_io() {
+            Stop::from(std::io::Error::from(e))
+        } else {
+            Stop::Cli(super::CliError::new(format!(
+                "cannot encode JSON output: {e}"
+            )))
+        }
+    }
+}
+
+/// The JSON array, one element serialized per commit as it is read (the
+/// same bytes as serializing the whole array at once).
+fn write_json(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
+    use serde::ser::{SerializeSeq, Serializer};
+    let mut ser = serde_json::Serializer::pretty(&mut *w);
+    let mut seq = ser.serialize_seq(None)?;
+    for item in l.history(start, n).map_err(lerr)? {
+        let (id, c) = item.map_err(lerr)?;
+        let mut entry = serde_json::json!({
+            "id": id, "parents": c.parents, "tree": c.tree, "author": c.author,
+            "time": c.time, "message": c.message, "metadata": c.metadata, "fields": c.fields,
+        });
+        if let Some(cell) = audit_cell(l, &id, &c)? {
+            entry["audit"] = serde_json::to_value(cell)?;
+        }
+        seq.serialize_element(&entry)?;
+    }
+    seq.end()?;
+    writeln!(w)?;
+    Ok(())
+}
+
+/// Plain commits, git style.
+fn write_plain(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
+    for item in l.history(start, n).map_err(lerr)? {
+        let (id, c) = item.map_err(lerr)?;
+        writeln!(w, "commit {id}")?;
+        writeln!(w, "Author: {}", c.author)?;
+        writeln!(w, "Date:   {}", fmt_time(c.time))?;
+        writeln!(w)?;
+        for line in c.message.lines() {
+            writeln!(w, "    {line}")?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// Does the history to be shown hold a round (or revert) commit? A first
+/// pass through the index that stops at the first one, so the table/plain
+/// choice is made before anything is printed without holding the history.
+fn any_round_like(l: &Ledger, start: CommitId, n: Option<usize>) -> Result<bool, super::CliError> {
+    for item in l.history(start, n).map_err(lerr)? {
+        if is_round_like(&item.map_err(lerr)?.1) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The audit column of a round commit (audits only ever attach to rounds).
@@ -78,21 +158,26 @@ fn is_round_like(c: &Commit) -> bool {
 }
 
 /// Branch, tag and promoted markers per commit.
-fn markers(l: &Ledger) -> Result<Vec<(CommitId, String)>, super::CliError> {
-    let mut out = Vec::new();
+fn markers(l: &Ledger) -> Result<HashMap<CommitId, Vec<String>>, super::CliError> {
+    let mut out: HashMap<CommitId, Vec<String>> = HashMap::new();
     for (prefix, label) in [
         ("refs/heads/", ""),
         ("refs/tags/", "tag:"),
         (crate::round::PROMOTED_PREFIX, "promoted/"),
     ] {
         for (name, id) in l.list_refs(prefix).map_err(lerr)? {
-            out.push((id, format!("{label}{name}")));
+            out.entry(id).or_default().push(format!("{label}{name}"));
         }
     }
     Ok(out)
 }
 
-fn print_table(l: &Ledger, log: &[(CommitId, Commit)]) -> Result<(), super::CliError> {
+fn write_table(
+    l: &Ledger,
+    start: CommitId,
+    n: Option<usize>,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     let marks = markers(l)?;
     let head = l.head().map_err(lerr)?.commit();
     let stages = ["S1", "S2", "S3", "S4", "S5"];
@@ -104,15 +189,13 @@ fn print_table(l: &Ledger, log: &[(CommitId, Commit)]) -> Result<(), super::CliE
         header.push_str(&format!("  {s:>6}"));
     }
     header.push_str(&format!("  {AUDIT_COLUMN_HEADER:>9}  refs"));
-    println!("{header}");
-    for (id, c) in log {
+    writeln!(w, "{header}")?;
+    for item in l.history(start, n).map_err(lerr)? {
+        let (id, c) = item.map_err(lerr)?;
+        let (id, c) = (&id, &c);
         let m = &c.metadata;
         let get = |k: &str| m.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
-        let mut refs: Vec<String> = marks
-            .iter()
-            .filter(|(i, _)| i == id)
-            .map(|(_, n)| n.clone())
-            .collect();
+        let mut refs: Vec<String> = marks.get(id).cloned().unwrap_or_default();
         if head == Some(*id) {
             refs.insert(0, "HEAD".into());
         }
@@ -158,9 +241,9 @@ fn print_table(l: &Ledger, log: &[(CommitId, Commit)]) -> Result<(), super::CliE
             ),
         };
         if refs.is_empty() {
-            println!("{line}");
+            writeln!(w, "{line}")?;
         } else {
-            println!("{line}  ({refs})");
+            writeln!(w, "{line}  ({refs})")?;
         }
     }
     Ok(())
