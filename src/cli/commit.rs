@@ -100,7 +100,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     req.branch = args.branch;
     req.author = author;
     if let Some(p) = &args.meta {
-        let text = std::fs::read(p)
+        let text = crate::fsutil::read_json_input(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
         let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
             CliError::new(format!("{} is not valid JSON: {e}", p.display())).with_code(2)

@@ -37,7 +37,7 @@ pub struct GateArgs {
 
 fn read_json(p: &PathBuf) -> Result<Value, CliError> {
     let bytes =
-        std::fs::read(p).map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?;
+        crate::fsutil::read_json_input(p).map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?;
     json::parse_bytes(&bytes)
         .map_err(|e| CliError::new(format!("JSONDecodeError: {}: {e}", p.display())))
 }
