@@ -109,6 +109,9 @@ enum Node {
 struct FileTask {
     path: PathBuf,
     size: u64,
+    /// Modification time seen by the scan: a file whose length or mtime
+    /// differs after reading changed while being recorded.
+    mtime: Option<std::time::SystemTime>,
     /// Pieces of the same path in the parent commit (for delta storage).
     base: Option<BaseMap>,
 }
@@ -156,6 +159,7 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
             files.push(FileTask {
                 path: path.clone(),
                 size: md.len(),
+                mtime: md.modified().ok(),
                 base: None,
             });
             Node::File {
@@ -457,6 +461,20 @@ impl Ledger {
             return Err(Error::WrongKind {
                 path: dir.display().to_string(),
                 what: "not a directory",
+            });
+        }
+        // A ledger's own files (`bat commit .bat`) would record a moving
+        // target and a ledger inside a tree.
+        let abs = std::fs::canonicalize(dir).map_err(io_err("resolve", dir))?;
+        if abs.ancestors().any(|a| {
+            a.file_name().is_some_and(|n| n == LEDGER_DIR)
+                && a.join(crate::store::VERSION_FILE).is_file()
+        }) {
+            return Err(Error::InvalidInput {
+                message: format!(
+                    "{} is inside a ledger's own directory; commit the work directory instead",
+                    dir.display()
+                ),
             });
         }
         if let Some(b) = &req.branch {
@@ -941,6 +959,7 @@ fn read_files(
                     message: format!("{} grew while being recorded", f.path.display()),
                 });
             }
+            check_unchanged(&file, f, data.len() as u64)?;
             jobs.send(Job {
                 slot,
                 index: 0,
@@ -953,6 +972,7 @@ fn read_files(
         if cfg.delta {
             if let Some(pcs) = tensor_pieces(&mut file, f)? {
                 let (whole, size) = send_pieces(&mut file, f, slot, &pcs, jobs, cancel)?;
+                check_unchanged(&file, f, size)?;
                 results[slot].whole = Some(whole);
                 results[slot].size = size;
                 continue;
@@ -1027,8 +1047,26 @@ fn read_files(
             let whole = hasher.join().expect("hasher thread does not panic");
             Ok((whole, size?))
         })?;
+        check_unchanged(&file, f, size)?;
         results[slot].whole = Some(whole);
         results[slot].size = size;
+    }
+    Ok(())
+}
+
+/// Refuse a file that changed while it was read: what was recorded would
+/// be a state that never existed on disk. `read` is how many bytes the
+/// pipeline took.
+fn check_unchanged(file: &File, f: &FileTask, read: u64) -> Result<()> {
+    let md = file.metadata().map_err(io_err("stat", &f.path))?;
+    let same_time = f.mtime.is_none() || md.modified().ok() == f.mtime;
+    if read != f.size || md.len() != f.size || !same_time {
+        return Err(Error::InvalidInput {
+            message: format!(
+                "{} changed while being recorded (commit it again once it is stable)",
+                f.path.display()
+            ),
+        });
     }
     Ok(())
 }
@@ -1197,6 +1235,7 @@ mod tests {
                 FileTask {
                     path,
                     size: data.len() as u64,
+                    mtime: None,
                     base: None,
                 }
             })

@@ -655,7 +655,9 @@ impl Ledger {
         }
         let new_name = new_pack.as_ref().map(|w| w.name().to_string());
         let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
-        {
+        // Nothing to change: no transaction (on a full disk, or with a
+        // read-only catalog, there could be none).
+        if !(dead.is_empty() && to_rewrite.is_empty() && new_name.is_none()) {
             let tx = ImmediateTx::begin(&self.db)?;
             let new_pid: Option<i64> = match &new_name {
                 Some(n) => {
