@@ -73,3 +73,64 @@ pub fn check_model_dir(model: &Path) -> Result<(), CheckpointError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(header: &str, data_len: usize) -> Vec<u8> {
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend(std::iter::repeat_n(0u8, data_len));
+        out
+    }
+
+    /// The nine malformed checkpoints of issue 19, each refused; the
+    /// well-formed one accepted.
+    #[test]
+    fn malformed_checkpoints_are_refused() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let good = r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        let mut huge = st(good, 8);
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("header length 2^64-1", huge),
+            ("not JSON", st("{not json at all}", 8)),
+            (
+                "overlap",
+                st(
+                    r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                    12,
+                ),
+            ),
+            (
+                "out of file",
+                st(r#"{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#, 8),
+            ),
+            (
+                "unknown dtype",
+                st(r#"{"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}}"#, 8),
+            ),
+            ("truncated data", st(good, 5)),
+            (
+                "size not shape",
+                st(r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, 8),
+            ),
+            ("empty", Vec::new()),
+            ("header past the end", {
+                let mut v = st(good, 8);
+                v.truncate(20);
+                v
+            }),
+        ];
+        for (what, bytes) in cases {
+            let p = t.path().join("m.safetensors");
+            std::fs::write(&p, &bytes).expect("write");
+            let e = check_safetensors(&p).expect_err(what);
+            assert!(e.to_string().contains("not a valid safetensors"), "{what}: {e}");
+        }
+        let p = t.path().join("ok.safetensors");
+        std::fs::write(&p, st(good, 8)).expect("write");
+        check_safetensors(&p).expect("well-formed");
+    }
+}

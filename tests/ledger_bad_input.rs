@@ -313,3 +313,31 @@ fn clone_over_a_killed_init_resumes() {
         .collect();
     assert_eq!(names, vec![".bat".to_string()], "litter removed");
 }
+
+#[test]
+fn bind_refuses_a_malformed_checkpoint() {
+    let t = tempfile::tempdir().unwrap();
+    let m = t.path().join("model");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("config.json"), b"{}").unwrap();
+    let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    let mut st = (header.len() as u64).to_le_bytes().to_vec();
+    st.extend_from_slice(header);
+    st.extend_from_slice(&[0u8; 5]); // truncated: 8 data bytes declared
+    std::fs::write(m.join("model.safetensors"), &st).unwrap();
+    let bind = |out: &str| {
+        let mut c = bat(t.path());
+        c.arg("bind")
+            .arg("--model-path")
+            .arg(&m)
+            .args(["--experiment-name", "e", "--gate-step", "0", "--arm", "candidate", "--output", out]);
+        c
+    };
+    let out = fails(&mut bind("b.json"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a valid safetensors"), "{err}");
+    assert!(!t.path().join("b.json").exists());
+    st.extend_from_slice(&[0u8; 3]);
+    std::fs::write(m.join("model.safetensors"), &st).unwrap();
+    bind("b.json").assert().success();
+}

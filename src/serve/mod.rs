@@ -219,11 +219,16 @@ async fn serve_connection(
         .header_read_timeout(t.header_read);
     let conn = b.serve_connection(io, svc);
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = stop.changed() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            _ = stop.changed(), if !stopping => {
+                // Finish the request in flight, take no new one; the
+                // caller's grace period bounds how long that may take.
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
         }
     }
 }

@@ -526,6 +526,15 @@ impl Ledger {
                         format!("chunk {} has another kind, length or storage", c.id),
                     ));
                 }
+                if credited.insert(c.id) {
+                    let stored = match row.location {
+                        Location::Packed { stored_len, .. } | Location::Delta { stored_len, .. } => {
+                            stored_len
+                        }
+                        Location::Chunked { .. } => 0,
+                    };
+                    credit = credit.saturating_add(stored.saturating_mul(VERIFY_FACTOR));
+                }
                 let chain = resolve_chain(
                     row,
                     &mut |x| match staged_rows.get(x) {
@@ -543,15 +552,6 @@ impl Ledger {
                     },
                 )
                 .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
-                if credited.insert(c.id) {
-                    let stored = match row.location {
-                        Location::Packed { stored_len, .. } | Location::Delta { stored_len, .. } => {
-                            stored_len
-                        }
-                        Location::Chunked { .. } => 0,
-                    };
-                    credit = credit.saturating_add(stored.saturating_mul(VERIFY_FACTOR));
-                }
                 chains.push(chain);
             }
             let entries = (list.chunks.len() as u64).saturating_mul(36).saturating_add(48);
