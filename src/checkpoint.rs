@@ -29,8 +29,11 @@ pub fn check_safetensors(path: &Path) -> Result<(), CheckpointError> {
     let mut f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
     let len = f.metadata().map_err(|e| bad(e.to_string()))?.len();
     let mut prefix = [0u8; 8];
-    f.read_exact(&mut prefix)
-        .map_err(|_| bad(format!("{len} bytes is shorter than the 8-byte header length")))?;
+    f.read_exact(&mut prefix).map_err(|_| {
+        bad(format!(
+            "{len} bytes is shorter than the 8-byte header length"
+        ))
+    })?;
     let declared = u64::from_le_bytes(prefix);
     let n = header_len(&prefix, len).ok_or_else(|| {
         bad(format!(
@@ -45,9 +48,11 @@ pub fn check_safetensors(path: &Path) -> Result<(), CheckpointError> {
         return Err(bad("the header is not JSON".into()));
     }
     parse_layout(&head, len).ok_or_else(|| {
-        bad("a tensor has an unknown dtype, a byte range outside the data (truncated?), \
+        bad(
+            "a tensor has an unknown dtype, a byte range outside the data (truncated?), \
              a size that does not match its shape, or overlaps another"
-            .into())
+                .into(),
+        )
     })?;
     Ok(())
 }
@@ -105,16 +110,25 @@ mod tests {
             ),
             (
                 "out of file",
-                st(r#"{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#, 8),
+                st(
+                    r#"{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#,
+                    8,
+                ),
             ),
             (
                 "unknown dtype",
-                st(r#"{"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}}"#, 8),
+                st(
+                    r#"{"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}}"#,
+                    8,
+                ),
             ),
             ("truncated data", st(good, 5)),
             (
                 "size not shape",
-                st(r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, 8),
+                st(
+                    r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+                    8,
+                ),
             ),
             ("empty", Vec::new()),
             ("header past the end", {
@@ -127,7 +141,10 @@ mod tests {
             let p = t.path().join("m.safetensors");
             std::fs::write(&p, &bytes).expect("write");
             let e = check_safetensors(&p).expect_err(what);
-            assert!(e.to_string().contains("not a valid safetensors"), "{what}: {e}");
+            assert!(
+                e.to_string().contains("not a valid safetensors"),
+                "{what}: {e}"
+            );
         }
         let p = t.path().join("ok.safetensors");
         std::fs::write(&p, st(good, 8)).expect("write");

@@ -251,7 +251,11 @@ fn checkout_refuses_what_commit_refuses() {
         let litter: Vec<_> = std::fs::read_dir(w)
             .unwrap()
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(".bat-checkout-"))
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".bat-checkout-")
+            })
             .collect();
         assert!(litter.is_empty(), "{name}: temporary directory left behind");
     }
@@ -272,7 +276,11 @@ fn committing_the_ledger_itself_is_refused() {
     let t = base();
     let w = t.path();
     rejects(w, &["commit", ".bat", "-m", "x"], "ledger's own directory");
-    rejects(w, &["commit", ".bat/packs", "-m", "x"], "ledger's own directory");
+    rejects(
+        w,
+        &["commit", ".bat/packs", "-m", "x"],
+        "ledger's own directory",
+    );
 }
 
 #[test]
@@ -298,7 +306,10 @@ fn endless_json_input_fails_fast() {
 fn clone_over_a_killed_init_resumes() {
     let t = base();
     let w = t.path();
-    bat(w).args(["commit", "data", "-m", "one"]).assert().success();
+    bat(w)
+        .args(["commit", "data", "-m", "one"])
+        .assert()
+        .success();
     let dest = w.join("copy");
     // What a clone killed inside `init` leaves behind.
     std::fs::create_dir_all(dest.join(".bat-init-XYZ12/packs")).unwrap();
@@ -327,10 +338,16 @@ fn bind_refuses_a_malformed_checkpoint() {
     std::fs::write(m.join("model.safetensors"), &st).unwrap();
     let bind = |out: &str| {
         let mut c = bat(t.path());
-        c.arg("bind")
-            .arg("--model-path")
-            .arg(&m)
-            .args(["--experiment-name", "e", "--gate-step", "0", "--arm", "candidate", "--output", out]);
+        c.arg("bind").arg("--model-path").arg(&m).args([
+            "--experiment-name",
+            "e",
+            "--gate-step",
+            "0",
+            "--arm",
+            "candidate",
+            "--output",
+            out,
+        ]);
         c
     };
     let out = fails(&mut bind("b.json"));

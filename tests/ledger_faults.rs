@@ -50,7 +50,10 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -124,7 +127,12 @@ fn full_disk_commits_fail_fast_and_read_only_verbs_still_work() {
     for i in 0..10 {
         let (ok, err, took) = run_bounded(
             &w,
-            &["commit", big.to_str().expect("utf-8"), "-m", &format!("enospc {i}")],
+            &[
+                "commit",
+                big.to_str().expect("utf-8"),
+                "-m",
+                &format!("enospc {i}"),
+            ],
             Duration::from_secs(120),
         );
         assert!(!ok, "commit {i} cannot fit but succeeded");
@@ -282,7 +290,10 @@ fn kill9_campaign_across_commit_gc_push_and_clone() {
     bat(&w).arg("gc").assert().success();
     fsck_ok(&w, "the campaign");
     fsck_ok(&dst, "the campaign");
-    println!("kill -9 campaign: 52 kills, {} clones resumed", clones.len());
+    println!(
+        "kill -9 campaign: 52 kills, {} clones resumed",
+        clones.len()
+    );
 }
 
 #[test]
@@ -322,7 +333,10 @@ fn eight_writers_with_gc_and_fsck_alongside() {
                 if out.status.success() {
                     ran += 1;
                 } else {
-                    assert!(err.contains("busy") || err.contains("another bat"), "gc: {err}");
+                    assert!(
+                        err.contains("busy") || err.contains("another bat"),
+                        "gc: {err}"
+                    );
                     busy += 1;
                 }
                 std::thread::sleep(Duration::from_millis(30));

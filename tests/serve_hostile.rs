@@ -262,8 +262,11 @@ fn gc_succeeds(dir: &std::path::Path) -> bool {
                 continue;
             }
         };
-        if l.gc(&bat_ledger::NoProgress, &std::sync::atomic::AtomicBool::new(false))
-            .is_ok()
+        if l.gc(
+            &bat_ledger::NoProgress,
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .is_ok()
         {
             return true;
         }
@@ -277,7 +280,12 @@ fn slow_clients_are_cut_off_and_never_hold_the_ledger() {
     let t = tempfile::tempdir().expect("tempdir");
     let (dir, mut l) = new_ledger(t.path(), "server");
     let big = noise(9, 24 << 20);
-    commit_files(&mut l, t.path(), &[("big.bin", &big), ("x", b"kept")], "base");
+    commit_files(
+        &mut l,
+        t.path(),
+        &[("big.bin", &big), ("x", b"kept")],
+        "base",
+    );
     let tip = l.resolve("HEAD").expect("head");
     // Everything, chunks included: a response far larger than the socket
     // buffers and the server's queue.
@@ -289,13 +297,17 @@ fn slow_clients_are_cut_off_and_never_hold_the_ledger() {
     //    timeout (1 s), not held for as long as they keep dribbling.
     let mut slow: Vec<_> = (0..5).map(|_| connect(&srv.url)).collect();
     for s in &mut slow {
-        s.write_all(b"POST /v1/has HTTP/1.1\r\nHost: x\r\n").expect("write");
+        s.write_all(b"POST /v1/has HTTP/1.1\r\nHost: x\r\n")
+            .expect("write");
     }
     for s in &mut slow {
         let _ = s.write_all(b"X-Slow: 1\r\n");
     }
     for (i, s) in slow.iter_mut().enumerate() {
-        assert!(closed_within(s, std::time::Duration::from_secs(10)), "dribbler {i} still open");
+        assert!(
+            closed_within(s, std::time::Duration::from_secs(10)),
+            "dribbler {i} still open"
+        );
     }
 
     // 2. A PUT that stalls mid-body does not hold the ledger: gc runs
@@ -308,10 +320,14 @@ fn slow_clients_are_cut_off_and_never_hold_the_ledger() {
         stream.len()
     )
     .expect("headers");
-    put.write_all(&stream[..stream.len() / 2]).expect("half a body");
+    put.write_all(&stream[..stream.len() / 2])
+        .expect("half a body");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(gc_succeeds(&dir), "gc blocked by a stalled upload");
-    assert!(closed_within(&mut put, std::time::Duration::from_secs(15)), "stalled PUT kept open");
+    assert!(
+        closed_within(&mut put, std::time::Duration::from_secs(15)),
+        "stalled PUT kept open"
+    );
 
     // 3. A download the client never reads does not hold the ledger either.
     let mut get = connect(&srv.url);
@@ -325,7 +341,10 @@ fn slow_clients_are_cut_off_and_never_hold_the_ledger() {
     get.write_all(&body).expect("ids");
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(gc_succeeds(&dir), "gc blocked by an unread download");
-    assert!(closed_within(&mut get, std::time::Duration::from_secs(20)), "unread GET kept open");
+    assert!(
+        closed_within(&mut get, std::time::Duration::from_secs(20)),
+        "unread GET kept open"
+    );
     let l = Ledger::discover(&dir).expect("open");
     assert_fsck_clean(&l);
 }
@@ -365,7 +384,11 @@ fn sigterm_stops_the_server_despite_a_half_sent_request() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let st = exited.expect("bat serve did not exit after SIGTERM");
-    println!("bat serve exited {:?} after SIGTERM in {:?}", st, started.elapsed());
+    println!(
+        "bat serve exited {:?} after SIGTERM in {:?}",
+        st,
+        started.elapsed()
+    );
     let l = Ledger::discover(&dir).expect("open");
     assert_fsck_clean(&l);
 }
@@ -376,7 +399,10 @@ fn uploads_fsck_would_reject_are_refused() {
     let t = tempfile::tempdir().expect("tempdir");
     let (dir, mut l) = new_ledger(t.path(), "server");
     let base = commit_files(&mut l, t.path(), &[("x", b"kept")], "base");
-    let blob = l.walk_files(&l.read_commit(&base).expect("c").tree).expect("files")[0].id;
+    let blob = l
+        .walk_files(&l.read_commit(&base).expect("c").tree)
+        .expect("files")[0]
+        .id;
     drop(l);
     let srv = Server::with_tokens(&dir, t.path(), &[]);
     let before = snapshot(&dir);

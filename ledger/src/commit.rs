@@ -505,7 +505,15 @@ impl Ledger {
         let total: u64 = files.iter().map(|f| f.size).sum();
         let mut staging = Staging::new(self);
         progress.start("recording", Some(total));
-        let out = self.record_files(root, &files, req, expected_tip, &mut staging, progress, cancel);
+        let out = self.record_files(
+            root,
+            &files,
+            req,
+            expected_tip,
+            &mut staging,
+            progress,
+            cancel,
+        );
         if out.is_err() {
             // Remove the unreferenced segment now: after a full disk, the
             // space it holds is what the next attempt needs.

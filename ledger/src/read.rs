@@ -158,7 +158,14 @@ impl Ledger {
             .sum();
         progress.start("checking out", Some(total));
         let mut stats = CheckoutStats::default();
-        self.checkout_tree(&c.tree, tmp.path(), tmp.path(), &mut stats, progress, cancel)?;
+        self.checkout_tree(
+            &c.tree,
+            tmp.path(),
+            tmp.path(),
+            &mut stats,
+            progress,
+            cancel,
+        )?;
         progress.finish();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))

@@ -215,14 +215,23 @@ fn crafted_trees_are_refused_on_import_like_fsck() {
     ];
     let mut c = Ledger::init(&t.path().join("c")).unwrap();
     for (i, (what, entry)) in cases.into_iter().enumerate() {
-        let root = plain(Kind::Tree, Tree { entries: vec![entry] }.encode());
+        let root = plain(
+            Kind::Tree,
+            Tree {
+                entries: vec![entry],
+            }
+            .encode(),
+        );
         let commit = commit_on(root.id);
         let objs = vec![file.clone(), inner.clone(), root, commit.clone()];
         let bad = t.path().join(format!("lie{i}.bundle"));
         craft(&bad, &[("refs/heads/main", CommitId(commit.id))], &objs);
-        let e = verify_bundle(&bad, &t.path().join(format!("s{i}")), &NoProgress, &no())
-            .unwrap_err();
-        assert!(!e.to_string().contains("fails fsck"), "{what}: import must refuse first: {e}");
+        let e =
+            verify_bundle(&bad, &t.path().join(format!("s{i}")), &NoProgress, &no()).unwrap_err();
+        assert!(
+            !e.to_string().contains("fails fsck"),
+            "{what}: import must refuse first: {e}"
+        );
         let before = state(c.dir());
         let e = fetch(
             &mut c,
@@ -265,7 +274,10 @@ fn bundle_with_a_ref_twice_is_refused() {
     let bad = t.path().join("dup.bundle");
     craft(
         &bad,
-        &[("refs/heads/main", commits[1]), ("refs/heads/main", commits[0])],
+        &[
+            ("refs/heads/main", commits[1]),
+            ("refs/heads/main", commits[0]),
+        ],
         &objs,
     );
     let e = Bundle::open(&bad).unwrap_err();

@@ -319,8 +319,8 @@ fn refuse_hostile_round(
         &bat_ledger::FieldValue::Str(round_id.to_string()),
     )?;
     for c in same {
-        let on_branch = c == tip
-            || bat_ledger::remote::transfer::is_ancestor(ledger, c, tip).unwrap_or(false);
+        let on_branch =
+            c == tip || bat_ledger::remote::transfer::is_ancestor(ledger, c, tip).unwrap_or(false);
         if on_branch {
             return Err(RoundError::Check {
                 check: "round_id",

@@ -330,7 +330,8 @@ impl Ledger {
         };
         for (tid, t) in &dec.trees {
             for e in &t.entries {
-                validate::check_entry(e, lookup(&e.id)?, partial).map_err(|v| bad(*tid, in_stream(v)))?;
+                validate::check_entry(e, lookup(&e.id)?, partial)
+                    .map_err(|v| bad(*tid, in_stream(v)))?;
             }
         }
         for (cid, c) in &dec.commits {
@@ -528,9 +529,8 @@ impl Ledger {
                 }
                 if credited.insert(c.id) {
                     let stored = match row.location {
-                        Location::Packed { stored_len, .. } | Location::Delta { stored_len, .. } => {
-                            stored_len
-                        }
+                        Location::Packed { stored_len, .. }
+                        | Location::Delta { stored_len, .. } => stored_len,
                         Location::Chunked { .. } => 0,
                     };
                     credit = credit.saturating_add(stored.saturating_mul(VERIFY_FACTOR));
@@ -554,7 +554,9 @@ impl Ledger {
                 .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
                 chains.push(chain);
             }
-            let entries = (list.chunks.len() as u64).saturating_mul(36).saturating_add(48);
+            let entries = (list.chunks.len() as u64)
+                .saturating_mul(36)
+                .saturating_add(48);
             credit = credit.saturating_add(entries.saturating_mul(VERIFY_FACTOR));
             work = work.saturating_add(list.total);
             if work > credit {
