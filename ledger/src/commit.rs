@@ -463,20 +463,6 @@ impl Ledger {
                 what: "not a directory",
             });
         }
-        // A ledger's own files (`bat commit .bat`) would record a moving
-        // target and a ledger inside a tree.
-        let abs = std::fs::canonicalize(dir).map_err(io_err("resolve", dir))?;
-        if abs.ancestors().any(|a| {
-            a.file_name().is_some_and(|n| n == LEDGER_DIR)
-                && a.join(crate::store::VERSION_FILE).is_file()
-        }) {
-            return Err(Error::InvalidInput {
-                message: format!(
-                    "{} is inside a ledger's own directory; commit the work directory instead",
-                    dir.display()
-                ),
-            });
-        }
         if let Some(b) = &req.branch {
             refs::validate_ref_name(b)?;
         }
