@@ -25,3 +25,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Largest JSON (or JSONL) input bat reads: contract files are kilobytes to
+/// a few hundred megabytes of raw evaluation rows; anything larger is
+/// refused before it is read, so `/dev/zero` or a runaway file cannot
+/// exhaust memory.
+pub const MAX_JSON_INPUT: u64 = 512 << 20;
+
+/// Read a whole file of at most `max` bytes; a longer (or endless) input is
+/// an `InvalidData` error after reading `max + 1` bytes at most.
+pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let hint = f.metadata().map(|m| m.len()).unwrap_or(0).min(max);
+    let mut out = Vec::with_capacity(hint as usize);
+    f.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes (the limit for this input)"),
+        ));
+    }
+    Ok(out)
+}
+
+/// [`read_capped`] with the JSON limit.
+pub fn read_json_input(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_capped(path, MAX_JSON_INPUT)
+}

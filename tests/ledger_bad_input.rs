@@ -179,3 +179,182 @@ fn ambiguous_prefix_lists_candidates() {
     // too short a prefix is not a prefix
     rejects(w, &["show", &a[..3]], "unknown revision");
 }
+
+/// A ledger holding a crafted commit whose root tree has one entry
+/// `name` (a symlink to `target`, or a subtree holding one file).
+fn crafted_checkout(w: &std::path::Path, name: &str, symlink_to: Option<&[u8]>) -> String {
+    use bat_ledger::{CommitRequest, Mode, Tree, TreeEntry};
+    let mut l = bat_ledger::Ledger::discover(w).unwrap();
+    let (entry, trees) = match symlink_to {
+        Some(target) => {
+            let ids = l.write_objects(&[target], &[]).unwrap();
+            (
+                TreeEntry {
+                    name: name.into(),
+                    mode: Mode::Symlink,
+                    id: ids[0],
+                    size: target.len() as u64,
+                },
+                vec![],
+            )
+        }
+        None => {
+            let ids = l.write_objects(&[b"planted"], &[]).unwrap();
+            let sub = Tree {
+                entries: vec![TreeEntry {
+                    name: "VERSION".into(),
+                    mode: Mode::File,
+                    id: ids[0],
+                    size: 7,
+                }],
+            };
+            let sid = l.write_objects(&[], &[sub]).unwrap()[0];
+            (
+                TreeEntry {
+                    name: name.into(),
+                    mode: Mode::Tree,
+                    id: sid,
+                    size: 0,
+                },
+                vec![],
+            )
+        }
+    };
+    let mut all = trees;
+    all.push(Tree {
+        entries: vec![entry],
+    });
+    let root = *l.write_objects(&[], &all).unwrap().last().unwrap();
+    let mut req = CommitRequest::new("crafted");
+    req.branch = Some(format!("crafted-{}", w.read_dir().unwrap().count()));
+    let out = l.commit_tree(bat_ledger::TreeId(root), &req).unwrap();
+    out.commit.to_string()
+}
+
+#[test]
+fn checkout_refuses_what_commit_refuses() {
+    let t = base();
+    let w = t.path();
+    let cases: Vec<(&str, Option<&[u8]>, &str)> = vec![
+        ("passwd", Some(b"/etc/passwd"), "outside"),
+        ("up", Some(b"../../.."), "outside"),
+        ("deep", Some(b"a/../../x"), "outside"),
+        (".bat", None, "ledger directory"),
+    ];
+    for (i, (name, target, expect)) in cases.into_iter().enumerate() {
+        let c = crafted_checkout(w, name, target);
+        let to = w.join(format!("out{i}"));
+        let out = fails(bat(w).args(["checkout", &c, "--to"]).arg(&to));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{name}: {err}");
+        assert!(!to.exists(), "{name}: nothing is written");
+        let litter: Vec<_> = std::fs::read_dir(w)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".bat-checkout-")
+            })
+            .collect();
+        assert!(litter.is_empty(), "{name}: temporary directory left behind");
+    }
+    // A link that stays inside is still checked out.
+    let c = crafted_checkout(w, "ok", Some(b"sub/../x"));
+    bat(w)
+        .args(["checkout", &c, "--to", "fine"])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_link(w.join("fine/ok")).unwrap(),
+        std::path::PathBuf::from("sub/../x")
+    );
+}
+
+#[test]
+fn committing_the_ledger_itself_is_refused() {
+    let t = base();
+    let w = t.path();
+    rejects(w, &["commit", ".bat", "-m", "x"], "ledger's own directory");
+    rejects(
+        w,
+        &["commit", ".bat/packs", "-m", "x"],
+        "ledger's own directory",
+    );
+}
+
+#[test]
+fn endless_json_input_fails_fast() {
+    let t = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = fails(bat(t.path()).args([
+        "eval",
+        "summarize",
+        "--raw",
+        "/dev/zero",
+        "--checkpoint-sha256",
+        &"0".repeat(64),
+        "--output",
+        "s.json",
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("larger than"), "{err}");
+    println!("/dev/zero refused after {:?}", started.elapsed());
+}
+
+#[test]
+fn clone_over_a_killed_init_resumes() {
+    let t = base();
+    let w = t.path();
+    bat(w)
+        .args(["commit", "data", "-m", "one"])
+        .assert()
+        .success();
+    let dest = w.join("copy");
+    // What a clone killed inside `init` leaves behind.
+    std::fs::create_dir_all(dest.join(".bat-init-XYZ12/packs")).unwrap();
+    std::fs::create_dir_all(dest.join(".bat-clone-ABC34/.bat")).unwrap();
+    bat(w).args(["clone", ".", "copy"]).assert().success();
+    let l = bat_ledger::Ledger::discover(&dest).unwrap();
+    assert!(l.remote_config("origin").unwrap().is_some());
+    let names: Vec<String> = std::fs::read_dir(&dest)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec![".bat".to_string()], "litter removed");
+}
+
+#[test]
+fn bind_refuses_a_malformed_checkpoint() {
+    let t = tempfile::tempdir().unwrap();
+    let m = t.path().join("model");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("config.json"), b"{}").unwrap();
+    let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    let mut st = (header.len() as u64).to_le_bytes().to_vec();
+    st.extend_from_slice(header);
+    st.extend_from_slice(&[0u8; 5]); // truncated: 8 data bytes declared
+    std::fs::write(m.join("model.safetensors"), &st).unwrap();
+    let bind = |out: &str| {
+        let mut c = bat(t.path());
+        c.arg("bind").arg("--model-path").arg(&m).args([
+            "--experiment-name",
+            "e",
+            "--gate-step",
+            "0",
+            "--arm",
+            "candidate",
+            "--output",
+            out,
+        ]);
+        c
+    };
+    let out = fails(&mut bind("b.json"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a valid safetensors"), "{err}");
+    assert!(!t.path().join("b.json").exists());
+    st.extend_from_slice(&[0u8; 3]);
+    std::fs::write(m.join("model.safetensors"), &st).unwrap();
+    bind("b.json").assert().success();
+}

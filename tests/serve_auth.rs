@@ -14,6 +14,7 @@ fn client(url: &str, token: Option<&str>) -> HttpRemote {
         url,
         HttpOptions {
             token: token.map(str::to_string),
+            ..Default::default()
         },
     )
     .expect("client")

@@ -219,3 +219,227 @@ fn hostile_uploads_are_refused_and_change_nothing() {
     assert_eq!(l.list_refs("refs/").expect("refs"), before.refs);
     assert_fsck_clean(&l);
 }
+
+/// Server flags for the timeout tests: short enough to observe quickly.
+const SHORT: &[&str] = &[
+    "--header-timeout",
+    "1",
+    "--idle-timeout",
+    "2",
+    "--shutdown-grace",
+    "2",
+];
+
+/// Whether the server closes `s` within `within` (a read returns EOF or an
+/// error other than our own timeout).
+fn closed_within(s: &mut std::net::TcpStream, within: std::time::Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(within)).expect("timeout");
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // an error response, then the close
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+fn connect(url: &str) -> std::net::TcpStream {
+    let addr = url.trim_start_matches("http://");
+    std::net::TcpStream::connect(addr).expect("connect")
+}
+
+/// gc succeeds (retrying briefly over momentary opens by the server).
+fn gc_succeeds(dir: &std::path::Path) -> bool {
+    for _ in 0..20 {
+        let mut l = match Ledger::open_with(&dir.join(".bat"), bat_ledger::LockMode::Exclusive) {
+            Ok(l) => l,
+            Err(_) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+        };
+        if l.gc(
+            &bat_ledger::NoProgress,
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .is_ok()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn slow_clients_are_cut_off_and_never_hold_the_ledger() {
+    use std::io::Write;
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, mut l) = new_ledger(t.path(), "server");
+    let big = noise(9, 24 << 20);
+    commit_files(
+        &mut l,
+        t.path(),
+        &[("big.bin", &big), ("x", b"kept")],
+        "base",
+    );
+    let tip = l.resolve("HEAD").expect("head");
+    // Everything, chunks included: a response far larger than the socket
+    // buffers and the server's queue.
+    let ids: Vec<ObjectId> = objects_in_order(&l, &[tip]);
+    drop(l);
+    let srv = Server::with_tokens(&dir, t.path(), SHORT);
+
+    // 1. Five connections dribbling headers are closed by the header
+    //    timeout (1 s), not held for as long as they keep dribbling.
+    let mut slow: Vec<_> = (0..5).map(|_| connect(&srv.url)).collect();
+    for s in &mut slow {
+        s.write_all(b"POST /v1/has HTTP/1.1\r\nHost: x\r\n")
+            .expect("write");
+    }
+    for s in &mut slow {
+        let _ = s.write_all(b"X-Slow: 1\r\n");
+    }
+    for (i, s) in slow.iter_mut().enumerate() {
+        assert!(
+            closed_within(s, std::time::Duration::from_secs(10)),
+            "dribbler {i} still open"
+        );
+    }
+
+    // 2. A PUT that stalls mid-body does not hold the ledger: gc runs
+    //    meanwhile; the server drops the request after the idle timeout.
+    let mut put = connect(&srv.url);
+    let stream = encode_stream(&[record(Kind::Bytes, &noise(3, 100_000))]);
+    write!(
+        put,
+        "POST /v1/put HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITE_TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        stream.len()
+    )
+    .expect("headers");
+    put.write_all(&stream[..stream.len() / 2])
+        .expect("half a body");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(gc_succeeds(&dir), "gc blocked by a stalled upload");
+    assert!(
+        closed_within(&mut put, std::time::Duration::from_secs(15)),
+        "stalled PUT kept open"
+    );
+
+    // 3. A download the client never reads does not hold the ledger either.
+    let mut get = connect(&srv.url);
+    let body: Vec<u8> = ids.iter().flat_map(|i| i.as_bytes().to_vec()).collect();
+    write!(
+        get,
+        "POST /v1/get HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITE_TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .expect("headers");
+    get.write_all(&body).expect("ids");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(gc_succeeds(&dir), "gc blocked by an unread download");
+    assert!(
+        closed_within(&mut get, std::time::Duration::from_secs(20)),
+        "unread GET kept open"
+    );
+    let l = Ledger::discover(&dir).expect("open");
+    assert_fsck_clean(&l);
+}
+
+#[test]
+fn sigterm_stops_the_server_despite_a_half_sent_request() {
+    use std::io::Write;
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, mut l) = new_ledger(t.path(), "server");
+    commit_files(&mut l, t.path(), &[("x", b"kept")], "base");
+    drop(l);
+    // Long idle timeout: only the shutdown grace period can end this.
+    let mut srv = Server::with_tokens(
+        &dir,
+        t.path(),
+        &["--idle-timeout", "600", "--shutdown-grace", "2"],
+    );
+    let mut put = connect(&srv.url);
+    write!(
+        put,
+        "POST /v1/put HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITE_TOKEN}\r\nContent-Length: 100000\r\n\r\nBATWIRE"
+    )
+    .expect("half a request");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &srv.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+    let mut exited = None;
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        if let Some(st) = srv.child.try_wait().expect("wait") {
+            exited = Some(st);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let st = exited.expect("bat serve did not exit after SIGTERM");
+    println!(
+        "bat serve exited {:?} after SIGTERM in {:?}",
+        st,
+        started.elapsed()
+    );
+    let l = Ledger::discover(&dir).expect("open");
+    assert_fsck_clean(&l);
+}
+
+#[test]
+fn uploads_fsck_would_reject_are_refused() {
+    use bat_ledger::{Mode, Tree, TreeEntry};
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, mut l) = new_ledger(t.path(), "server");
+    let base = commit_files(&mut l, t.path(), &[("x", b"kept")], "base");
+    let blob = l
+        .walk_files(&l.read_commit(&base).expect("c").tree)
+        .expect("files")[0]
+        .id;
+    drop(l);
+    let srv = Server::with_tokens(&dir, t.path(), &[]);
+    let before = snapshot(&dir);
+
+    // Trailing bytes after the end marker: 400, nothing stored.
+    let mut body = encode_stream(&[record(Kind::Bytes, &noise(5, 3000))]);
+    body.extend_from_slice(b"more");
+    let (status, text) = post(&srv.url, "/v1/put", body);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("trailing"), "{text}");
+
+    // A tree lying about a file's size, with its commit.
+    let file = record(Kind::Bytes, b"twelve bytes");
+    let tree = Tree {
+        entries: vec![TreeEntry {
+            name: "f".into(),
+            mode: Mode::File,
+            id: file.id,
+            size: 3,
+        }],
+    };
+    let tree = record(Kind::Tree, &tree.encode());
+    let (status, text) = post(&srv.url, "/v1/put", encode_stream(&[file, tree]));
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("the tree says"), "{text}");
+
+    // A ref update naming a blob: 4xx, not 500.
+    let body = serde_json::json!({"name": "refs/heads/main", "expected": before.refs[0].1.to_string(), "new": blob.to_hex(), "force": true});
+    let (status, text) = post(
+        &srv.url,
+        "/v1/refs/update",
+        serde_json::to_vec(&body).expect("json"),
+    );
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("not a commit"), "{text}");
+    let after = snapshot(&dir);
+    assert_eq!(after.refs, before.refs);
+    assert_eq!(after.pack_files, before.pack_files);
+    assert_fsck_clean(&Ledger::discover(&dir).expect("open"));
+}

@@ -14,6 +14,7 @@ fn client(url: &str) -> HttpRemote {
         url,
         HttpOptions {
             token: Some(WRITE_TOKEN.to_string()),
+            ..Default::default()
         },
     )
     .expect("client")

@@ -2,6 +2,8 @@
 //! objects in packs, holds refs/HEAD/reflog, and indexes commits. Everything
 //! but refs and the reflog can be re-derived from the packs.
 
+use std::path::Path;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{db_err, Result};
@@ -154,6 +156,23 @@ pub(crate) struct StagedRow {
     pub chunk_list: Option<ObjectId>,
     /// Delta base of a packed row.
     pub delta_base: Option<ObjectId>,
+}
+
+/// Open the catalog for reading only, writing nothing at all (not even
+/// the WAL index): the fallback when a normal open fails, as it does on a
+/// 100% full disk. Only when no write-ahead log holds data (so the main
+/// file alone is the whole catalog); otherwise the original error stands.
+pub(crate) fn open_immutable(path: &Path) -> Option<Connection> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        return None;
+    }
+    let uri = format!("file:{}?immutable=1", path.to_str()?);
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        | rusqlite::OpenFlags::SQLITE_OPEN_URI
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(uri, flags).ok()
 }
 
 /// Set the pragmas every connection uses.

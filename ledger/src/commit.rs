@@ -109,6 +109,9 @@ enum Node {
 struct FileTask {
     path: PathBuf,
     size: u64,
+    /// Modification time seen by the scan: a file whose length or mtime
+    /// differs after reading changed while being recorded.
+    mtime: Option<std::time::SystemTime>,
     /// Pieces of the same path in the parent commit (for delta storage).
     base: Option<BaseMap>,
 }
@@ -156,6 +159,7 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
             files.push(FileTask {
                 path: path.clone(),
                 size: md.len(),
+                mtime: md.modified().ok(),
                 base: None,
             });
             Node::File {
@@ -180,7 +184,7 @@ fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
 }
 
 /// Refuse absolute symlinks and relative ones that climb above `root`.
-fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
+pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
     let escapes = || Error::SymlinkEscapes {
         path: link.to_path_buf(),
         target: target.display().to_string(),
@@ -249,7 +253,43 @@ struct WorkerCtx {
     cache: crate::store::PackCache,
 }
 
-fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Result<Done>>) {
+/// The workers' shared job queue. `None` once the pipeline has failed: the
+/// receiver is dropped so a reader blocked on a full queue wakes with an
+/// error instead of waiting forever (a full disk made `bat commit` hang
+/// holding the ledger lock).
+type JobQueue = Mutex<Option<Receiver<Job>>>;
+
+/// Drop the job receiver: every later or blocked `send` fails.
+fn close_jobs(jobs: &JobQueue) {
+    // A poisoned lock means a worker panicked; the scope re-raises that.
+    if let Ok(mut rx) = jobs.lock() {
+        rx.take();
+    }
+}
+
+fn worker(mut cx: WorkerCtx, jobs: &JobQueue, done: SyncSender<Result<Done>>) {
+    // Whatever way this worker ends, a failure must not leave the reader
+    // blocked on a queue nobody drains.
+    struct CloseOnError<'a>(&'a JobQueue, bool);
+    impl Drop for CloseOnError<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                close_jobs(self.0);
+            }
+        }
+    }
+    let mut guard = CloseOnError(jobs, true);
+    worker_loop(&mut cx, jobs, &done, &mut guard.1);
+}
+
+/// The worker's loop; clears `failed` when it ends because the queue ran
+/// dry normally.
+fn worker_loop(
+    cx: &mut WorkerCtx,
+    jobs: &JobQueue,
+    done: &SyncSender<Result<Done>>,
+    failed: &mut bool,
+) {
     let level = cx.level;
     let comps = zstd::bulk::Compressor::new(level)
         .and_then(|plain| Ok((plain, delta::planes_compressor(level)?)));
@@ -267,9 +307,17 @@ fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Resul
             let rx = jobs
                 .lock()
                 .expect("job queue lock poisoned only if a worker panicked");
-            rx.recv()
+            match rx.as_ref() {
+                Some(rx) => rx.recv(),
+                // Closed after a failure elsewhere: stop.
+                None => return,
+            }
         };
-        let Ok(job) = job else { return };
+        let Ok(job) = job else {
+            // The reader finished (or failed and dropped its sender).
+            *failed = false;
+            return;
+        };
         let id = ObjectId::of_bytes(&job.data);
         let known = match catalog::has_object(&cx.conn, &id) {
             Ok(k) => k,
@@ -281,7 +329,7 @@ fn worker(mut cx: WorkerCtx, jobs: &Mutex<Receiver<Job>>, done: SyncSender<Resul
         let record = if known {
             None
         } else {
-            match encode_job(&mut cx, &mut comp, &mut planes_comp, &job, id) {
+            match encode_job(cx, &mut comp, &mut planes_comp, &job, id) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let _ = done.send(Err(e));
@@ -443,7 +491,53 @@ impl Ledger {
         let total: u64 = files.iter().map(|f| f.size).sum();
         let mut staging = Staging::new(self);
         progress.start("recording", Some(total));
-        let results = self.run_pipeline(&files, &mut staging, progress, cancel)?;
+        let out = self.record_files(
+            root,
+            &files,
+            req,
+            expected_tip,
+            &mut staging,
+            progress,
+            cancel,
+        );
+        if out.is_err() {
+            // Remove the unreferenced segment now: after a full disk, the
+            // space it holds is what the next attempt needs.
+            // Unless the catalog registered it after all (a failure
+            // reported after the transaction committed).
+            if let Some(p) = staging.pack.take() {
+                let registered = catalog::packs(&self.db)
+                    .map(|ps| ps.iter().any(|(_, n)| n == p.name()))
+                    .unwrap_or(true);
+                if !registered {
+                    let _ = p.discard();
+                }
+            }
+        }
+        let mut out = out?;
+        out.files = files.len() as u64;
+        Ok(out)
+    }
+
+    /// The pipeline, trees and the catalog transaction of
+    /// [`Ledger::commit_dir`], writing into `staging`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_files(
+        &mut self,
+        root: Node,
+        files: &[FileTask],
+        req: &CommitRequest,
+        expected_tip: Option<CommitId>,
+        staging: &mut Staging,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<CommitOutcome> {
+        let results = {
+            let mut sink = |h: &RecordHeader, payload: &[u8], base: Option<ObjectId>| {
+                staging.append_record_with_base(h, payload, base)
+            };
+            self.run_pipeline(files, &mut sink, progress, cancel)?
+        };
         progress.finish();
         check_cancel(cancel)?;
 
@@ -481,12 +575,10 @@ impl Ledger {
                 }
             }
         }
-        let (tree, _) = self.build_tree(root, &ids, &mut staging)?;
+        let (tree, _) = self.build_tree(root, &ids, staging)?;
         let tree = TreeId(tree);
         let logical: u64 = ids.iter().map(|x| x.1).sum();
-        let mut out = self.finish_commit(staging, tree, logical, req, expected_tip)?;
-        out.files = files.len() as u64;
-        Ok(out)
+        self.finish_commit(staging, tree, logical, req, expected_tip)
     }
 
     /// Commit an already-stored tree (for callers that build trees
@@ -495,8 +587,8 @@ impl Ledger {
         let expected = self.branch_tip_for(req)?;
         let files = self.walk_files(&tree)?;
         let logical = files.iter().map(|f| f.size).sum();
-        let staging = Staging::new(self);
-        let mut out = self.finish_commit(staging, tree, logical, req, expected)?;
+        let mut staging = Staging::new(self);
+        let mut out = self.finish_commit(&mut staging, tree, logical, req, expected)?;
         out.files = files.len() as u64;
         Ok(out)
     }
@@ -644,7 +736,7 @@ impl Ledger {
     fn run_pipeline(
         &self,
         files: &[FileTask],
-        staging: &mut Staging,
+        sink: &mut RecordSink<'_>,
         progress: &dyn Progress,
         cancel: &AtomicBool,
     ) -> Result<Vec<FileResult>> {
@@ -664,7 +756,7 @@ impl Ledger {
         // MiB at most: every job is at most one max-size chunk).
         let (job_tx, job_rx) = sync_channel::<Job>(threads * 8);
         let (done_tx, done_rx) = sync_channel::<Result<Done>>(threads * 8);
-        let job_rx = Mutex::new(job_rx);
+        let job_rx: JobQueue = Mutex::new(Some(job_rx));
         let mut conns = Vec::new();
         for _ in 0..threads {
             conns.push(self.extra_connection()?);
@@ -684,17 +776,15 @@ impl Ledger {
                 s.spawn(move || worker(cx, jr, done));
             }
             drop(done_tx);
-            let writer = s.spawn(|| -> Result<Vec<Done>> {
-                let mut pieces = Vec::new();
-                for d in done_rx {
-                    let mut d = d?;
-                    if let Some((h, payload, base)) = d.record.take() {
-                        staging.append_record_with_base(&h, &payload, base)?;
-                    }
-                    progress.inc(d.len);
-                    pieces.push(d);
+            let jq = &job_rx;
+            let writer = s.spawn(move || -> Result<Vec<Done>> {
+                let r = write_records(done_rx, &mut *sink, progress);
+                if r.is_err() {
+                    // Wake a reader blocked on the full job queue; the
+                    // workers then find the queue closed and stop.
+                    close_jobs(jq);
                 }
-                Ok(pieces)
+                r
             });
             let read_res = read_files(files, &cfg, &job_tx, &mut results, cancel);
             drop(job_tx);
@@ -719,7 +809,7 @@ impl Ledger {
     /// rows, index the commit, move the ref.
     fn finish_commit(
         &mut self,
-        mut staging: Staging,
+        staging: &mut Staging,
         tree: TreeId,
         logical: u64,
         req: &CommitRequest,
@@ -871,6 +961,7 @@ fn read_files(
                     message: format!("{} grew while being recorded", f.path.display()),
                 });
             }
+            check_unchanged(&file, f, data.len() as u64)?;
             jobs.send(Job {
                 slot,
                 index: 0,
@@ -883,6 +974,7 @@ fn read_files(
         if cfg.delta {
             if let Some(pcs) = tensor_pieces(&mut file, f)? {
                 let (whole, size) = send_pieces(&mut file, f, slot, &pcs, jobs, cancel)?;
+                check_unchanged(&file, f, size)?;
                 results[slot].whole = Some(whole);
                 results[slot].size = size;
                 continue;
@@ -957,8 +1049,26 @@ fn read_files(
             let whole = hasher.join().expect("hasher thread does not panic");
             Ok((whole, size?))
         })?;
+        check_unchanged(&file, f, size)?;
         results[slot].whole = Some(whole);
         results[slot].size = size;
+    }
+    Ok(())
+}
+
+/// Refuse a file that changed while it was read: what was recorded would
+/// be a state that never existed on disk. `read` is how many bytes the
+/// pipeline took.
+fn check_unchanged(file: &File, f: &FileTask, read: u64) -> Result<()> {
+    let md = file.metadata().map_err(io_err("stat", &f.path))?;
+    let same_time = f.mtime.is_none() || md.modified().ok() == f.mtime;
+    if read != f.size || md.len() != f.size || !same_time {
+        return Err(Error::InvalidInput {
+            message: format!(
+                "{} changed while being recorded (commit it again once it is stable)",
+                f.path.display()
+            ),
+        });
     }
     Ok(())
 }
@@ -1048,6 +1158,28 @@ fn send_pieces(
     })
 }
 
+/// Where the pipeline's writer puts each new record (the staging pack; a
+/// failing stand-in in tests).
+type RecordSink<'a> = dyn FnMut(&RecordHeader, &[u8], Option<ObjectId>) -> Result<()> + Send + 'a;
+
+/// The writer thread's loop: append every new record in arrival order.
+fn write_records(
+    done: Receiver<Result<Done>>,
+    sink: &mut RecordSink<'_>,
+    progress: &dyn Progress,
+) -> Result<Vec<Done>> {
+    let mut pieces = Vec::new();
+    for d in done {
+        let mut d = d?;
+        if let Some((h, payload, base)) = d.record.take() {
+            sink(&h, &payload, base)?;
+        }
+        progress.inc(d.len);
+        pieces.push(d);
+    }
+    Ok(pieces)
+}
+
 /// A `BEGIN IMMEDIATE` transaction on a shared connection reference, rolled
 /// back on drop unless committed.
 pub(crate) struct ImmediateTx<'a> {
@@ -1081,6 +1213,82 @@ impl Drop for ImmediateTx<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    /// Many distinct small files: far more jobs than the bounded queues
+    /// hold, so a reader that is not woken on failure blocks for good.
+    fn many_files(dir: &Path, n: usize) -> Vec<FileTask> {
+        (0..n)
+            .map(|i| {
+                let path = dir.join(format!("f{i}"));
+                let data: Vec<u8> = (0..4096u32)
+                    .flat_map(|j| (j ^ i as u32).wrapping_mul(2654435761).to_le_bytes())
+                    .collect();
+                std::fs::write(&path, &data).expect("write test file");
+                FileTask {
+                    path,
+                    size: data.len() as u64,
+                    mtime: None,
+                    base: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Run the pipeline with a sink that fails (like a full disk) after
+    /// `ok_records` records; the result must arrive within seconds.
+    fn pipeline_with_failing_sink(threads: usize, ok_records: usize) -> Result<Vec<FileResult>> {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut ledger = Ledger::init(&tmp.path().join("l")).expect("init");
+        ledger.config.threads = threads;
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).expect("mkdir");
+        let files = many_files(&src, 300);
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            let mut sink = |_: &RecordHeader, _: &[u8], _: Option<ObjectId>| {
+                n += 1;
+                if n > ok_records {
+                    return Err(Error::Io {
+                        op: "write",
+                        path: PathBuf::from("pack"),
+                        source: std::io::Error::from_raw_os_error(28),
+                    });
+                }
+                Ok(())
+            };
+            let r = ledger.run_pipeline(&files, &mut sink, &NoProgress, &AtomicBool::new(false));
+            let _ = tx.send(r);
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the pipeline ended (no deadlock after a writer failure)")
+    }
+
+    #[test]
+    fn writer_failure_at_first_record_ends_the_pipeline() {
+        for threads in [1, 3] {
+            let r = pipeline_with_failing_sink(threads, 0);
+            let e = r.err().expect("a failing writer fails the pipeline");
+            assert!(e.to_string().contains("No space left"), "{e}");
+        }
+    }
+
+    #[test]
+    fn writer_failure_mid_stream_ends_the_pipeline() {
+        for at in [1, 7, 40, 200] {
+            let r = pipeline_with_failing_sink(2, at);
+            let e = r.err().expect("a failing writer fails the pipeline");
+            assert!(e.to_string().contains("No space left"), "{e}");
         }
     }
 }

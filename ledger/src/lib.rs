@@ -57,6 +57,7 @@ pub mod read;
 pub mod refs;
 pub mod remote;
 pub mod store;
+pub mod validate;
 
 pub use catalog::{Location, ObjectRow, FORMAT_VERSION};
 pub use commit::{CommitOutcome, CommitRequest, OnMoved};

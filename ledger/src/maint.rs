@@ -271,6 +271,20 @@ impl Ledger {
                     }
                 };
                 for e in tree.entries {
+                    // The same rules import applies (crate::validate).
+                    let found = self.locate(&e.id)?.map(|r| (r.kind, r.raw_len));
+                    if let Err(v) = crate::validate::check_entry(&e, found, partial) {
+                        // A missing object is reported below, as before.
+                        if found.is_some() {
+                            problems.push(Problem {
+                                object: Some(t.0),
+                                pack: None,
+                                offset: None,
+                                message: format!("tree entry breaks the rules: {v}"),
+                            });
+                            continue;
+                        }
+                    }
                     if e.mode == Mode::Tree {
                         trees.push((format!("subtree {:?} of tree {t}", e.name), TreeId(e.id)));
                         continue;
@@ -348,11 +362,47 @@ impl Ledger {
         Ok(())
     }
 
+    /// Delete every file in the packs directory the catalog does not
+    /// register. Only under the exclusive lock (gc).
+    fn remove_orphan_packs(&self) -> Result<u64> {
+        let registered: HashSet<String> = catalog::packs(&self.db)?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
+        let dir = self.packs_dir();
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir)
+            .map_err(io_err("read directory", &dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !registered.contains(&name) {
+                std::fs::remove_file(e.path()).map_err(io_err("remove", e.path()))?;
+                n += 1;
+            }
+        }
+        pack::sync_dir(&dir)?;
+        Ok(n)
+    }
+
     /// Verify the whole ledger: every catalog row against its pack (header,
     /// payload checksum), every object reachable from refs and the reflog
     /// (decompress + digest, chunk lists, whole-file digests), refs and the
     /// commit index. Never modifies anything.
     pub fn fsck(&self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<FsckReport> {
+        // One read transaction: every catalog read below sees the same
+        // snapshot, so a commit landing meanwhile (its reflog entry read,
+        // its object row not) is not reported as damage.
+        self.db
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(db_err("starting a read transaction"))?;
+        let rep = self.fsck_snapshot(progress, cancel);
+        // A read transaction has nothing to keep; ending it cannot lose data.
+        let _ = self.db.execute_batch("ROLLBACK");
+        rep
+    }
+
+    fn fsck_snapshot(&self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<FsckReport> {
         let mut rep = FsckReport::default();
         let packs = self.stat_packs()?;
         let on_disk: Vec<String> = std::fs::read_dir(self.packs_dir())
@@ -474,10 +524,13 @@ impl Ledger {
         let idx = st
             .query_map([], |r| r.get::<_, Vec<u8>>(0))
             .map_err(db_err("reading the commit index"))?;
+        let mut indexed: HashSet<ObjectId> = HashSet::new();
         for r in idx {
             let b = r.map_err(db_err("reading the commit index"))?;
             match ObjectId::from_slice(&b) {
-                Some(id) if ids.contains(&id) => {}
+                Some(id) if ids.contains(&id) => {
+                    indexed.insert(id);
+                }
                 other => rep.problems.push(Problem {
                     object: other,
                     pack: None,
@@ -485,6 +538,22 @@ impl Ledger {
                     message: "commit index names a commit that is not stored".into(),
                 }),
             }
+        }
+        // Every reachable commit must be indexed (log, show and field
+        // queries read the index).
+        let mut unindexed: Vec<ObjectId> = good
+            .iter()
+            .filter(|r| r.kind == Kind::Commit && reach.contains(&r.id) && !indexed.contains(&r.id))
+            .map(|r| r.id)
+            .collect();
+        unindexed.sort();
+        for id in unindexed {
+            rep.problems.push(Problem {
+                object: Some(id),
+                pack: None,
+                offset: None,
+                message: "reachable commit is missing from the commit index".into(),
+            });
         }
         Ok(rep)
     }
@@ -504,6 +573,10 @@ impl Ledger {
             bytes_before: crate::maint::dir_size(&self.packs_dir()),
             ..Default::default()
         };
+        // First free what nothing references (segments of failed or killed
+        // commits; the exclusive lock means no writer is staging one now):
+        // on a full disk this is what makes room for the rest.
+        rep.deleted_packs += self.remove_orphan_packs()?;
         let mut problems = Vec::new();
         let (reach, _) = self.walk_reachable(false, &mut problems, progress, cancel)?;
         if let Some(p) = problems.first() {
@@ -535,7 +608,9 @@ impl Ledger {
         let written =
             self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
         let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
-        {
+        // Nothing to change: no transaction (on a full disk, or with a
+        // read-only catalog, there could be none).
+        if !(dead.is_empty() && to_rewrite.is_empty() && new_name.is_none()) {
             let tx = ImmediateTx::begin(&self.db)?;
             let mut new_pids = Vec::with_capacity(written.packs.len());
             for n in &written.packs {
@@ -579,22 +654,8 @@ impl Ledger {
         rep.kept_objects = (rows.len() - dead_set.len()) as u64;
         rep.rewritten_packs = to_rewrite.len() as u64;
         // Now nothing references the old packs: delete them and any orphans.
-        let registered: HashSet<String> = catalog::packs(&self.db)?
-            .into_iter()
-            .map(|(_, n)| n)
-            .collect();
+        rep.deleted_packs += self.remove_orphan_packs()?;
         let dir = self.packs_dir();
-        for e in std::fs::read_dir(&dir)
-            .map_err(io_err("read directory", &dir))?
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().to_string();
-            if !registered.contains(&name) {
-                std::fs::remove_file(e.path()).map_err(io_err("remove", e.path()))?;
-                rep.deleted_packs += 1;
-            }
-        }
-        pack::sync_dir(&dir)?;
         let _ = self.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         rep.bytes_after = dir_size(&dir);
         Ok(rep)

@@ -217,7 +217,14 @@ impl Ledger {
             .sum();
         progress.start("checking out", Some(total));
         let mut stats = CheckoutStats::default();
-        self.checkout_tree(&c.tree, tmp.path(), &mut stats, progress, cancel)?;
+        self.checkout_tree(
+            &c.tree,
+            tmp.path(),
+            tmp.path(),
+            &mut stats,
+            progress,
+            cancel,
+        )?;
         progress.finish();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
@@ -230,9 +237,13 @@ impl Ledger {
         Ok(stats)
     }
 
+    /// Write one tree under `dir` (inside the checkout `root`), refusing
+    /// what `commit` refuses to record: a `.bat` entry (a planted ledger)
+    /// and symlinks that are absolute or climb out of `root`.
     fn checkout_tree(
         &self,
         tree: &TreeId,
+        root: &Path,
         dir: &Path,
         stats: &mut CheckoutStats,
         progress: &dyn Progress,
@@ -244,14 +255,25 @@ impl Ledger {
         for e in t.entries {
             check_cancel(cancel)?;
             let path = dir.join(&e.name);
+            if e.name == crate::store::LEDGER_DIR {
+                return Err(Error::InvalidName {
+                    path,
+                    reason: "a recorded tree never holds a ledger directory".into(),
+                });
+            }
             match e.mode {
                 Mode::Tree => {
                     std::fs::create_dir(&path).map_err(io_err("create directory", &path))?;
                     stats.dirs += 1;
-                    self.checkout_tree(&TreeId(e.id), &path, stats, progress, cancel)?;
+                    self.checkout_tree(&TreeId(e.id), root, &path, stats, progress, cancel)?;
                 }
                 Mode::Symlink => {
                     let target = self.read_bytes(&e.id)?;
+                    crate::commit::check_symlink(
+                        root,
+                        &path,
+                        Path::new(std::ffi::OsStr::from_bytes(&target)),
+                    )?;
                     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &path)
                         .map_err(io_err("create symlink", &path))?;
                     stats.symlinks += 1;

@@ -216,8 +216,16 @@ impl Ledger {
                 Err(std::fs::TryLockError::Error(e)) => return Err(io_err("lock", &lpath)(e)),
             },
         }
-        let db = Connection::open(dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
-        catalog::configure(&db)?;
+        let cpath = dir.join(CATALOG_FILE);
+        let opened = Connection::open(&cpath)
+            .map_err(db_err("opening the catalog"))
+            .and_then(|db| catalog::configure(&db).map(|()| db));
+        // On a full disk the normal open fails; readers (and gc's first
+        // step, removing orphan packs) still work from a read-only view.
+        let db = match opened {
+            Ok(db) => db,
+            Err(e) => catalog::open_immutable(&cpath).ok_or(e)?,
+        };
         let v: String = db
             .query_row(
                 "SELECT value FROM meta WHERE key = 'format_version'",
@@ -257,10 +265,14 @@ impl Ledger {
 
     /// Open a fresh read-only-use connection (for worker threads).
     pub(crate) fn extra_connection(&self) -> Result<Connection> {
-        let c =
-            Connection::open(self.dir.join(CATALOG_FILE)).map_err(db_err("opening the catalog"))?;
-        catalog::configure(&c)?;
-        Ok(c)
+        let cpath = self.dir.join(CATALOG_FILE);
+        let opened = Connection::open(&cpath)
+            .map_err(db_err("opening the catalog"))
+            .and_then(|c| catalog::configure(&c).map(|()| c));
+        match opened {
+            Ok(c) => Ok(c),
+            Err(e) => catalog::open_immutable(&cpath).ok_or(e),
+        }
     }
 
     /// Forget cached pack handles (after gc rewrote packs).

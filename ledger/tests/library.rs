@@ -393,3 +393,36 @@ fn reading_a_chunked_file_streams_in_order_and_stops_cleanly() {
         other => panic!("expected Cancelled, got {other:?}"),
     }
 }
+
+#[test]
+fn fsck_reports_a_reachable_commit_missing_from_the_index() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"alpha")]);
+    let c1 = commit(&mut l, &d, "one");
+    write_dir(&d, &[("a", b"alpha2")]);
+    let c2 = commit(&mut l, &d, "two");
+    let dir = l.dir().to_path_buf();
+    drop(l);
+    let db = rusqlite::Connection::open(dir.join("catalog.sqlite")).unwrap();
+    db.execute(
+        "DELETE FROM commits WHERE id = ?1",
+        [c1.0.as_bytes().as_slice()],
+    )
+    .unwrap();
+    drop(db);
+    let l = Ledger::open(&dir).unwrap();
+    let rep = l.fsck(&NoProgress, &no()).unwrap();
+    assert!(!rep.ok());
+    let text: Vec<String> = rep.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|p| p.contains(&c1.to_string()) && p.contains("commit index")),
+        "{text:?}"
+    );
+    assert!(
+        !text.iter().any(|p| p.contains(&c2.to_string())),
+        "{text:?}"
+    );
+}

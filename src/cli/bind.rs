@@ -49,6 +49,10 @@ pub fn run(a: BindArgs, _g: &Globals) -> CliResult {
         ArmArg::Candidate => Arm::Candidate,
     };
     let binding = build_binding(&a.model_path, &a.experiment_name, step, arm)?;
+    // The contract's checks first (their errors are specified); then refuse
+    // a checkpoint that is not well-formed safetensors before binding it.
+    crate::checkpoint::check_model_dir(&a.model_path)
+        .map_err(|e| CliError::new(e.to_string()).with_code(1))?;
     let refusal = format!(
         "gate model binding differs from requested model: {}",
         a.output.display()

@@ -189,6 +189,7 @@ fn start(dest: &Path, url: &str) -> Result<(Ledger, bool), CliError> {
                 .with_code(2),
         );
     }
+    remove_stale_staging(dest);
     if dest.exists()
         && std::fs::read_dir(dest)
             .map(|mut d| d.next().is_some())
@@ -200,8 +201,48 @@ fn start(dest: &Path, url: &str) -> Result<(Ledger, bool), CliError> {
                 .with_code(2),
         );
     }
-    let mut l = Ledger::init(dest).map_err(lerr)?;
-    l.config_set(INCOMPLETE, Some(url)).map_err(lerr)?;
-    l.add_remote("origin", url).map_err(lerr)?;
+    // The ledger is made and configured (resume marker, `origin`) in a
+    // staging directory and renamed into place in one step: a clone killed
+    // at any instant leaves either no `.bat` (and only staging litter, which
+    // the next run removes) or one that resumes with its origin.
+    let io = |what: &str, p: &Path| {
+        let what = what.to_string();
+        let p = p.display().to_string();
+        move |e: std::io::Error| CliError::new(format!("cannot {what} {p}: {e}"))
+    };
+    std::fs::create_dir_all(dest).map_err(io("create", dest))?;
+    let staging = tempfile::Builder::new()
+        .prefix(STAGING_PREFIX)
+        .tempdir_in(dest)
+        .map_err(io("create a staging directory in", dest))?;
+    {
+        let mut l = Ledger::init(staging.path()).map_err(lerr)?;
+        l.config_set(INCOMPLETE, Some(url)).map_err(lerr)?;
+        l.add_remote("origin", url).map_err(lerr)?;
+    }
+    std::fs::rename(staging.path().join(bat_ledger::store::LEDGER_DIR), &bat)
+        .map_err(io("move the new ledger into", dest))?;
+    bat_ledger::pack::sync_dir(dest).map_err(lerr)?;
+    drop(staging);
+    let l = Ledger::open(&bat).map_err(lerr)?;
     Ok((l, true))
+}
+
+/// Prefix of the directory a clone configures its new ledger in.
+const STAGING_PREFIX: &str = ".bat-clone-";
+
+/// Remove what a clone killed before its ledger was in place left in
+/// `dest`: staging directories and half-made `.bat` directories of
+/// `Ledger::init` (nothing else ever has these names).
+fn remove_stale_staging(dest: &Path) {
+    let Ok(rd) = std::fs::read_dir(dest) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(STAGING_PREFIX) || name.starts_with(".bat-init-") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }

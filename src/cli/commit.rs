@@ -88,6 +88,20 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
         .or_else(|| std::env::var("BAT_AUTHOR").ok())
         .or_else(|| std::env::var("USER").ok())
         .unwrap_or_else(|| "unknown".into());
+    // A ledger's own files (`bat commit .bat`) are a moving target and
+    // would plant a ledger inside a tree.
+    let abs = std::fs::canonicalize(&args.source).unwrap_or_else(|_| args.source.clone());
+    if abs.ancestors().any(|a| {
+        a.file_name()
+            .is_some_and(|n| n == bat_ledger::store::LEDGER_DIR)
+            && a.join(bat_ledger::store::VERSION_FILE).is_file()
+    }) {
+        return Err(CliError::new(format!(
+            "{} is inside a ledger's own directory; commit the work directory instead",
+            args.source.display()
+        ))
+        .with_code(2));
+    }
     if !args.plain && crate::round::layout::looks_like_round(&args.source) {
         return run_round(args, author, g);
     }
@@ -100,7 +114,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     req.branch = args.branch;
     req.author = author;
     if let Some(p) = &args.meta {
-        let text = std::fs::read(p)
+        let text = crate::fsutil::read_json_input(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
         let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
             CliError::new(format!("{} is not valid JSON: {e}", p.display())).with_code(2)

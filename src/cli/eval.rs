@@ -88,7 +88,7 @@ fn attach(a: AttachArgs, g: &Globals) -> CliResult {
     use crate::inspect::audit::{attach_audit, AttachRequest};
     use crate::inspect::InspectError;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
-    let bytes = std::fs::read(&a.summary).map_err(|e| {
+    let bytes = crate::fsutil::read_json_input(&a.summary).map_err(|e| {
         CliError::new(format!("cannot read {}: {e}", a.summary.display())).with_code(2)
     })?;
     let mut l = open(g)?;
@@ -131,7 +131,7 @@ fn attach(a: AttachArgs, g: &Globals) -> CliResult {
 fn summarize(a: SummarizeArgs) -> CliResult {
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let raw_path = resolve_existing(&a.raw)?;
-    let raw = std::fs::read(&raw_path)
+    let raw = crate::fsutil::read_json_input(&raw_path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", raw_path.display())))?;
     let mode = if a.cpython312_sum {
         SumMode::Neumaier

@@ -47,13 +47,13 @@ pub fn run(args: FirewallArgs, _g: &Globals) -> CliResult {
     let path = resolve_existing(&a.file)?;
     let markers = match &a.heldout_markers {
         Some(m) => {
-            let bytes = std::fs::read(m)
+            let bytes = crate::fsutil::read_json_input(m)
                 .map_err(|e| CliError::new(format!("cannot read {}: {e}", m.display())))?;
             parse_markers(&bytes)?
         }
         None => Vec::new(),
     };
-    let bytes = std::fs::read(&path)
+    let bytes = crate::fsutil::read_json_input(&path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
     let violations = scan_bytes(&bytes, &markers, &rules)?;
     print!("{}", report_text(&violations));

@@ -35,9 +35,9 @@ pub struct GateArgs {
     pub pack: Option<PathBuf>,
 }
 
-fn read_json(p: &PathBuf) -> Result<Value, CliError> {
-    let bytes =
-        std::fs::read(p).map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?;
+fn read_json(p: &std::path::Path) -> Result<Value, CliError> {
+    let bytes = crate::fsutil::read_json_input(p)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?;
     json::parse_bytes(&bytes)
         .map_err(|e| CliError::new(format!("JSONDecodeError: {}: {e}", p.display())))
 }

@@ -230,8 +230,15 @@ pub fn main() -> ExitCode {
         .dir
         .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let secs = |k: &str| {
+        env(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|n| std::time::Duration::from_secs(n.max(1)))
+    };
     let net = crate::remote::NetOptions {
         token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
+        http_connect_timeout: secs("BAT_HTTP_CONNECT_TIMEOUT"),
+        http_read_timeout: secs("BAT_HTTP_READ_TIMEOUT"),
         s3: crate::remote::s3::S3Options {
             endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
             region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),

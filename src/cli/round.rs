@@ -71,7 +71,8 @@ pub struct BuildArgs {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))
+    crate::fsutil::read_json_input(path)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))
 }
 
 /// Build a round as the CLI does (files written, manifest returned as PJ text).

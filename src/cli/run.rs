@@ -158,8 +158,8 @@ fn need<T>(v: Option<T>, flag: &str) -> Result<T, CliError> {
     })
 }
 
-fn read_template(p: &PathBuf) -> Result<Vec<String>, CliError> {
-    let bytes = std::fs::read(p)
+fn read_template(p: &std::path::Path) -> Result<Vec<String>, CliError> {
+    let bytes = crate::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
     Ok(parse_template(&bytes)?)
 }

@@ -4,12 +4,18 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 
 use super::ledger_common::open;
 use super::{CliError, CliResult, Globals};
-use crate::serve::{serve_blocking, Limits, Scope, ServeConfig, TokenSet};
+use crate::serve::{serve_blocking, Limits, Scope, ServeConfig, Timeouts, TokenSet};
+
+/// A timeout of at least one second (0 would refuse everything).
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n.max(1))
+}
 
 /// Serve this ledger over HTTP for `bat clone/fetch/pull/push`.
 ///
@@ -34,6 +40,23 @@ pub struct ServeArgs {
     /// Let requests without a token list refs and download objects.
     #[arg(long)]
     pub allow_anonymous_read: bool,
+
+    /// Seconds a client may take to send a request's headers.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub header_timeout: u64,
+
+    /// Seconds a client may pause while sending a body or reading a
+    /// response before it is disconnected.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub idle_timeout: u64,
+
+    /// Seconds one request may take in all (downloads included).
+    #[arg(long, value_name = "SECS", default_value_t = 6 * 3600)]
+    pub request_timeout: u64,
+
+    /// Seconds requests in flight may finish after SIGINT/SIGTERM.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub shutdown_grace: u64,
 
     /// Import uploads in batches of at most this many payload bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20, hide = true)]
@@ -86,6 +109,12 @@ pub fn run(args: ServeArgs, g: &Globals) -> CliResult {
         limits: Limits {
             put_batch_bytes: args.put_batch_bytes.max(1),
             ..Limits::default()
+        },
+        timeouts: Timeouts {
+            header_read: secs(args.header_timeout),
+            idle: secs(args.idle_timeout),
+            request: secs(args.request_timeout),
+            shutdown_grace: Duration::from_secs(args.shutdown_grace),
         },
     };
     serve_blocking(config, listener)?;

@@ -72,9 +72,13 @@ impl Pack {
 
     /// Load a pack file.
     pub fn load(path: &Path) -> Result<Pack, PackError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PackError::Read {
+        let bytes = crate::fsutil::read_json_input(path).map_err(|source| PackError::Read {
             path: path.to_path_buf(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| PackError::Read {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
         Pack::parse(&text, &path.display().to_string())
     }

@@ -192,7 +192,7 @@ pub fn run_evaluation(
     if !raw_path.is_file() {
         return Err(EvaluationError::OutputMissing);
     }
-    let raw = std::fs::read(&raw_path).map_err(|source| EvaluationError::Io {
+    let raw = crate::fsutil::read_json_input(&raw_path).map_err(|source| EvaluationError::Io {
         path: raw_path.clone(),
         source,
     })?;

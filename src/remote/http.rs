@@ -3,6 +3,7 @@
 //! client owns a small tokio runtime and blocks on each request.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use bat_ledger::{CommitId, ObjectId};
 use reqwest::StatusCode;
@@ -14,11 +15,33 @@ use bat_ledger::remote::{Remote, RemoteError, WireObject};
 /// Most ids sent in one `has` or `get` request (the server's default limit).
 pub const IDS_PER_REQUEST: usize = 65_536;
 
+/// Default connect timeout (documented in PROTOCOL.md).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default longest silence while reading an answer: the server may be
+/// verifying a large upload before it answers.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Options of an HTTP remote.
 #[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     /// Bearer token (`--token` or `BAT_TOKEN`, read by the CLI).
     pub token: Option<String>,
+    /// `None` = [`CONNECT_TIMEOUT`].
+    pub connect_timeout: Option<Duration>,
+    /// `None` = [`READ_TIMEOUT`].
+    pub read_timeout: Option<Duration>,
+}
+
+/// `url` with any `user:password@` part replaced, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// A `bat serve` endpoint.
@@ -107,7 +130,18 @@ impl HttpRemote {
     /// optionally with a path prefix).
     pub fn new(url: &str, options: HttpOptions) -> Result<HttpRemote, RemoteError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(protocol(format!("{url} is not an http(s) URL")));
+            return Err(protocol(format!(
+                "{} is not an http(s) URL",
+                redact_url(url)
+            )));
+        }
+        // A token in the URL would be echoed in messages and stored in the
+        // remote's configuration; it belongs in --token / BAT_TOKEN.
+        if redact_url(url) != url {
+            return Err(protocol(format!(
+                "{} carries credentials in the URL; pass the token with --token or BAT_TOKEN",
+                redact_url(url)
+            )));
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -116,6 +150,8 @@ impl HttpRemote {
             .map_err(RemoteError::io("start the HTTP client runtime for", url))?;
         let client = reqwest::Client::builder()
             .user_agent(concat!("bat/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(options.connect_timeout.unwrap_or(CONNECT_TIMEOUT))
+            .read_timeout(options.read_timeout.unwrap_or(READ_TIMEOUT))
             .build()
             .map_err(|e| transport(url, e))?;
         Ok(HttpRemote {

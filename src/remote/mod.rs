@@ -31,6 +31,12 @@ pub struct RemoteOptions {
 pub struct NetOptions {
     /// Bearer token for `http(s)://` remotes (`--token`, else `BAT_TOKEN`).
     pub token: Option<String>,
+    /// Connect timeout of `http(s)://` remotes (`BAT_HTTP_CONNECT_TIMEOUT`
+    /// seconds); `None` = [`http::CONNECT_TIMEOUT`].
+    pub http_connect_timeout: Option<std::time::Duration>,
+    /// Longest silence while reading an answer (`BAT_HTTP_READ_TIMEOUT`
+    /// seconds); `None` = [`http::READ_TIMEOUT`].
+    pub http_read_timeout: Option<std::time::Duration>,
     /// S3 endpoint, region and credentials (`--endpoint`, `AWS_*`).
     pub s3: s3::S3Options,
 }
@@ -41,6 +47,8 @@ pub fn open_remote(url: &str, opts: &RemoteOptions) -> Result<Box<dyn Remote>, R
     if url.starts_with("http://") || url.starts_with("https://") {
         let o = http::HttpOptions {
             token: opts.net.token.clone(),
+            connect_timeout: opts.net.http_connect_timeout,
+            read_timeout: opts.net.http_read_timeout,
         };
         return Ok(Box::new(http::HttpRemote::new(url, o)?));
     }

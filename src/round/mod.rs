@@ -301,8 +301,44 @@ pub fn commit_round(
     };
     let promoted = promoted_round(ledger, &branch)?;
     let checked = validate::validate(ledger, &lay, opts, promoted.as_ref())?;
+    refuse_hostile_round(ledger, &lay, &branch, &checked.round_id)?;
     let prov = provenance::build(opts, &lay, &checked)?;
     record::record(ledger, &lay, opts, &branch, checked, prov)
+}
+
+/// Refuse a candidate checkpoint that is not well-formed safetensors, and a
+/// round id the branch already holds (a second commit of one round would
+/// make its history ambiguous).
+fn refuse_hostile_round(
+    ledger: &Ledger,
+    lay: &layout::RoundLayout,
+    branch: &str,
+    round_id: &str,
+) -> Result<(), RoundError> {
+    crate::checkpoint::check_model_dir(&lay.candidate).map_err(|e| RoundError::Check {
+        check: "candidate",
+        path: e.path.clone(),
+        reason: e.reason,
+    })?;
+    let Ok(tip) = ledger.resolve(&format!("refs/heads/{branch}")) else {
+        return Ok(());
+    };
+    let same = ledger.commits_with_field(
+        "round_id",
+        &bat_ledger::FieldValue::Str(round_id.to_string()),
+    )?;
+    for c in same {
+        let on_branch =
+            c == tip || bat_ledger::remote::transfer::is_ancestor(ledger, c, tip).unwrap_or(false);
+        if on_branch {
+            return Err(RoundError::Check {
+                check: "round_id",
+                path: lay.dir.clone(),
+                reason: format!("round {round_id} is already committed on {branch} ({c})"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The short name of the branch HEAD is attached to (`HEAD` when detached).

@@ -99,7 +99,7 @@ pub struct CheckedRound {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, RoundError> {
-    std::fs::read(path).map_err(RoundError::io(path))
+    crate::fsutil::read_json_input(path).map_err(RoundError::io(path))
 }
 
 fn parse(check: &'static str, path: &Path, bytes: &[u8]) -> Result<Value, RoundError> {

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use bat_ledger::{CommitId, Ledger, Mode, TreeId};
+use bat_ledger::{CommitId, Kind, Ledger, Mode, TreeId};
 
 /// Why a ref update was refused.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +18,16 @@ pub enum RefCheckError {
         what: &'static str,
         /// Hex id.
         id: String,
+    },
+    /// Something the new commit reaches is stored but breaks the rules
+    /// fsck applies (a ref naming a file, a tree entry of the wrong kind
+    /// or size).
+    #[error("{id}: {reason}")]
+    Invalid {
+        /// Hex id of the offending commit or tree.
+        id: String,
+        /// What is wrong.
+        reason: String,
     },
 }
 
@@ -42,11 +52,20 @@ pub fn check_update(
         if !seen_commits.insert(c) {
             continue;
         }
-        if !l.contains(&c.0)? {
-            return Err(RefCheckError::Missing {
-                what: "commit",
-                id: c.to_string(),
-            });
+        match l.locate(&c.0)? {
+            None => {
+                return Err(RefCheckError::Missing {
+                    what: "commit",
+                    id: c.to_string(),
+                })
+            }
+            Some(row) if row.kind != Kind::Commit => {
+                return Err(RefCheckError::Invalid {
+                    id: c.to_string(),
+                    reason: "is not a commit".into(),
+                })
+            }
+            Some(_) => {}
         }
         let commit = l.read_commit(&c)?;
         check_tree(l, commit.tree, &mut seen_trees)?;
@@ -61,24 +80,39 @@ fn check_tree(l: &Ledger, root: TreeId, seen: &mut HashSet<TreeId>) -> Result<()
         if !seen.insert(t) {
             continue;
         }
-        if !l.contains(&t.0)? {
-            return Err(RefCheckError::Missing {
-                what: "tree",
-                id: t.to_string(),
-            });
+        match l.locate(&t.0)? {
+            None => {
+                return Err(RefCheckError::Missing {
+                    what: "tree",
+                    id: t.to_string(),
+                })
+            }
+            Some(row) if row.kind != Kind::Tree => {
+                return Err(RefCheckError::Invalid {
+                    id: t.to_string(),
+                    reason: "is not a tree".into(),
+                })
+            }
+            Some(_) => {}
         }
         let tree = l.read_tree(&t)?;
         for e in &tree.entries {
-            match e.mode {
-                Mode::Tree => stack.push(TreeId(e.id)),
-                _ => {
-                    if !l.contains(&e.id)? {
-                        return Err(RefCheckError::Missing {
-                            what: "file",
-                            id: e.id.to_hex(),
-                        });
-                    }
+            let found = l.locate(&e.id)?.map(|r| (r.kind, r.raw_len));
+            if found.is_none() {
+                return Err(RefCheckError::Missing {
+                    what: if e.mode == Mode::Tree { "tree" } else { "file" },
+                    id: e.id.to_hex(),
+                });
+            }
+            // The same rules import and fsck apply.
+            bat_ledger::validate::check_entry(e, found, false).map_err(|v| {
+                RefCheckError::Invalid {
+                    id: t.to_string(),
+                    reason: v.to_string(),
                 }
+            })?;
+            if e.mode == Mode::Tree {
+                stack.push(TreeId(e.id));
             }
         }
     }

@@ -38,7 +38,7 @@ impl ApiError {
     fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
-    fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 }
@@ -347,6 +347,11 @@ pub(crate) async fn update_ref(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "missing_object",
                 missing.to_string(),
+            ),
+            invalid @ RefCheckError::Invalid { .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_object",
+                invalid.to_string(),
             ),
         })?;
         if !fast_forward && !req.force {

@@ -12,10 +12,12 @@ pub mod check;
 mod handlers;
 mod stream;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -45,6 +47,34 @@ impl Default for Limits {
     }
 }
 
+/// How long the server waits on a client. A client that is slower than
+/// these is disconnected; none of them is waited out holding the ledger.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// From connection (or the end of the previous request) to the end of
+    /// a request's headers.
+    pub header_read: Duration,
+    /// Longest pause while receiving a request body or while the client is
+    /// not taking the response.
+    pub idle: Duration,
+    /// Longest whole request, response streaming included.
+    pub request: Duration,
+    /// After SIGINT/SIGTERM: how long requests in flight may finish before
+    /// the server exits anyway.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header_read: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            request: Duration::from_secs(6 * 3600),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
 /// How to serve.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -59,6 +89,8 @@ pub struct ServeConfig {
     pub read_only: bool,
     /// Request limits.
     pub limits: Limits,
+    /// Timeouts.
+    pub timeouts: Timeouts,
 }
 
 /// The server could not start or stopped with an error.
@@ -83,6 +115,7 @@ pub fn router(config: ServeConfig) -> Router {
     // Binary id lists (has/get) are the largest buffered bodies; uploads
     // stream and are limited by `max_put_bytes`.
     let body_limit = config.limits.max_ids * 32 + 1024;
+    let request = config.timeouts.request;
     let state = Arc::new(AppState { config });
     Router::new()
         .route("/v1/info", get(handlers::info))
@@ -93,6 +126,21 @@ pub fn router(config: ServeConfig) -> Router {
         .route("/v1/put", post(stream::put_objects))
         .fallback(handlers::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        // The whole handler (body included) within the request timeout;
+        // streamed responses check the same deadline as they go.
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                match tokio::time::timeout(request, next.run(req)).await {
+                    Ok(r) => r,
+                    Err(_) => handlers::ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "timeout",
+                        format!("request not done within {}s", request.as_secs()),
+                    )
+                    .into_response(),
+                }
+            },
+        ))
         .with_state(state)
 }
 
@@ -113,15 +161,76 @@ pub fn serve_blocking(
         .enable_all()
         .build()
         .map_err(io("starting the tokio runtime"))?;
-    rt.block_on(async move {
+    let timeouts = config.timeouts;
+    let res = rt.block_on(async move {
         let listener =
             tokio::net::TcpListener::from_std(listener).map_err(io("registering the listener"))?;
-        let app = router(config).into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(io("serving"))
-    })
+        serve_connections(listener, router(config), timeouts, shutdown_signal()).await;
+        Ok(())
+    });
+    // Blocking work still running (an import) is abandoned: every ledger
+    // write is crash-safe, and the grace period is over.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    res
+}
+
+/// Accept connections until `shutdown` resolves, then let requests in
+/// flight finish for at most `shutdown_grace` and return.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    t: Timeouts,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    conns.spawn(serve_connection(stream, app.clone(), t, stop_rx.clone()));
+                }
+                // Out of descriptors or a connection reset before accept:
+                // back off briefly instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    let _ = stop_tx.send(true);
+    let drain = async { while conns.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(t.shutdown_grace, drain).await;
+    conns.abort_all();
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    t: Timeouts,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let svc = hyper_util::service::TowerToHyperService::new(app);
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(t.header_read);
+    let conn = b.serve_connection(io, svc);
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            _ = stop.changed(), if !stopping => {
+                // Finish the request in flight, take no new one; the
+                // caller's grace period bounds how long that may take.
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

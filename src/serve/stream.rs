@@ -28,36 +28,77 @@ const CHUNK: usize = 256 << 10;
 /// Messages in flight between the blocking side and the network side.
 const DEPTH: usize = 8;
 
-/// A `Write` that sends full chunks into a bounded channel (blocking when
-/// the network is slower than the ledger).
-struct ChannelWriter {
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    buf: Vec<u8>,
-}
+/// Bytes of response exported per ledger opening: the ledger (and its
+/// shared lock) is closed while they go out, so a client that stops
+/// reading never keeps gc waiting.
+const GROUP: usize = 8 << 20;
 
-impl ChannelWriter {
-    fn send_buf(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
-        })
-    }
-}
+/// A `Write` into a buffer the sender drains between groups.
+#[derive(Clone, Default)]
+struct SharedBuf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
 
-impl Write for ChannelWriter {
+impl Write for SharedBuf {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= CHUNK {
-            self.send_buf()?;
-        }
+        self.0.borrow_mut().extend_from_slice(data);
         Ok(data.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.send_buf()
+        Ok(())
     }
+}
+
+/// The blocking side of a response: hands chunks to the network, waiting
+/// at most the idle timeout for the client to take each one.
+struct Sender {
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    handle: tokio::runtime::Handle,
+    idle: std::time::Duration,
+    deadline: tokio::time::Instant,
+}
+
+impl Sender {
+    fn send(&self, buf: &SharedBuf) -> Result<(), String> {
+        let data = std::mem::take(&mut *buf.0.borrow_mut());
+        for piece in data.chunks(CHUNK) {
+            let chunk = Bytes::copy_from_slice(piece);
+            let wait = (tokio::time::Instant::now() + self.idle).min(self.deadline);
+            let sent = self
+                .handle
+                .block_on(tokio::time::timeout_at(wait, self.tx.send(Ok(chunk))));
+            match sent {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err("the client went away".into()),
+                Err(_) => {
+                    return Err(format!(
+                        "the client took nothing for {}s (or the request took too long)",
+                        self.idle.as_secs()
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Export `order` as one wire stream through `sender`, opening the ledger
+/// for each group of about [`GROUP`] bytes and closing it before sending.
+fn send_objects(dir: &std::path::Path, order: &[ObjectId], sender: &Sender) -> Result<(), String> {
+    let buf = SharedBuf::default();
+    let mut w = WireWriter::new(buf.clone()).map_err(|e| e.to_string())?;
+    let mut next = 0;
+    while next < order.len() {
+        {
+            let l = Ledger::open(dir).map_err(|e| e.to_string())?;
+            while next < order.len() && buf.0.borrow().len() < GROUP {
+                let o = l.export_wire(&order[next]).map_err(|e| e.to_string())?;
+                w.write(&o).map_err(|e| e.to_string())?;
+                next += 1;
+            }
+        }
+        sender.send(&buf)?;
+    }
+    w.finish().map_err(|e| e.to_string())?;
+    sender.send(&buf)
 }
 
 /// The order to send `ids` in: every delta base, chunk list, chunk, tree
@@ -134,26 +175,21 @@ pub(crate) async fn get_objects(
     let order = with_ledger(&state, move |l| send_order(l, &ids)).await?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(DEPTH);
     let dir = state.config.ledger_dir.clone();
+    let t = state.config.timeouts;
+    let deadline = tokio::time::Instant::now() + t.request;
+    let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let err_tx = tx.clone();
-        let run = move || -> Result<(), String> {
-            let l = Ledger::open(&dir).map_err(|e| e.to_string())?;
-            let mut w = WireWriter::new(ChannelWriter {
-                tx,
-                buf: Vec::with_capacity(CHUNK),
-            })
-            .map_err(|e| e.to_string())?;
-            for id in &order {
-                let o = l.export_wire(id).map_err(|e| e.to_string())?;
-                w.write(&o).map_err(|e| e.to_string())?;
-            }
-            let mut out = w.finish().map_err(|e| e.to_string())?;
-            out.flush().map_err(|e| e.to_string())
+        let sender = Sender {
+            tx,
+            handle,
+            idle: t.idle,
+            deadline,
         };
-        if let Err(e) = run() {
+        if let Err(e) = send_objects(&dir, &order, &sender) {
             // Aborts the response: the client sees a stream without its end
             // marker and refuses it.
-            let _ = err_tx.blocking_send(Err(std::io::Error::other(e)));
+            let _ = err_tx.try_send(Err(std::io::Error::other(e)));
         }
     });
     let stream = tokio_stream_from(rx);
@@ -225,10 +261,28 @@ pub(crate) async fn put_objects(
     let (tx, rx) = mpsc::channel::<Result<Bytes, String>>(DEPTH);
     // Network side: forward body chunks, enforcing the size limit.
     let max = limits.max_put_bytes;
+    let t = state.config.timeouts;
+    let deadline = tokio::time::Instant::now() + t.request;
     let pump = tokio::spawn(async move {
         let mut stream = body.into_data_stream();
         let mut total: u64 = 0;
-        while let Some(chunk) = stream.next().await {
+        loop {
+            // A client that pauses longer than the idle timeout, or whose
+            // request outlives the request timeout, is cut off.
+            let wait = (tokio::time::Instant::now() + t.idle).min(deadline);
+            let chunk = match tokio::time::timeout_at(wait, stream.next()).await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(_) => {
+                    let _ = tx
+                        .send(Err(format!(
+                            "the client sent nothing for {}s (or the request took too long)",
+                            t.idle.as_secs()
+                        )))
+                        .await;
+                    return false;
+                }
+            };
             let msg = match chunk {
                 Ok(b) => {
                     total += b.len() as u64;
@@ -249,7 +303,11 @@ pub(crate) async fn put_objects(
         }
         false
     });
-    let result = with_ledger(&state, move |l| {
+    let dir = state.config.ledger_dir.clone();
+    // The stream is parsed without the ledger open; the ledger (and its
+    // shared lock, which gc needs free) is held only while a received batch
+    // is imported, never while waiting on a slow client.
+    let result = tokio::task::spawn_blocking(move || -> Result<PutBody, ApiError> {
         let reader = ChannelReader {
             rx,
             cur: Bytes::new(),
@@ -262,10 +320,11 @@ pub(crate) async fn put_objects(
         };
         let mut batch: Vec<WireObject> = Vec::new();
         let mut batch_bytes: usize = 0;
-        let import = |l: &mut Ledger,
-                      batch: Vec<WireObject>,
-                      totals: &mut PutBody|
-         -> Result<(), ApiError> {
+        let import = |batch: Vec<WireObject>, totals: &mut PutBody| -> Result<(), ApiError> {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let mut l = Ledger::open(&dir).map_err(ledger_error)?;
             let s = l.import_wire(batch).map_err(|e| match e {
                 bat_ledger::Error::Received { .. } => {
                     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
@@ -281,14 +340,36 @@ pub(crate) async fn put_objects(
             batch_bytes += o.payload_len() as usize;
             batch.push(o);
             if batch_bytes >= limits.put_batch_bytes || batch.len() >= limits.max_ids {
-                import(l, std::mem::take(&mut batch), &mut totals)?;
+                import(std::mem::take(&mut batch), &mut totals)?;
                 batch_bytes = 0;
             }
         }
-        import(l, batch, &mut totals)?;
+        // Nothing may follow the end marker (a stream is one request body).
+        let mut rest = wr.into_inner();
+        let mut probe = [0u8; 1];
+        match rest.read(&mut probe) {
+            Ok(0) => {}
+            Ok(_) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_stream",
+                    "trailing bytes after the stream's end marker",
+                ))
+            }
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_stream",
+                    format!("reading the request body: {e}"),
+                ))
+            }
+        }
+        import(batch, &mut totals)?;
         Ok(totals)
     })
-    .await;
+    .await
+    .map_err(|e| ApiError::internal(format!("worker failed: {e}")))
+    .and_then(|r| r);
     let over_limit = pump.await.unwrap_or(false);
     match result {
         Ok(t) => Ok(Json(t).into_response()),

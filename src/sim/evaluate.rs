@@ -122,7 +122,7 @@ pub fn evaluate(req: &EvaluateRequest<'_>, pack: &Pack) -> Result<EvaluateReport
         path: req.request.to_path_buf(),
         reason: reason.to_string(),
     };
-    let bytes = std::fs::read(req.request).map_err(|source| SimError::Io {
+    let bytes = crate::fsutil::read_json_input(req.request).map_err(|source| SimError::Io {
         path: req.request.to_path_buf(),
         source,
     })?;

@@ -417,10 +417,11 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
             reason: "its tracks/stages differ from the pack's".into(),
         });
     }
-    let manifest_bytes = std::fs::read(req.manifest).map_err(|source| SimError::Io {
-        path: req.manifest.to_path_buf(),
-        source,
-    })?;
+    let manifest_bytes =
+        crate::fsutil::read_json_input(req.manifest).map_err(|source| SimError::Io {
+            path: req.manifest.to_path_buf(),
+            source,
+        })?;
     let manifest = json::parse_bytes(&manifest_bytes).map_err(|e| SimError::Manifest {
         path: req.manifest.to_path_buf(),
         reason: e.to_string(),

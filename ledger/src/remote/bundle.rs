@@ -242,6 +242,11 @@ impl Bundle {
             read_exact(&mut r, &mut name, "a ref name")?;
             let name = String::from_utf8(name).map_err(|_| proto("ref name is not UTF-8"))?;
             check_wire_ref_name(&name)?;
+            // One value per name (HEAD included): two would make which one
+            // a clone adopts depend on reading order.
+            if refs.iter().any(|(n, _): &(String, CommitId)| *n == name) {
+                return Err(proto(format!("ref {name} appears twice in the bundle")));
+            }
             let mut id = [0u8; 32];
             read_exact(&mut r, &mut id, "a ref target")?;
             refs.push((name, CommitId(ObjectId(id))));

@@ -16,6 +16,7 @@ use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
 use crate::store::{decode_in_order, name_damage, resolve_chain, Ledger, Staging};
+use crate::validate;
 
 /// What [`Ledger::import_wire`] did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -34,6 +35,27 @@ fn bad(id: ObjectId, reason: impl Into<String>) -> Error {
     Error::Received {
         id,
         reason: reason.into(),
+    }
+}
+
+/// Bytes one import may decode and hash to verify chunked files: a floor,
+/// plus [`VERIFY_FACTOR`] times the stored size of the distinct chunks and
+/// the chunk-list entries it verifies (each chunk credited once per
+/// import). Chunks repeat legitimately (a run of zeros is one small record
+/// listed many times, 2 MiB per 36-byte entry), so the factor is generous;
+/// what it stops is a few kilobytes naming one highly compressible 256 MiB
+/// chunk thousands of times (hours of decoding and hashing for nothing).
+pub const VERIFY_FLOOR: u64 = 1 << 30;
+/// See [`VERIFY_FLOOR`].
+pub const VERIFY_FACTOR: u64 = 65_536;
+
+/// A violation as an import explains it (the batch counts as stored).
+fn in_stream(v: validate::Violation) -> String {
+    match v {
+        validate::Violation::Missing { what, id } => {
+            format!("{what} {id} is neither stored nor earlier in the stream")
+        }
+        m => m.to_string(),
     }
 }
 
@@ -264,42 +286,6 @@ impl Ledger {
             stats.stored += 1;
         }
         drop(cache);
-        // Structure: subtrees and commit trees must be present.
-        let staged: HashMap<ObjectId, (Kind, u64)> = st
-            .rows
-            .iter()
-            .map(|r| (r.id, (r.kind, r.raw_len)))
-            .collect();
-        let present = |l: &Ledger, id: &ObjectId, kind: Kind| -> Result<bool> {
-            if let Some((k, _)) = staged.get(id) {
-                return Ok(*k == kind);
-            }
-            Ok(l.locate(id)?.is_some_and(|r| r.kind == kind))
-        };
-        for (tid, t) in &dec.trees {
-            for e in &t.entries {
-                if e.mode == Mode::Tree && !present(self, &e.id, Kind::Tree)? {
-                    return Err(bad(
-                        *tid,
-                        format!(
-                            "subtree {:?} ({}) is neither stored nor earlier in the stream",
-                            e.name, e.id
-                        ),
-                    ));
-                }
-            }
-        }
-        for (cid, c) in &dec.commits {
-            if !present(self, &c.tree.0, Kind::Tree)? {
-                return Err(bad(
-                    cid.0,
-                    format!(
-                        "its tree {} is neither stored nor earlier in the stream",
-                        c.tree
-                    ),
-                ));
-            }
-        }
         // Chunked files: list and chunks present, whole-file digest.
         if !aliases.is_empty() {
             st.sync()?;
@@ -309,6 +295,7 @@ impl Ledger {
                 stats.stored += 1;
             }
         }
+        self.check_structure(&dec, st)?;
         st.sync()?;
         let mut logical: Vec<(CommitId, &Commit, u64)> = Vec::new();
         for (cid, c) in &dec.commits {
@@ -322,6 +309,35 @@ impl Ledger {
         }
         tx.commit()?;
         Ok(stats)
+    }
+
+    /// The rules fsck applies to trees and commits ([`crate::validate`]),
+    /// against what is stored or staged in this batch: subtrees are trees,
+    /// files are bytes of the entry's size (present unless this is a
+    /// partial clone), a commit's tree is a tree and its parents commits.
+    fn check_structure(&self, dec: &Decoded, st: &Staging) -> Result<()> {
+        let staged: HashMap<ObjectId, (Kind, u64)> = st
+            .rows
+            .iter()
+            .map(|r| (r.id, (r.kind, r.raw_len)))
+            .collect();
+        let partial = self.promisor()?.is_some();
+        let mut lookup = |id: &ObjectId| -> Result<validate::Found> {
+            if let Some(f) = staged.get(id) {
+                return Ok(Some(*f));
+            }
+            Ok(self.locate(id)?.map(|r| (r.kind, r.raw_len)))
+        };
+        for (tid, t) in &dec.trees {
+            for e in &t.entries {
+                validate::check_entry(e, lookup(&e.id)?, partial)
+                    .map_err(|v| bad(*tid, in_stream(v)))?;
+            }
+        }
+        for (cid, c) in &dec.commits {
+            validate::check_commit(c, &mut lookup)?.map_err(|v| bad(cid.0, in_stream(v)))?;
+        }
+        Ok(())
     }
 
     /// Check a decoded object's id, decode structured kinds, keep bytes
@@ -468,6 +484,10 @@ impl Ledger {
             }
             None => None,
         };
+        // Work done and work allowed (see VERIFY_FLOOR).
+        let mut work = 0u64;
+        let mut credit = VERIFY_FLOOR;
+        let mut credited: HashSet<ObjectId> = HashSet::new();
         for (id, raw_len, list_id) in aliases {
             let list = match dec.lists.get(list_id) {
                 Some(l) => l.clone(),
@@ -507,6 +527,14 @@ impl Ledger {
                         format!("chunk {} has another kind, length or storage", c.id),
                     ));
                 }
+                if credited.insert(c.id) {
+                    let stored = match row.location {
+                        Location::Packed { stored_len, .. }
+                        | Location::Delta { stored_len, .. } => stored_len,
+                        Location::Chunked { .. } => 0,
+                    };
+                    credit = credit.saturating_add(stored.saturating_mul(VERIFY_FACTOR));
+                }
                 let chain = resolve_chain(
                     row,
                     &mut |x| match staged_rows.get(x) {
@@ -525,6 +553,21 @@ impl Ledger {
                 )
                 .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
                 chains.push(chain);
+            }
+            let entries = (list.chunks.len() as u64)
+                .saturating_mul(36)
+                .saturating_add(48);
+            credit = credit.saturating_add(entries.saturating_mul(VERIFY_FACTOR));
+            work = work.saturating_add(list.total);
+            if work > credit {
+                return Err(bad(
+                    *id,
+                    format!(
+                        "verifying the chunked files of this transfer would decode {work}+ bytes, \
+                         more than {VERIFY_FACTOR} times what they store (plus {VERIFY_FLOOR}): \
+                         refusing the amplification"
+                    ),
+                ));
             }
             // Every chunk's own id was checked when it was received (this
             // batch) or stored (earlier); the whole-file digest below covers
