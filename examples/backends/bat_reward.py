@@ -15,6 +15,7 @@ Entry points:
   ``reward_mode`` ("stage" or "terminal") comes from
   ``custom_reward_function.reward_kwargs``.
 * ``BatReward(mode)``: a TRL ``reward_funcs`` callable.
+* ``slime_rm(args, sample)``: Slime's ``--custom-rm-path`` entry.
 * ``python3 bat_reward.py score FILE [--mode M] [--pack F]``: the CLI twin of
   ``bat reward score`` (one canonical-JSON payload per input line).
 
@@ -383,14 +384,42 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, rewa
     """
     pack = load_pack(kwargs.get("pack_path"))
     extra = extra_info if isinstance(extra_info, dict) else {}
+    if isinstance(extra.get("bat_extra_info_json"), str):
+        # verl/prepare_data.py ships the row's extra_info as JSON text; evidence
+        # an agent loop attached (tool_extra_fields) stays alongside it.
+        attached = {k: extra[k] for k in ("bat_agentic_summary", "bat_sandbox_evidence") if k in extra}
+        extra = {**json.loads(extra["bat_extra_info_json"]), **attached}
     tool_format = kwargs.get("tool_format") or os.environ.get("BAT_TOOL_FORMAT", "hermes")
     payload = score(_with_evidence(extra, solution_str or "", tool_format, pack), reward_mode, pack)
     return {
         "score": payload["score"],
         "raw_score": payload["raw_score"],
         "gate_cap": payload["gate_cap"],
-        "verified": 1.0 if payload["verified"] else 0.0,
+        "evidence_valid": 1.0 if payload["verified"] else 0.0,
     }
+
+
+async def slime_rm(args, sample, **kwargs):
+    """Slime ``--custom-rm-path bat_reward.slime_rm`` (Slime awaits it).
+
+    The row's ``extra_info`` is the sample's metadata (``--metadata-key
+    extra_info``); the mode comes from ``$BAT_REWARD_MODE``. With
+    ``$BAT_METER_FILE`` set, one line per scored sample (its measured
+    ``response_length``) is appended there for the health file.
+    """
+    extra = sample.metadata if isinstance(sample.metadata, dict) else {}
+    if isinstance(extra.get("bat_extra_info_json"), str):
+        extra = json.loads(extra["bat_extra_info_json"])
+    pack = load_pack()
+    tool_format = os.environ.get("BAT_TOOL_FORMAT", "hermes")
+    payload = score(
+        _with_evidence(extra, sample.response or "", tool_format, pack), os.environ.get("BAT_REWARD_MODE", "stage"), pack
+    )
+    meter = os.environ.get("BAT_METER_FILE")
+    if meter:
+        with open(meter, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"response_length": int(sample.response_length or 0), "score": payload["score"]}) + "\n")
+    return payload["score"]
 
 
 def _completion_text(c: Any) -> str:

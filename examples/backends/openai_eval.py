@@ -37,17 +37,35 @@ import bat_reward  # noqa: E402
 import bat_sandbox  # noqa: E402
 
 
-def chat(base_url: str, model: str, messages: list, max_tokens: int, seed: int, timeout: float) -> dict:
-    body = json.dumps(
-        {
-            "model": model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "seed": seed,
-            "stream": False,
-        }
-    ).encode()
+# The pack prompt's one tool, for servers that parse tool calls (vLLM,
+# SGLang): sent with --send-tools so their parser is engaged.
+EXECUTE_CODE = {
+    "type": "function",
+    "function": {
+        "name": "execute_code",
+        "description": "Run bash or python code in the task workspace.",
+        "parameters": {
+            "type": "object",
+            "properties": {"language": {"type": "string", "enum": ["bash", "python"]}, "code": {"type": "string"}},
+            "required": ["language", "code"],
+        },
+    },
+}
+
+
+def chat(base_url: str, model: str, messages: list, max_tokens: int, seed: int, timeout: float, tools: bool) -> dict:
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "seed": seed,
+        "stream": False,
+    }
+    if tools:
+        body["tools"] = [EXECUTE_CODE]
+        body["tool_choice"] = "auto"
+    body = json.dumps(body).encode()
     req = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
         data=body,
@@ -81,7 +99,7 @@ def episode(pack: dict, a, track: str, repeat: int, stage: str) -> tuple:
         "task_definition_version": pack["task_definition_version"],
         "reward_contract": bat_reward.expected_reward_contract(pack, stage),
     }
-    reply = chat(a.base_url, a.model, bat_sandbox.render_prompt(pack, extra), a.max_tokens, a.seed, a.timeout)
+    reply = chat(a.base_url, a.model, bat_sandbox.render_prompt(pack, extra), a.max_tokens, a.seed, a.timeout, a.send_tools)
     text = completion_text(reply["choices"][0]["message"])
     summary, evidence = bat_sandbox.run_rollout(pack, extra, text, a.tool_format)
     payload = bat_reward.score({**extra, "bat_agentic_summary": summary, "bat_sandbox_evidence": evidence})
@@ -103,6 +121,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--pack")
+    ap.add_argument("--send-tools", action="store_true", help="send the execute_code tool schema")
     a = ap.parse_args()
 
     pack = bat_reward.load_pack(a.pack)
