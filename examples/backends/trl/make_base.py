@@ -42,7 +42,11 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Single tokens, but not special: trainers and servers decode completions
+# with skip_special_tokens=True, which would delete them and with them every
+# tool call.
+TOOL_TAGS = ["<tool_call>", "</tool_call>"]
 
 
 def deterministic(seed: int):
@@ -60,7 +64,7 @@ def chat_text(tokenizer, prompt: list) -> str:
 
 
 def train_tokenizer(texts: list, vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -73,6 +77,7 @@ def train_tokenizer(texts: list, vocab_size: int):
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TAGS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=None,
