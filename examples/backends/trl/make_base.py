@@ -42,6 +42,15 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# What `transformers serve` parses out of a reply: the text only. Its
+# built-in Qwen2 template also extracts <tool_call> JSON and answers HTTP 500
+# when a call is malformed, which a model this small emits often; the
+# harness reads the calls from the text instead (as the trainer's reward does).
+RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {"content": {"close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>)", "content": "text"}},
+}
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Single tokens, but not special: trainers and servers decode completions
 # with skip_special_tokens=True, which would delete them and with them every
@@ -87,6 +96,7 @@ def train_tokenizer(texts: list, vocab_size: int):
         additional_special_tokens=["<|im_start|>"],
     )
     fast.chat_template = CHAT_TEMPLATE
+    fast.response_template = RESPONSE_TEMPLATE
     return fast
 
 
