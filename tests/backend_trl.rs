@@ -26,7 +26,9 @@ fn bat_dir() -> PathBuf {
 
 fn path_with_bat() -> std::ffi::OsString {
     let mut paths = vec![bat_dir()];
-    paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     std::env::join_paths(paths).expect("PATH")
 }
 
@@ -110,10 +112,9 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
         );
     }
     assert_ne!(c1, base, "r01 did not change the weights");
-    let gate: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(w.join("work/r01/gate.json")).expect("r01 gate"),
-    )
-    .expect("gate json");
+    let gate: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.join("work/r01/gate.json")).expect("r01 gate"))
+            .expect("gate json");
     let promoted = gate.to_string().contains("\"promote\"");
     let parent2 = if promoted { &c1 } else { &base };
     assert_ne!(&c2, parent2, "r02 did not change the weights of its parent");
@@ -157,7 +158,12 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
     let branches = ok(bat(&ledger, &["branch"], &py), "bat branch");
     let arm = branches
         .lines()
-        .map(|l| l.trim_start_matches(['*', ' ']).split_whitespace().next().unwrap_or(""))
+        .map(|l| {
+            l.trim_start_matches(['*', ' '])
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+        })
         .find(|b| b.contains("reward-terminal"))
         .unwrap_or_else(|| panic!("no ablation branch in:\n{branches}"))
         .to_string();

@@ -56,8 +56,13 @@ fn rust_and_python_payloads_are_identical_for_both_reward_modes() {
     let dir = python_common::backends_dir();
     let tmp = tempfile::tempdir().expect("tmp");
     let cases = tmp.path().join("cases.jsonl");
-    run(Command::new(&py).arg(dir.join("reward_cases.py")).arg(&cases));
-    let lines = std::fs::read_to_string(&cases).expect("cases").lines().count();
+    run(Command::new(&py)
+        .arg(dir.join("reward_cases.py"))
+        .arg(&cases));
+    let lines = std::fs::read_to_string(&cases)
+        .expect("cases")
+        .lines()
+        .count();
     assert!(lines > 500, "only {lines} cases");
 
     let mut seen_errors = BTreeSet::new();
@@ -89,7 +94,13 @@ fn rust_and_python_payloads_are_identical_for_both_reward_modes() {
         assert!(seen_errors.contains(code), "no case gives {code}");
     }
     // Full, partial and zero rewards all occur, in both modes.
-    for want in ["stage:1.0", "stage:0.0", "stage:0.5", "terminal:1.0", "terminal:0.0"] {
+    for want in [
+        "stage:1.0",
+        "stage:0.0",
+        "stage:0.5",
+        "terminal:1.0",
+        "terminal:0.0",
+    ] {
         assert!(scores.contains(want), "no {want} payload in {scores:?}");
     }
 }

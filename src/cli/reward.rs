@@ -67,13 +67,12 @@ pub fn run(args: RewardArgs, _g: &Globals) -> CliResult {
         if line.trim().is_empty() {
             continue;
         }
-        let extra = json::parse(line).map_err(|e| {
-            CliError::new(format!("{}:{}: {e}", a.file.display(), n + 1))
-        })?;
+        let extra = json::parse(line)
+            .map_err(|e| CliError::new(format!("{}:{}: {e}", a.file.display(), n + 1)))?;
         let payload = reward_score::score(&k, &extra, mode);
         // Payload floats are finite by construction (scores in [0, 1]).
-        let cj = json::to_cj(&payload)
-            .map_err(|e| CliError::new(format!("line {}: {e}", n + 1)))?;
+        let cj =
+            json::to_cj(&payload).map_err(|e| CliError::new(format!("line {}: {e}", n + 1)))?;
         writeln!(out, "{cj}").map_err(|e| CliError::new(format!("cannot write stdout: {e}")))?;
     }
     Ok(ExitCode::SUCCESS)
