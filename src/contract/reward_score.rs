@@ -83,7 +83,8 @@ fn count_of(summary: &Map, key: &str) -> Result<Value, Fail> {
         Some(Value::Bool(b)) => Ok(Value::Int(i64::from(*b))),
         Some(Value::Int(i)) => Ok(Value::Int(*i)),
         Some(Value::BigInt(s)) => Ok(Value::BigInt(s.clone())),
-        Some(Value::Float(f)) if f.is_finite() && f.abs() < 9.223_372_036_854_775_808e18 => {
+        // -(i64::MIN as f64) is exactly 2^63.
+        Some(Value::Float(f)) if f.is_finite() && f.abs() < -(i64::MIN as f64) => {
             // In range by the guard, so the cast is exact after trunc.
             Ok(Value::Int(f.trunc() as i64))
         }
