@@ -14,9 +14,11 @@
 #   bat -C WORK_DIR/ledger replay r02 --verify
 #   bat -C WORK_DIR/ledger replay r01..r02 --ablate reward=terminal
 #
-# Duration (measured on 2 shared cores, see docs/backends.md): about 4-6
-# minutes: the base model (tokenizer, warm-up) ~1 min, each evaluation
-# (server start + 10 episodes) ~30 s, each GRPO round (8 steps) ~30-40 s.
+# Duration: 795 s wall (1 min 49 s of CPU in this script's processes) on the
+# project's 2-core machine while four other builds shared it; on an idle
+# machine the parts measured about 1 min for the base model (tokenizer,
+# 200 warm-up steps), 30 s per evaluation (server start + 10 episodes) and
+# 30-50 s per GRPO round (8 steps), so 4-5 minutes in all.
 # Settings: BAT_TRL_BATCHES (batches of 8 rows per round, default 2),
 # BAT_TRL_TRACKS (evaluated tracks, default vqa,report).
 set -euo pipefail
