@@ -1,52 +1,79 @@
 #!/usr/bin/env bash
 # Evaluator wrapper for `bat run`: serve the checkpoint with vLLM (default)
-# or SGLang on 127.0.0.1, run your benchmark harness against it, stop the
-# server.
+# or SGLang on 127.0.0.1 with tool calling in the runtime tool format,
+# run the OpenAI-API harness (openai_eval.py) against it, stop the server.
 #
 # Template (evaluator.json):
-#   ["examples/backends/vllm_evaluator.sh", "{checkpoint}", "{request}", "{output}"]
+#   ["examples/backends/vllm_evaluator.sh", "{checkpoint}", "{request}", "{output}",
+#    HARNESS-ARGS...]
+# Extra arguments go to the harness (e.g. --tracks vqa,report --max-tokens 4096).
 #
 # REQUEST is bat's evaluation request (protocol id, repeats, required output
-# shape). The harness must write OUTPUT: {"schema_version":1,
-# "status":"complete","cells":[{"track","task_id","repeat","valid":true,
-# "task_score","stages":{"S1".."S5"}}, ...]}. bat validates and summarizes it.
-#
-# Settings (environment): BAT_SERVER=vllm|sglang, BAT_PORT (default 8011),
-# BAT_EVAL_HARNESS (required: a command run as
-#   $BAT_EVAL_HARNESS --base-url http://127.0.0.1:PORT/v1 --request REQUEST --output OUTPUT).
-# The server binds to the loopback interface only; nothing else is contacted.
+# shape); the harness writes OUTPUT in the raw schema `bat eval summarize`
+# reads. Settings (environment): BAT_SERVER=vllm|sglang, BAT_PYTHON
+# (python3), BAT_PORT (default: a free port), BAT_TP (tensor parallel size,
+# 1), BAT_GPU_MEMORY (0.85), BAT_TOOL_FORMAT (hermes; vLLM parser `hermes`,
+# SGLang parser `qwen25`, both the <tool_call>{json}</tool_call> format),
+# BAT_SERVE_TIMEOUT (900 s). Binds to the loopback interface only; nothing
+# else is contacted. Needs a GPU: not run on the project's CPU machines
+# (examples/backends/trl/evaluate.sh runs the same harness on CPU).
 set -euo pipefail
 
 if [ "$#" -lt 3 ]; then
-  echo "usage: $0 CHECKPOINT REQUEST OUTPUT" >&2
+  echo "usage: $0 CHECKPOINT REQUEST OUTPUT [HARNESS-ARGS...]" >&2
   exit 64
 fi
 CHECKPOINT=$1 REQUEST=$2 OUTPUT=$3
+shift 3
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${BAT_PYTHON:-python3}
 SERVER=${BAT_SERVER:-vllm}
-PORT=${BAT_PORT:-8011}
 HOST=127.0.0.1
-: "${BAT_EVAL_HARNESS:?set BAT_EVAL_HARNESS to your benchmark harness command}"
+PORT=${BAT_PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+TP=${BAT_TP:-1}
+TOOL_FORMAT=${BAT_TOOL_FORMAT:-hermes}
+[ "$TOOL_FORMAT" = hermes ] || { echo "tool format $TOOL_FORMAT: only hermes is wired up" >&2; exit 64; }
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 
 case "$SERVER" in
-  vllm) vllm serve "$CHECKPOINT" --host "$HOST" --port "$PORT" --served-model-name bat-candidate & ;;
-  sglang) python3 -m sglang.launch_server --model-path "$CHECKPOINT" --host "$HOST" --port "$PORT" \
-            --served-model-name bat-candidate & ;;
+  vllm)
+    "$PY" -m vllm.entrypoints.openai.api_server --model "$CHECKPOINT" --served-model-name bat-candidate \
+      --host "$HOST" --port "$PORT" --tensor-parallel-size "$TP" \
+      --gpu-memory-utilization "${BAT_GPU_MEMORY:-0.85}" --seed 0 \
+      --enable-auto-tool-choice --tool-call-parser hermes &
+    ;;
+  sglang)
+    "$PY" -m sglang.launch_server --model-path "$CHECKPOINT" --served-model-name bat-candidate \
+      --host "$HOST" --port "$PORT" --tp-size "$TP" \
+      --mem-fraction-static "${BAT_GPU_MEMORY:-0.85}" --random-seed 0 \
+      --tool-call-parser qwen25 &
+    ;;
   *) echo "unknown BAT_SERVER=$SERVER (vllm or sglang)" >&2; exit 64 ;;
 esac
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
 
-for _ in $(seq 1 600); do
-  if curl -fsS "http://$HOST:$PORT/v1/models" >/dev/null 2>&1; then break; fi
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "$SERVER exited before becoming ready" >&2; exit 1; }
-  sleep 1
-done
-curl -fsS "http://$HOST:$PORT/v1/models" >/dev/null
+"$PY" - "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-900}" <<'PY'
+import os, sys, time, urllib.request
+host, port, pid, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+deadline = time.monotonic() + limit
+while time.monotonic() < deadline:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("the server exited before becoming ready")
+    time.sleep(1)
+sys.exit(f"the server was not ready after {limit} s")
+PY
 
-# shellcheck disable=SC2086 # the harness command may carry its own arguments
-$BAT_EVAL_HARNESS --base-url "http://$HOST:$PORT/v1" --model bat-candidate \
-  --request "$REQUEST" --output "$OUTPUT"
+"$PY" "$HERE/openai_eval.py" --base-url "http://$HOST:$PORT/v1" --model bat-candidate \
+  --request "$REQUEST" --output "$OUTPUT" --tool-format "$TOOL_FORMAT" --send-tools "$@"
 test -s "$OUTPUT"

@@ -610,7 +610,7 @@ impl Ledger {
         let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
         // Nothing to change: no transaction (on a full disk, or with a
         // read-only catalog, there could be none).
-        if !(dead.is_empty() && to_rewrite.is_empty() && new_name.is_none()) {
+        if !(dead.is_empty() && to_rewrite.is_empty() && written.packs.is_empty()) {
             let tx = ImmediateTx::begin(&self.db)?;
             let mut new_pids = Vec::with_capacity(written.packs.len());
             for n in &written.packs {

@@ -37,6 +37,7 @@ pub mod remote;
 pub mod replay;
 pub mod reset;
 pub mod revert;
+pub mod reward;
 pub mod round;
 pub mod round_progress;
 pub mod run;
@@ -140,6 +141,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Compare two arms round by round and base → final.
     Compare(compare::CompareArgs),
+    /// Score rollouts with the BaT reward (the trainers' reward function).
+    Reward(reward::RewardArgs),
     /// Simulator backend children (`bat run --backend sim` runs them).
     #[command(hide = true)]
     Sim(sim::SimArgs),
@@ -327,6 +330,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
         Command::Run(a) => run::run(a, g),
         Command::Replay(a) => replay::run(a, g),
         Command::Compare(a) => compare::run(a, g),
+        Command::Reward(a) => reward::run(a, g),
         Command::Sim(a) => sim::run(a, g),
         Command::Remote(a) => remote::run(a, g),
         Command::Clone(a) => clone::run(a, g),

@@ -78,8 +78,9 @@ pub struct RunArgs {
     /// held-out draws) [default: 0].
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
-    /// Reward mode of the simulator backend: `stage` (BaT) or `terminal`
-    /// (every row rewarded only by the end-to-end reward) [default: stage].
+    /// Reward mode: `stage` (BaT) or `terminal` (every row rewarded only by
+    /// the end-to-end outcome) [default: stage]. The simulator uses it
+    /// directly; a --trainer template receives it as `{reward_mode}`.
     #[arg(long, value_name = "M")]
     pub reward_mode: Option<String>,
     /// Continue the campaign of the last round committed by `bat run` on the
@@ -228,6 +229,29 @@ fn owns_work_dir(runs: &std::path::Path, loop_metadata: &serde_json::Value) -> b
     l.campaign.work_dir == runs.join(&l.run_id).join("work")
 }
 
+/// `{reward_mode}` of a command campaign: recorded (default `stage`) when
+/// the trainer template uses it, so that `bat replay --ablate
+/// reward=terminal` has a value to override and a verify re-runs the same
+/// one; `--reward-mode` without the placeholder would be silently ignored,
+/// so it is refused.
+fn reward_mode_placeholder(
+    trainer: &[String],
+    mode: Option<&str>,
+) -> Result<Vec<(String, String)>, CliError> {
+    let mode = sim::RewardMode::parse(mode.unwrap_or("stage"))
+        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
+    if trainer.iter().any(|t| t == "{reward_mode}") {
+        return Ok(vec![("{reward_mode}".into(), mode.as_str().into())]);
+    }
+    if mode != sim::RewardMode::Stage {
+        return Err(CliError::new(
+            "--reward-mode needs a {reward_mode} element in the --trainer template",
+        )
+        .with_code(2));
+    }
+    Ok(Vec::new())
+}
+
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Globals) -> CliResult {
     let mut ledger = open(g)?;
@@ -280,6 +304,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
         } else {
             let trainer = read_template(&need(a.trainer.clone(), "--trainer")?)?;
             let evaluator = read_template(&need(a.evaluator.clone(), "--evaluator")?)?;
+            let extra_placeholders = reward_mode_placeholder(&trainer, a.reward_mode.as_deref())?;
             let work_dir = a
                 .work_dir
                 .clone()
@@ -295,7 +320,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
                 rounds: a.rounds,
                 batches: a.batches.unwrap_or(DEFAULT_BATCHES),
                 pack: a.pack.clone(),
-                extra_placeholders: Vec::new(),
+                extra_placeholders,
                 branch: a.branch.clone(),
             })?;
             eprintln!(

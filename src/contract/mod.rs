@@ -14,6 +14,7 @@ pub mod pack;
 pub mod prompt;
 pub mod protocol;
 pub mod reward;
+pub mod reward_score;
 pub mod rng;
 pub mod round;
 pub mod round_conformance;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Evaluator for `bat run` on CPU: serve CHECKPOINT with `transformers serve`
+# on 127.0.0.1 (a free port), wait for /health, run the OpenAI-API harness
+# (../openai_eval.py) against it, stop the server.
+#
+# Template (evaluator.json; run.sh writes it with absolute paths):
+#   ["bash", "examples/backends/trl/evaluate.sh", "{checkpoint}", "{request}",
+#    "{output}", HARNESS-ARGS...]
+# Extra arguments go to the harness (e.g. --tracks vqa,report --max-tokens 160).
+# Settings: BAT_PYTHON (default python3; needs transformers[serving]),
+# BAT_SERVE_TIMEOUT (seconds to wait for /health, default 300).
+set -euo pipefail
+if [ "$#" -lt 3 ]; then
+  echo "usage: $0 CHECKPOINT REQUEST OUTPUT [HARNESS-ARGS...]" >&2
+  exit 64
+fi
+CHECKPOINT=$1 REQUEST=$2 OUTPUT=$3
+shift 3
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${BAT_PYTHON:-python3}
+HOST=127.0.0.1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+
+PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+SERVER_LOG=$(mktemp "${TMPDIR:-/tmp}/bat-serve.XXXXXX")
+# The `transformers` console script of the same interpreter, run through it
+# so that BAT_PYTHON alone decides which installation serves.
+"$PY" -c 'import sys; from transformers.cli.transformers import main; sys.argv[0] = "transformers"; sys.exit(main())' \
+  serve "$CHECKPOINT" --host "$HOST" --port "$PORT" --device cpu --dtype float32 >"$SERVER_LOG" 2>&1 &
+SERVER_PID=$!
+stop() {
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  rm -f "$SERVER_LOG"
+}
+trap stop EXIT
+
+"$PY" - "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-300}" <<'PY' || { cat "$SERVER_LOG" >&2; exit 1; }
+import os, sys, time, urllib.request
+host, port, pid, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+deadline = time.monotonic() + limit
+while time.monotonic() < deadline:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("transformers serve exited before becoming ready")
+    time.sleep(0.5)
+sys.exit(f"transformers serve not ready after {limit} s")
+PY
+
+"$PY" "$HERE/../openai_eval.py" --base-url "http://$HOST:$PORT/v1" --model "$CHECKPOINT" \
+  --request "$REQUEST" --output "$OUTPUT" "$@"
+test -s "$OUTPUT"
