@@ -331,7 +331,8 @@ pub fn audit_trend(
     limit: Option<usize>,
 ) -> Result<Vec<TrendPoint>, InspectError> {
     let mut out = Vec::new();
-    for (id, c) in ledger.log(start, limit)? {
+    for item in ledger.history(start, limit)? {
+        let (id, c) = item?;
         let Some(gap) = audit_gap(ledger, &id)? else {
             continue;
         };

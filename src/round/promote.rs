@@ -188,7 +188,8 @@ pub fn next_starting_checkpoint(
 /// Every round commit reachable from `start` (newest first, as `log`).
 pub fn round_commits(ledger: &Ledger, start: CommitId) -> Result<Vec<RoundInfo>, RoundError> {
     let mut out = Vec::new();
-    for (id, c) in ledger.log(start, None)? {
+    for item in ledger.history(start, None)? {
+        let (id, c) = item?;
         if let Some(m) = round(&id, &c)? {
             out.push(RoundInfo {
                 commit: id,
@@ -215,7 +216,9 @@ pub fn resolve_rev(ledger: &Ledger, rev: &str) -> Result<CommitId, RoundError> {
     let (base, ops) = rev.split_at(split);
     if is_round_id(base) {
         if let Some(head) = ledger.head()?.commit() {
-            for (id, c) in ledger.log(head, None)? {
+            // Streams: stops at the newest match without loading the rest.
+            for item in ledger.history(head, None)? {
+                let (id, c) = item?;
                 if meta::round_id_of(&c.metadata) == Some(base) {
                     return Ok(ledger.resolve(&format!("{id}{ops}"))?);
                 }
