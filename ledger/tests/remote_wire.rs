@@ -263,7 +263,7 @@ fn malicious_objects_are_refused_and_change_nothing() {
 
     // 7. A commit whose tree was never sent.
     let ci = rest.iter().position(|o| o.kind == Kind::Commit).unwrap();
-    refused(&mut b, vec![rest[ci].clone()], "its tree");
+    refused(&mut b, vec![rest[ci].clone()], "tree of the commit");
 
     // After all that, the genuine objects still import and verify.
     b.import_wire(rest).unwrap();

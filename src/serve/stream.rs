@@ -101,9 +101,9 @@ fn send_objects(dir: &std::path::Path, order: &[ObjectId], sender: &Sender) -> R
     sender.send(&buf)
 }
 
-/// The order to send `ids` in: every delta base, chunk list, chunk, tree
-/// and tree entry that is itself requested goes before the object needing
-/// it.
+/// The order to send `ids` in: every delta base, chunk list, chunk, tree,
+/// tree entry and parent commit that is itself requested goes before the
+/// object needing it.
 fn send_order(l: &Ledger, ids: &[ObjectId]) -> Result<Vec<ObjectId>, ApiError> {
     let wanted: HashSet<ObjectId> = ids.iter().copied().collect();
     let mut done: HashSet<ObjectId> = HashSet::new();
@@ -140,12 +140,14 @@ fn send_order(l: &Ledger, ids: &[ObjectId]) -> Result<Vec<ObjectId>, ApiError> {
                 }
                 Location::Packed { .. } => {}
             }
-            // Trees before the commits and trees naming them, so a request
-            // in any order imports in one pass.
+            // Trees before the commits and trees naming them, and parents
+            // before their children, so a request in any order imports in
+            // one pass (import checks a commit's parents and tree exist).
             match row.kind {
                 Kind::Commit => {
                     let c = l.read_commit(&CommitId(id)).map_err(ledger_error)?;
                     deps.push(c.tree.0);
+                    deps.extend(c.parents.iter().map(|p| p.0));
                 }
                 Kind::Tree => {
                     let t = l.read_tree(&TreeId(id)).map_err(ledger_error)?;
