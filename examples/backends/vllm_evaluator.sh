@@ -29,7 +29,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${BAT_PYTHON:-python3}
 SERVER=${BAT_SERVER:-vllm}
 HOST=127.0.0.1
-PORT=${BAT_PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+PORT=${BAT_PORT:-$("$PY" "$HERE/wait_ready.py" --free-port)}
 TP=${BAT_TP:-1}
 TOOL_FORMAT=${BAT_TOOL_FORMAT:-hermes}
 [ "$TOOL_FORMAT" = hermes ] || { echo "tool format $TOOL_FORMAT: only hermes is wired up" >&2; exit 64; }
@@ -55,24 +55,7 @@ esac
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
 
-"$PY" - "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-900}" <<'PY'
-import os, sys, time, urllib.request
-host, port, pid, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-deadline = time.monotonic() + limit
-while time.monotonic() < deadline:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:
-            if r.status == 200:
-                sys.exit(0)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("the server exited before becoming ready")
-    time.sleep(1)
-sys.exit(f"the server was not ready after {limit} s")
-PY
+"$PY" "$HERE/wait_ready.py" "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-900}"
 
 "$PY" "$HERE/openai_eval.py" --base-url "http://$HOST:$PORT/v1" --model bat-candidate \
   --request "$REQUEST" --output "$OUTPUT" --tool-format "$TOOL_FORMAT" --send-tools "$@"

@@ -686,19 +686,31 @@ impl Ledger {
         })
     }
 
+    /// Whether any commit has indexed field `key` equal to `value` (one
+    /// index probe; callers use it to skip a history walk that could only
+    /// come back empty).
+    pub fn has_commit_with_field(
+        &self,
+        key: &str,
+        value: &crate::object::FieldValue,
+    ) -> Result<bool> {
+        self.db
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM commit_fields WHERE key = ?1 AND value = ?2)",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![key, field_sql(value)], |r| r.get::<_, bool>(0))
+            })
+            .map_err(db_err("querying fields"))
+    }
+
     /// Commits whose indexed field `key` equals `value`, newest first.
     pub fn commits_with_field(
         &self,
         key: &str,
         value: &crate::object::FieldValue,
     ) -> Result<Vec<CommitId>> {
-        use crate::object::FieldValue as F;
-        let v: rusqlite::types::Value = match value {
-            F::Str(s) => s.clone().into(),
-            F::Int(i) => (*i).into(),
-            F::Float(f) => (*f).into(),
-            F::Bool(b) => i64::from(*b).into(),
-        };
+        let v = field_sql(value);
         let mut st = self
             .db
             .prepare("SELECT f.commit_id FROM commit_fields f JOIN commits c ON c.id = f.commit_id WHERE f.key = ?1 AND f.value = ?2 ORDER BY c.time DESC, c.id")
@@ -1009,5 +1021,16 @@ impl Ledger {
             out.packs.push(w.name().to_string());
         }
         Ok(out)
+    }
+}
+
+/// A field value as the catalog stores it.
+fn field_sql(value: &crate::object::FieldValue) -> rusqlite::types::Value {
+    use crate::object::FieldValue as F;
+    match value {
+        F::Str(s) => s.clone().into(),
+        F::Int(i) => (*i).into(),
+        F::Float(f) => (*f).into(),
+        F::Bool(b) => i64::from(*b).into(),
     }
 }

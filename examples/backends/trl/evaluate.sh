@@ -22,7 +22,7 @@ HOST=127.0.0.1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 
-PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$("$PY" "$HERE/../wait_ready.py" --free-port)
 SERVER_LOG=$(mktemp "${TMPDIR:-/tmp}/bat-serve.XXXXXX")
 # The `transformers` console script of the same interpreter, run through it
 # so that BAT_PYTHON alone decides which installation serves.
@@ -36,24 +36,7 @@ stop() {
 }
 trap stop EXIT
 
-"$PY" - "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-300}" <<'PY' || { cat "$SERVER_LOG" >&2; exit 1; }
-import os, sys, time, urllib.request
-host, port, pid, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-deadline = time.monotonic() + limit
-while time.monotonic() < deadline:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:
-            if r.status == 200:
-                sys.exit(0)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("transformers serve exited before becoming ready")
-    time.sleep(0.5)
-sys.exit(f"transformers serve not ready after {limit} s")
-PY
+"$PY" "$HERE/../wait_ready.py" "$HOST" "$PORT" "$SERVER_PID" "${BAT_SERVE_TIMEOUT:-300}" || { cat "$SERVER_LOG" >&2; exit 1; }
 
 "$PY" "$HERE/../openai_eval.py" --base-url "http://$HOST:$PORT/v1" --model "$CHECKPOINT" \
   --request "$REQUEST" --output "$OUTPUT" "$@"
