@@ -686,24 +686,6 @@ impl Ledger {
         })
     }
 
-    /// Whether any commit has indexed field `key` equal to `value` (one
-    /// index probe; callers use it to skip a history walk that could only
-    /// come back empty).
-    pub fn has_commit_with_field(
-        &self,
-        key: &str,
-        value: &crate::object::FieldValue,
-    ) -> Result<bool> {
-        self.db
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM commit_fields WHERE key = ?1 AND value = ?2)",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![key, field_sql(value)], |r| r.get::<_, bool>(0))
-            })
-            .map_err(db_err("querying fields"))
-    }
-
     /// Commits whose indexed field `key` equals `value`, newest first.
     pub fn commits_with_field(
         &self,

@@ -134,16 +134,9 @@ fn write_plain(
 /// pass through the index that stops at the first one, so the table/plain
 /// choice is made before anything is printed without holding the history.
 fn any_round_like(l: &Ledger, start: CommitId, n: Option<usize>) -> Result<bool, super::CliError> {
-    // Round and revert commits index their `kind`: a ledger holding none
-    // needs no walk (a plain history would otherwise be read twice).
-    let mut any_in_ledger = false;
-    for kind in ["bat_round", "bat_revert"] {
-        let v = bat_ledger::FieldValue::Str(kind.to_string());
-        any_in_ledger |= l.has_commit_with_field("kind", &v).map_err(lerr)?;
-    }
-    if !any_in_ledger {
-        return Ok(false);
-    }
+    // The `kind` field index cannot answer this: `bat commit --meta` may
+    // carry a round's metadata without indexing it, and older ledgers never
+    // indexed it. The walk stops at the first round-like commit.
     for item in l.history(start, n).map_err(lerr)? {
         if is_round_like(&item.map_err(lerr)?.1) {
             return Ok(true);
