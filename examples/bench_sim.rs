@@ -23,7 +23,10 @@ impl Observer for Quiet {
 
 struct Keep;
 impl RoundSink for Keep {
-    fn round_completed(&mut self, _: &CompletedRound<'_>) -> Result<String, String> {
+    fn round_completed(
+        &mut self,
+        _: &CompletedRound<'_>,
+    ) -> Result<String, bat::engine::r#loop::SinkError> {
         Ok(String::new())
     }
 }

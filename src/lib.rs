@@ -4,6 +4,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod clone;
 pub mod contract;
 pub mod demo;
 pub mod engine;

@@ -414,7 +414,7 @@ impl bat::engine::r#loop::RoundSink for StopAt<'_> {
     fn round_completed(
         &mut self,
         round: &bat::engine::r#loop::CompletedRound<'_>,
-    ) -> Result<String, String> {
+    ) -> Result<String, bat::engine::r#loop::SinkError> {
         if round.round_id == self.stop_at {
             return Err("interrupted".into());
         }

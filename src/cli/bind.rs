@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use super::eval::write_checked;
-use super::{CliError, CliResult, Globals};
+use super::files_common::write_checked;
+use super::{CliError, CliResult, Session};
 use crate::contract::binding::{binder_stdout, build_binding, Arm};
 use crate::contract::json::{self, Value};
 
@@ -41,9 +41,9 @@ pub struct BindArgs {
 }
 
 /// Run `bat bind`.
-pub fn run(a: BindArgs, _g: &Globals) -> CliResult {
+pub fn run(a: BindArgs, _g: &Session) -> CliResult {
     let step = u64::try_from(a.gate_step)
-        .map_err(|_| CliError::new("--gate-step must be non-negative").with_code(2))?;
+        .map_err(|_| CliError::new("--gate-step must be non-negative").usage())?;
     let arm = match a.arm {
         ArmArg::Baseline => Arm::Baseline,
         ArmArg::Candidate => Arm::Candidate,
@@ -51,8 +51,7 @@ pub fn run(a: BindArgs, _g: &Globals) -> CliResult {
     let binding = build_binding(&a.model_path, &a.experiment_name, step, arm)?;
     // The contract's checks first (their errors are specified); then refuse
     // a checkpoint that is not well-formed safetensors before binding it.
-    crate::checkpoint::check_model_dir(&a.model_path)
-        .map_err(|e| CliError::new(e.to_string()).with_code(1))?;
+    crate::checkpoint::check_model_dir(&a.model_path).map_err(|e| CliError::new(e.to_string()))?;
     let refusal = format!(
         "gate model binding differs from requested model: {}",
         a.output.display()
@@ -66,6 +65,6 @@ pub fn run(a: BindArgs, _g: &Globals) -> CliResult {
         .output
         .to_str()
         .ok_or_else(|| CliError::new("--output must be valid UTF-8"))?;
-    println!("{}", binder_stdout(id, output));
+    outln!("{}", binder_stdout(id, output));
     Ok(ExitCode::SUCCESS)
 }

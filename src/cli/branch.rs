@@ -6,7 +6,7 @@ use bat_ledger::Head;
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// List branches, create one at REV (default HEAD), or delete one.
 #[derive(Debug, Args)]
@@ -21,14 +21,14 @@ pub struct BranchArgs {
 }
 
 /// Run `bat branch`.
-pub fn run(args: BranchArgs, g: &Globals) -> CliResult {
+pub fn run(args: BranchArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     if let Some(d) = args.delete {
         let was = l.delete_branch(&d).map_err(lerr)?;
         if g.json {
             print_json(&serde_json::json!({"deleted": d, "was": was}))?;
         } else {
-            println!("Deleted branch {d} (was {was})");
+            outln!("Deleted branch {d} (was {was})");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -38,7 +38,7 @@ pub fn run(args: BranchArgs, g: &Globals) -> CliResult {
         if g.json {
             print_json(&serde_json::json!({"branch": name, "commit": at}))?;
         } else {
-            println!("Created branch {name} at {at}");
+            outln!("Created branch {name} at {at}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -61,7 +61,7 @@ pub fn run(args: BranchArgs, g: &Globals) -> CliResult {
             } else {
                 " "
             };
-            println!("{mark} {n} {c}");
+            outln!("{mark} {n} {c}");
         }
     }
     Ok(ExitCode::SUCCESS)

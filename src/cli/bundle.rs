@@ -7,9 +7,9 @@ use bat_ledger::remote::bundle::{create_bundle, verify_bundle};
 use bat_ledger::Head;
 use clap::{Args, Subcommand};
 
-use super::ledger_common::{display_path, lerr, open, NEVER_CANCEL};
+use super::ledger_common::{display_path, lerr, open};
 use super::transfer_common::{ok, rerr, TransferProgress};
-use super::{print_json, CliError, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 
 /// Single self-verifying files holding refs and everything they reach —
 /// for attaching a campaign to a paper. `bat clone FILE` restores one.
@@ -40,14 +40,14 @@ pub enum BundleAction {
 }
 
 /// Run `bat bundle`.
-pub fn run(args: BundleArgs, g: &Globals) -> CliResult {
+pub fn run(args: BundleArgs, g: &Session) -> CliResult {
     match args.action {
         BundleAction::Create { file, revs } => create(file, revs, g),
         BundleAction::Verify { file } => verify(file, g),
     }
 }
 
-fn create(file: PathBuf, revs: Vec<String>, g: &Globals) -> CliResult {
+fn create(file: PathBuf, revs: Vec<String>, g: &Session) -> CliResult {
     let l = open(g)?;
     let all = l.all_refs().map_err(lerr)?;
     let mut refs: Vec<(String, bat_ledger::CommitId)> = Vec::new();
@@ -63,7 +63,7 @@ fn create(file: PathBuf, revs: Vec<String>, g: &Globals) -> CliResult {
             match l.head().map_err(lerr)? {
                 Head::Branch { name, .. } => name,
                 Head::Detached { .. } => {
-                    return Err(CliError::new("HEAD is detached; name a branch or tag").with_code(2))
+                    return Err(CliError::new("HEAD is detached; name a branch or tag").usage())
                 }
             }
         } else if r.starts_with("refs/") {
@@ -75,22 +75,20 @@ fn create(file: PathBuf, revs: Vec<String>, g: &Globals) -> CliResult {
             .iter()
             .find(|(n, _)| *n == full)
             .map(|x| x.1)
-            .ok_or_else(|| {
-                CliError::new(format!("{r} is not a branch, tag or ref")).with_code(2)
-            })?;
+            .ok_or_else(|| CliError::new(format!("{r} is not a branch, tag or ref")).usage())?;
         if !refs.iter().any(|(n, _)| *n == full) {
             refs.push((full, c));
         }
     }
     if refs.is_empty() {
-        return Err(CliError::new("nothing to bundle: the ledger has no branches").with_code(2));
+        return Err(CliError::new("nothing to bundle: the ledger has no branches").usage());
     }
     let p = TransferProgress::new(g);
-    let s = create_bundle(&l, &file, &refs, &p, &NEVER_CANCEL).map_err(rerr)?;
+    let s = create_bundle(&l, &file, &refs, &p, g.cancel()).map_err(rerr)?;
     if g.json {
         print_json(&serde_json::json!({"file": display_path(&file), "summary": s}))?;
     } else {
-        println!(
+        outln!(
             "Wrote {} ({} refs, {} objects, {} bytes)",
             file.display(),
             s.refs.len(),
@@ -101,16 +99,15 @@ fn create(file: PathBuf, revs: Vec<String>, g: &Globals) -> CliResult {
     ok()
 }
 
-fn verify(file: PathBuf, g: &Globals) -> CliResult {
+fn verify(file: PathBuf, g: &Session) -> CliResult {
     let scratch =
         tempfile::tempdir().map_err(|e| CliError::new(format!("temporary directory: {e}")))?;
     let p = TransferProgress::new(g);
-    let s =
-        verify_bundle(&file, &scratch.path().join("verify"), &p, &NEVER_CANCEL).map_err(rerr)?;
+    let s = verify_bundle(&file, &scratch.path().join("verify"), &p, g.cancel()).map_err(rerr)?;
     if g.json {
         print_json(&serde_json::json!({"file": display_path(&file), "ok": true, "summary": s}))?;
     } else {
-        println!(
+        outln!(
             "{}: ok ({} refs, {} objects, {} bytes; every object verified, every ref complete)",
             file.display(),
             s.refs.len(),
@@ -118,7 +115,7 @@ fn verify(file: PathBuf, g: &Globals) -> CliResult {
             s.file_bytes
         );
         for (n, c) in &s.refs {
-            println!("  {n} {}", &c.to_string()[..12]);
+            outln!("  {n} {}", &c.to_string()[..12]);
         }
     }
     ok()

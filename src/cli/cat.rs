@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use bat_ledger::{Error, Mode};
 use clap::Args;
 
-use super::ledger_common::{lerr, open, resolve, split_rev_path, NEVER_CANCEL};
-use super::{CliError, CliResult, Globals};
+use super::error::stdout_error;
+use super::ledger_common::{lerr, open, resolve, split_rev_path};
+use super::{CliError, CliResult, Session};
 
 /// Write a file's bytes to stdout (every chunk verified before it is written).
 #[derive(Debug, Args)]
@@ -17,13 +18,13 @@ pub struct CatArgs {
 }
 
 /// Run `bat cat`.
-pub fn run(args: CatArgs, g: &Globals) -> CliResult {
+pub fn run(args: CatArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let (rev, path) = split_rev_path(&args.target);
     if path.is_empty() {
         return Err(CliError::new(format!("{:?} names no file", args.target))
             .with_hint("use REV:PATH")
-            .with_code(2));
+            .usage());
     }
     let id = resolve(&l, rev)?;
     let c = l.read_commit(&id).map_err(lerr)?;
@@ -41,9 +42,14 @@ pub fn run(args: CatArgs, g: &Globals) -> CliResult {
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
-    l.read_bytes_to(&e.id, &mut lock, &NEVER_CANCEL)
-        .map_err(lerr)?;
-    lock.flush()
-        .map_err(|e| CliError::new(format!("writing stdout: {e}")))?;
+    l.read_bytes_to(&e.id, &mut lock, g.cancel())
+        .map_err(|e| match e {
+            // The reader went away (`bat cat … | head`).
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                CliError::broken_pipe()
+            }
+            other => lerr(other),
+        })?;
+    lock.flush().map_err(stdout_error)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ledger_common::{display_path, lerr, open, resolve, Bars, NEVER_CANCEL};
-use super::{print_json, CliResult, Globals};
+use super::ledger_common::{display_path, lerr, open, resolve, Bars};
+use super::{print_json, CliError, CliResult, Session};
 
 /// Write a commit's files into DIR (new or empty), verifying every byte.
 /// Nothing appears in DIR unless the whole tree verified.
@@ -20,26 +20,33 @@ pub struct CheckoutArgs {
 }
 
 /// Run `bat checkout`.
-pub fn run(args: CheckoutArgs, g: &Globals) -> CliResult {
+pub fn run(args: CheckoutArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let id = resolve(&l, &args.rev)?;
     let bars = Bars::new(g);
     // A partial clone fetches the commit's promised files first (verified
     // on arrival).
-    let fetched = crate::remote::hydrate_commit(&mut l, &id, None, &bars, &NEVER_CANCEL)
+    let fetched = crate::remote::hydrate_commit(&mut l, &id, None, &bars, g.cancel())
         .map_err(super::transfer_common::rerr)?;
     let st = l
-        .checkout(&id, &args.to, &bars, &NEVER_CANCEL)
-        .map_err(lerr)?;
+        .checkout(&id, &args.to, &bars, g.cancel())
+        .map_err(|e| match e {
+            bat_ledger::Error::Cancelled => CliError::interrupted(format!(
+                "checkout of {} stopped; nothing was written to {}",
+                args.rev,
+                args.to.display()
+            )),
+            other => lerr(other),
+        })?;
     if g.json {
         print_json(
             &serde_json::json!({"commit": id, "to": display_path(&args.to), "stats": st, "fetched_on_demand": fetched}),
         )?;
     } else {
         if fetched > 0 {
-            println!("Fetched {fetched} promised files from the remote");
+            outln!("Fetched {fetched} promised files from the remote");
         }
-        println!(
+        outln!(
             "Checked out {id} into {} ({} files, {} bytes)",
             args.to.display(),
             st.files,

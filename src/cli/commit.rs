@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use bat_ledger::{CommitRequest, FieldValue};
 use clap::Args;
 
-use super::ledger_common::{lerr, open, resolve, short, Bars, NEVER_CANCEL};
-use super::{print_json, CliError, CliResult, Globals};
+use super::ledger_common::{lerr, open, resolve, short, Bars};
+use super::{print_json, CliError, CliResult, Session};
 use crate::contract::pack::Pack;
-use crate::round::{commit_round, CommitRoundOptions, RoundError};
+use crate::round::{commit_round, CommitRoundOptions};
 
 /// Record DIR's files as a new commit on the current (or given) branch.
 /// A `.bat` folder inside DIR is never recorded.
@@ -81,13 +81,8 @@ pub struct CommitArgs {
 }
 
 /// Run `bat commit`.
-pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
-    let author = args
-        .author
-        .clone()
-        .or_else(|| std::env::var("BAT_AUTHOR").ok())
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "unknown".into());
+pub fn run(args: CommitArgs, g: &Session) -> CliResult {
+    let author = g.author(args.author.as_deref());
     // A ledger's own files (`bat commit .bat`) are a moving target and
     // would plant a ledger inside a tree.
     let abs = std::fs::canonicalize(&args.source).unwrap_or_else(|_| args.source.clone());
@@ -100,7 +95,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
             "{} is inside a ledger's own directory; commit the work directory instead",
             args.source.display()
         ))
-        .with_code(2));
+        .usage());
     }
     if !args.plain && crate::round::layout::looks_like_round(&args.source) {
         return run_round(args, author, g);
@@ -108,16 +103,16 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     let Some(message) = args.message else {
         return Err(CliError::new("a commit message is required")
             .with_hint("pass -m MSG")
-            .with_code(2));
+            .usage());
     };
     let mut req = CommitRequest::new(message);
     req.branch = args.branch;
     req.author = author;
     if let Some(p) = &args.meta {
         let text = crate::fsutil::read_json_input(p)
-            .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
+            .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
         let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
-            CliError::new(format!("{} is not valid JSON: {e}", p.display())).with_code(2)
+            CliError::new(format!("{} is not valid JSON: {e}", p.display())).usage()
         })?;
         if let Some(fields) = v.get("fields").and_then(|f| f.as_object()) {
             for (k, val) in fields {
@@ -126,7 +121,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
                         "field {k:?} in {} is not a scalar (string, number, bool)",
                         p.display()
                     ))
-                    .with_code(2)
+                    .usage()
                 })?;
                 req.fields.insert(k.clone(), fv);
             }
@@ -137,7 +132,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     if !dir.exists() {
         return Err(CliError::new(format!("{} does not exist", dir.display()))
             .with_hint("give the directory to record")
-            .with_code(2));
+            .usage());
     }
     let mut l = open(g)?;
     if let Some(d) = args.delta_depth {
@@ -148,8 +143,14 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
     }
     let bars = Bars::new(g);
     let out = l
-        .commit_dir(&dir, &req, &bars, &NEVER_CANCEL)
-        .map_err(lerr)?;
+        .commit_dir(&dir, &req, &bars, g.cancel())
+        .map_err(|e| match e {
+            bat_ledger::Error::Cancelled => CliError::interrupted(format!(
+                "commit of {} stopped before anything was recorded (no ref moved)",
+                dir.display()
+            )),
+            other => lerr(other),
+        })?;
     if g.json {
         print_json(&out)?;
     } else {
@@ -157,7 +158,7 @@ pub fn run(args: CommitArgs, g: &Globals) -> CliResult {
             .refname
             .strip_prefix("refs/heads/")
             .unwrap_or(&out.refname);
-        println!(
+        outln!(
             "[{branch} {}] {} ({} files, {} bytes, {} new objects)",
             short(&out.commit),
             req.message.lines().next().unwrap_or(""),
@@ -177,19 +178,19 @@ fn default_code_repo() -> Option<PathBuf> {
     Some(cwd)
 }
 
-fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
+fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
     if args.delta_base.is_some() {
         return Err(CliError::new("--delta-base applies to plain directories")
             .with_hint("round commits use the branch's previous round as delta base; add --plain to record the folder as is")
-            .with_code(2));
+            .usage());
     }
     if args.meta.is_some() {
         return Err(CliError::new("--meta is not accepted for a round directory")
             .with_hint("round metadata is derived from the round; use --plain to record it as a plain directory")
-            .with_code(2));
+            .usage());
     }
     let pack = Pack::load_or_default(args.pack.as_deref())
-        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
+        .map_err(|e| CliError::new(e.to_string()).usage())?;
     let code_repo = if args.no_code_repo {
         None
     } else {
@@ -212,7 +213,7 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
     if let Some(d) = args.delta_depth {
         l.config.delta_max_depth = d;
     }
-    let out = commit_round(&mut l, &args.source, &opts).map_err(round_err)?;
+    let out = commit_round(&mut l, &args.source, &opts).map_err(CliError::from)?;
     for w in &out.warnings {
         eprintln!("warning: {w}");
     }
@@ -231,7 +232,7 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
             .refname
             .strip_prefix("refs/heads/")
             .unwrap_or(&out.refname);
-        println!(
+        outln!(
             "[{branch} {}] round {} {}{}",
             short(&out.commit),
             out.round_id,
@@ -244,41 +245,4 @@ fn run_round(args: CommitArgs, author: String, g: &Globals) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Map a round error to a CLI error with a hint.
-pub fn round_err(e: RoundError) -> CliError {
-    let hint = match &e {
-        RoundError::Check { check, .. } => Some(match *check {
-            "manifest_digest" => "the training data changed after its manifest was written; rebuild the round data",
-            "round_verify" => "check the round with `bat round verify --train F --manifest F`",
-            "firewall" => "held-out evaluation content reached train.jsonl; rebuild the round data without it",
-            "gate" | "prescription" => "recompute with `bat gate` from the baseline and candidate summaries, or pass --baseline-summary if the round was gated against another baseline",
-            "binding" | "candidate" => "the evaluation does not belong to this candidate model; re-run the evaluation on candidate/",
-            "summary" | "raw_evaluation" => "re-summarize the raw evaluation with `bat eval summarize`",
-            _ => "fix the named file and commit again",
-        }),
-        RoundError::NoBaseline { .. } => {
-            Some("pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round")
-        }
-        RoundError::NotARound { .. } => Some("use --plain to record it as a plain directory"),
-        RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => Some(
-            "another commit landed on the branch while the round was validated; commit the round again",
-        ),
-        RoundError::Ledger(le) => return lerr_ref(le, e.to_string()),
-        _ => None,
-    };
-    let mut c = CliError::new(e.to_string()).with_code(1);
-    if let Some(h) = hint {
-        c = c.with_hint(h);
-    }
-    c
-}
-
-fn lerr_ref(le: &bat_ledger::Error, msg: String) -> CliError {
-    let code = match le {
-        bat_ledger::Error::UnknownRevision { .. } | bat_ledger::Error::AmbiguousPrefix { .. } => 2,
-        _ => 1,
-    };
-    CliError::new(msg).with_code(code)
 }

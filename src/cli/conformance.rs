@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 use crate::contract::conformance::{self, Options};
 use crate::contract::eval_conformance::pack_matches_reference_versions;
 use crate::contract::pack::Pack;
@@ -30,7 +30,7 @@ struct Report<'a> {
 }
 
 /// Run `bat conformance`.
-pub fn run(a: ConformanceArgs, g: &Globals) -> CliResult {
+pub fn run(a: ConformanceArgs, g: &Session) -> CliResult {
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let exact = pack_matches_reference_versions(&a.dir, &pack);
     let results = conformance::run(&a.dir, &Options { pack: &pack, exact });
@@ -56,15 +56,19 @@ pub fn run(a: ConformanceArgs, g: &Globals) -> CliResult {
             .max()
             .unwrap_or(4)
             .max(4);
-        println!(
+        outln!(
             "{:<6}  {:<fw$}  {:<cw$}  detail",
-            "result", "family", "case"
+            "result",
+            "family",
+            "case"
         );
         for r in &results {
             let verdict = if r.passed { "pass" } else { "FAIL" };
-            println!(
+            outln!(
                 "{verdict:<6}  {:<fw$}  {:<cw$}  {}",
-                r.family, r.case, r.detail
+                r.family,
+                r.case,
+                r.detail
             );
         }
         let mode = if exact {
@@ -72,8 +76,8 @@ pub fn run(a: ConformanceArgs, g: &Globals) -> CliResult {
         } else {
             "pack mode (prose-dependent fields excluded)"
         };
-        println!("comparison: {mode}");
-        println!("{passed} passed, {failed} failed");
+        outln!("comparison: {mode}");
+        outln!("{passed} passed, {failed} failed");
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS

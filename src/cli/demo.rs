@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::compare::render;
+use super::compare_text::render;
 use super::ledger_common::display_path;
 use super::round_progress::RoundProgress;
-use super::{print_json, CliError, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 use crate::demo::{self, DemoOptions, DEMO_ROUNDS};
 
 /// Run a first session with the embedded simulator: create a ledger, run a
@@ -35,7 +35,7 @@ pub struct DemoArgs {
 }
 
 /// Run `bat demo`.
-pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
+pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     let started = std::time::Instant::now();
     let dir = match args.dir {
         Some(d) => d,
@@ -77,24 +77,24 @@ pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
     }
     let d = report.dir.display();
     let b = &report.replay_branch;
-    println!(
+    outln!(
         "BaT campaign ({} rounds, simulator seed {}) vs. terminal-reward GRPO replay at the same compute\n",
         report.rounds, report.seed
     );
-    print!("{}", render(&report.comparison));
-    println!();
-    println!("ledger      {d}/.bat");
-    println!(
+    out!("{}", render(&report.comparison));
+    outln!();
+    outln!("ledger      {d}/.bat");
+    outln!(
         "arm A       branch {} (BaT: stage rewards, S-targets)",
         report.campaign_branch
     );
-    println!("arm B       branch {b} (replay of every round with reward=terminal)");
-    println!("took        {:.1} s", started.elapsed().as_secs_f64());
-    println!();
-    println!("next:");
-    println!("  bat -C {d} log");
-    println!("  bat -C {d} log {b}");
-    println!("  bat -C {d} compare main {b}");
+    outln!("arm B       branch {b} (replay of every round with reward=terminal)");
+    outln!("took        {:.1} s", started.elapsed().as_secs_f64());
+    outln!();
+    outln!("next:");
+    outln!("  bat -C {d} log");
+    outln!("  bat -C {d} log {b}");
+    outln!("  bat -C {d} compare main {b}");
     let last = report
         .comparison
         .a
@@ -102,15 +102,15 @@ pub fn run(args: DemoArgs, g: &Globals) -> CliResult {
         .last()
         .map(|r| r.round_id.clone())
         .unwrap_or_else(|| "r01".into());
-    println!("  bat -C {d} diff main {b}        # the two arms' last rounds, section by section");
+    outln!("  bat -C {d} diff main {b}        # the two arms' last rounds, section by section");
     let verify_round = if report.rounds >= 3 {
         "r03"
     } else {
         last.as_str()
     };
-    println!(
+    outln!(
         "  bat -C {d} replay {verify_round} --verify  # re-run a round: bit-identical artifacts"
     );
-    println!("  bat -C {d} replay r01..{last} --ablate target=S3");
+    outln!("  bat -C {d} replay r01..{last} --ablate target=S3");
     Ok(ExitCode::SUCCESS)
 }

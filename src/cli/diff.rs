@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::Value;
 
 use super::ledger_common::{open, resolve, short};
-use super::{print_json, CliError, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 use crate::inspect::diff::{diff_commits, DiffOptions, Section};
 
 /// Compare two commits (rounds), on the same or different branches:
@@ -34,7 +34,7 @@ fn parse_section(s: &str) -> Result<Section, String> {
 }
 
 /// Run `bat diff`.
-pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
+pub fn run(args: DiffArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let a = resolve(&l, &args.a)?;
     let b = resolve(&l, &args.b)?;
@@ -46,7 +46,7 @@ pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
             &c,
             Some(&crate::remote::is_checkpoint),
             &bat_ledger::NoProgress,
-            &super::ledger_common::NEVER_CANCEL,
+            g.cancel(),
         )
         .map_err(super::transfer_common::rerr)?;
     }
@@ -59,7 +59,7 @@ pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
     if g.json {
         print_json(&d)?;
     } else {
-        print!("{}", render(&d));
+        out!("{}", render(&d));
     }
     Ok(ExitCode::SUCCESS)
 }

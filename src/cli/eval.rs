@@ -1,13 +1,13 @@
 //! `bat eval summarize`: validate a raw evaluation and write its summary
-//! (contract §D). Also home of the output-writing helper the evaluation
-//! verbs share.
+//! (contract §D).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, Globals};
+use super::files_common::{resolve_existing, write_refusing_overwrite};
+use super::{CliError, CliResult, ErrorKind, Session};
 use crate::contract::json;
 use crate::contract::numeric::SumMode;
 use crate::contract::pack::Pack;
@@ -76,28 +76,23 @@ pub struct SummarizeArgs {
 }
 
 /// Run `bat eval …`.
-pub fn run(args: EvalArgs, g: &Globals) -> CliResult {
+pub fn run(args: EvalArgs, g: &Session) -> CliResult {
     match args.command {
         EvalCommand::Summarize(a) => summarize(a),
         EvalCommand::Attach(a) => attach(a, g),
     }
 }
 
-fn attach(a: AttachArgs, g: &Globals) -> CliResult {
+fn attach(a: AttachArgs, g: &Session) -> CliResult {
     use super::ledger_common::{open, resolve, short};
     use crate::inspect::audit::{attach_audit, AttachRequest};
     use crate::inspect::InspectError;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
-    let bytes = crate::fsutil::read_json_input(&a.summary).map_err(|e| {
-        CliError::new(format!("cannot read {}: {e}", a.summary.display())).with_code(2)
-    })?;
+    let bytes = crate::fsutil::read_json_input(&a.summary)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", a.summary.display())).usage())?;
     let mut l = open(g)?;
     let rev = resolve(&l, &a.rev)?;
-    let author = a
-        .author
-        .or_else(|| std::env::var("BAT_AUTHOR").ok())
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "unknown".into());
+    let author = g.author(a.author.as_deref());
     let req = AttachRequest {
         rev,
         summary: &bytes,
@@ -108,16 +103,18 @@ fn attach(a: AttachArgs, g: &Globals) -> CliResult {
         time: None,
     };
     let out = attach_audit(&mut l, &req).map_err(|e| {
-        let code = match e {
-            InspectError::InvalidSummary { .. } | InspectError::InvalidAudit { .. } => 2,
-            _ => 1,
+        let kind = match e {
+            InspectError::InvalidSummary { .. } | InspectError::InvalidAudit { .. } => {
+                ErrorKind::Usage
+            }
+            _ => ErrorKind::User,
         };
-        CliError::new(e.to_string()).with_code(code)
+        CliError::with_kind(kind, e.to_string())
     })?;
     if g.json {
         super::print_json(&out)?;
     } else {
-        println!(
+        outln!(
             "audit {} of {} recorded as {} ({})",
             a.protocol_id,
             short(&out.audits),
@@ -140,48 +137,6 @@ fn summarize(a: SummarizeArgs) -> CliResult {
     };
     let summary = build_summary(&raw, &a.checkpoint_sha256, &pack, mode)?;
     write_refusing_overwrite(&a.output, json::to_pj_file(&summary).as_bytes())?;
-    print!("{}", json::to_pj_file(&summary));
+    out!("{}", json::to_pj_file(&summary));
     Ok(ExitCode::SUCCESS)
-}
-
-/// Python `Path.resolve(strict=True)`: the file must exist.
-pub(crate) fn resolve_existing(p: &Path) -> Result<PathBuf, CliError> {
-    std::fs::canonicalize(p).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            CliError::new(format!(
-                "FileNotFoundError: [Errno 2] No such file or directory: '{}'",
-                p.display()
-            ))
-        } else {
-            CliError::new(format!("cannot resolve {}: {e}", p.display()))
-        }
-    })
-}
-
-/// Write `bytes` to `path` unless it already holds exactly them; refuse to
-/// replace different content (`refusing to overwrite: <path>`). The write
-/// goes to a temporary file in the same folder, is synced, then renamed.
-pub(crate) fn write_refusing_overwrite(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    write_checked(
-        path,
-        bytes,
-        &format!("refusing to overwrite: {}", path.display()),
-    )
-}
-
-/// [`write_refusing_overwrite`] with a custom refusal message.
-pub(crate) fn write_checked(path: &Path, bytes: &[u8], refusal: &str) -> Result<(), CliError> {
-    match std::fs::read(path) {
-        Ok(existing) if existing == bytes => return Ok(()),
-        Ok(_) => return Err(CliError::new(refusal.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(CliError::new(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )))
-        }
-    }
-    crate::fsutil::write_atomic(path, bytes)
-        .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
 }

@@ -2,10 +2,9 @@
 
 use clap::Args;
 
-use super::ledger_common::{open, NEVER_CANCEL};
-use super::transfer_common::{ok, open_named, rerr, TransferProgress};
-use super::{print_json, CliResult, Globals};
-use crate::remote::{filter_by_name, RemoteOptions};
+use super::ledger_common::open;
+use super::transfer_common::{fetch_named, ok, print_fetch};
+use super::{print_json, CliResult, Session};
 
 /// Download the objects a remote has and this ledger lacks (verified
 /// before anything references them), then update the remote-tracking refs
@@ -19,62 +18,13 @@ pub struct FetchArgs {
 }
 
 /// Run `bat fetch`.
-pub fn run(args: FetchArgs, g: &Globals) -> CliResult {
+pub fn run(args: FetchArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let out = fetch_named(&mut l, &args.remote, g)?;
     if g.json {
         print_json(&out)?;
     } else {
-        print_fetch(&args.remote, &out);
+        print_fetch(&args.remote, &out)?;
     }
     ok()
-}
-
-/// Fetch from the named remote, honouring a partial clone's filter.
-pub fn fetch_named(
-    l: &mut bat_ledger::Ledger,
-    name: &str,
-    g: &Globals,
-) -> Result<bat_ledger::remote::FetchOutcome, super::CliError> {
-    let (cfg, mut remote) = open_named(
-        l,
-        name,
-        &RemoteOptions {
-            net: g.net.clone(),
-            ..RemoteOptions::default()
-        },
-    )?;
-    let filter = match (&cfg.promisor, &cfg.filter) {
-        (true, Some(f)) => Some(filter_by_name(f).map_err(super::CliError::new)?),
-        _ => None,
-    };
-    let p = TransferProgress::new(g);
-    bat_ledger::remote::transfer::fetch(l, remote.as_mut(), name, filter, &p, &NEVER_CANCEL)
-        .map_err(rerr)
-}
-
-/// Text report of a fetch.
-pub fn print_fetch(name: &str, out: &bat_ledger::remote::FetchOutcome) {
-    println!(
-        "Fetched from {name}: {} objects received, {} new, {} payload bytes{}",
-        out.stats.objects_received,
-        out.stats.objects_stored,
-        out.stats.payload_bytes,
-        if out.stats.files_promised > 0 {
-            format!(", {} files left on the remote", out.stats.files_promised)
-        } else {
-            String::new()
-        }
-    );
-    for r in &out.refs {
-        if r.status != "up to date" {
-            println!(
-                "  {} -> {} ({}) {}",
-                r.remote_ref,
-                r.local_ref,
-                r.status,
-                &r.new.to_string()[..12]
-            );
-        }
-    }
 }

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::eval::resolve_existing;
-use super::{CliError, CliResult, Globals};
+use super::files_common::resolve_existing;
+use super::{CliError, CliResult, Session};
 use crate::contract::firewall::{parse_markers, report_text, scan_bytes, LeakageRules};
 use crate::contract::pack::Pack;
 
@@ -40,7 +40,7 @@ pub struct ScanArgs {
 }
 
 /// Run `bat firewall …`.
-pub fn run(args: FirewallArgs, _g: &Globals) -> CliResult {
+pub fn run(args: FirewallArgs, _g: &Session) -> CliResult {
     let FirewallCommand::Scan(a) = args.command;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let rules = LeakageRules::from_pack(&pack)?;
@@ -56,7 +56,7 @@ pub fn run(args: FirewallArgs, _g: &Globals) -> CliResult {
     let bytes = crate::fsutil::read_json_input(&path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
     let violations = scan_bytes(&bytes, &markers, &rules)?;
-    print!("{}", report_text(&violations));
+    out!("{}", report_text(&violations));
     Ok(if violations.is_empty() {
         ExitCode::SUCCESS
     } else {

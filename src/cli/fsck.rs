@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ledger_common::{lerr, open, Bars, NEVER_CANCEL};
-use super::{print_json, CliResult, Globals};
+use super::ledger_common::{lerr, open, Bars};
+use super::{print_json, CliResult, Session};
 
 /// Verify every object reachable from refs and the reflog (decompress +
 /// digest) and the catalog's consistency; exit 1 listing each problem.
@@ -13,10 +13,10 @@ use super::{print_json, CliResult, Globals};
 pub struct FsckArgs {}
 
 /// Run `bat fsck`.
-pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
+pub fn run(_args: FsckArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let bars = Bars::new(g);
-    let rep = l.fsck(&bars, &NEVER_CANCEL).map_err(lerr)?;
+    let rep = l.fsck(&bars, g.cancel()).map_err(lerr)?;
     if g.json {
         print_json(&serde_json::json!({
             "ok": rep.ok(), "objects_checked": rep.objects_checked, "objects_verified": rep.objects_verified,
@@ -28,20 +28,20 @@ pub fn run(_args: FsckArgs, g: &Globals) -> CliResult {
         }))?;
     } else {
         for p in &rep.problems {
-            println!("problem: {p}");
+            outln!("problem: {p}");
         }
         for p in &rep.unreferenced_packs {
-            println!("note: pack {p} is not referenced (left by an interrupted command; `bat gc` removes it)");
+            outln!("note: pack {p} is not referenced (left by an interrupted command; `bat gc` removes it)");
         }
         if let Some(r) = &rep.promisor {
             if rep.promised_files > 0 {
-                println!(
+                outln!(
                     "note: {} files are promised by {r} (partial clone; fetched on demand)",
                     rep.promised_files
                 );
             }
         }
-        println!(
+        outln!(
             "{} catalog rows checked, {} reachable objects verified, {} commits, {} problems",
             rep.objects_checked,
             rep.objects_verified,

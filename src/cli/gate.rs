@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::eval::write_refusing_overwrite;
-use super::{CliError, CliResult, Globals};
+use super::files_common::write_refusing_overwrite;
+use super::{CliError, CliResult, Session};
 use crate::contract::gate::{evaluate_gate, training_healthy, GateModel};
 use crate::contract::json::{self, Value};
 use crate::contract::pack::Pack;
@@ -43,7 +43,7 @@ fn read_json(p: &std::path::Path) -> Result<Value, CliError> {
 }
 
 /// Run `bat gate`.
-pub fn run(a: GateArgs, _g: &Globals) -> CliResult {
+pub fn run(a: GateArgs, _g: &Session) -> CliResult {
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let model = GateModel::from_pack(&pack)?;
     let baseline = read_json(&a.baseline)?;
@@ -58,6 +58,6 @@ pub fn run(a: GateArgs, _g: &Globals) -> CliResult {
         &a.prescription_output,
         json::to_pj_file(&outcome.prescription).as_bytes(),
     )?;
-    print!("{}", json::to_pj_file(&outcome.stdout_document()));
+    out!("{}", json::to_pj_file(&outcome.stdout_document()));
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::{display_path, lerr};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// Create a new, empty ledger in PATH/.bat.
 #[derive(Debug, Args)]
@@ -17,7 +17,7 @@ pub struct InitArgs {
 }
 
 /// Run `bat init`.
-pub fn run(args: InitArgs, g: &Globals) -> CliResult {
+pub fn run(args: InitArgs, g: &Session) -> CliResult {
     let path = args.path.unwrap_or_else(|| g.start_dir());
     let l = bat_ledger::Ledger::init(&path).map_err(lerr)?;
     let dir = display_path(l.dir());
@@ -26,7 +26,7 @@ pub fn run(args: InitArgs, g: &Globals) -> CliResult {
             &serde_json::json!({ "ledger": dir, "format_version": bat_ledger::FORMAT_VERSION }),
         )?;
     } else {
-        println!("Initialized empty bat ledger in {}", dir.display());
+        outln!("Initialized empty bat ledger in {}", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

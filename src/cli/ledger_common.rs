@@ -1,67 +1,27 @@
 //! Helpers shared by the ledger verbs: opening the ledger, turning library
 //! errors into messages with hints, rendering progress, parsing `REV:PATH`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use bat_ledger::{CommitId, Error, Ledger, LockMode, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{CliError, Globals};
+use super::{CliError, Session};
 
-/// Never set: bat relies on crash safety rather than signal handling, so an
-/// interrupted command simply leaves unreferenced data for gc.
-pub static NEVER_CANCEL: AtomicBool = AtomicBool::new(false);
-
-/// Map a library error to a CLI error with a hint where one helps.
+/// Map a library error to a CLI error (kind and hint chosen by
+/// `From<bat_ledger::Error> for CliError`).
 pub fn lerr(e: Error) -> CliError {
-    let hint = match &e {
-        Error::NotALedger { .. } => Some("run `bat init` first, or pass -C DIR / set BAT_DIR"),
-        Error::UnsupportedVersion { .. } => {
-            Some("use a bat build that supports this format version")
-        }
-        Error::AmbiguousPrefix { .. } => Some("use more hex digits"),
-        Error::UnknownRevision { .. } => {
-            Some("use a branch, tag, HEAD, a round id (r02), or a commit id prefix of at least 4 hex digits")
-        }
-        Error::Corrupt { .. } | Error::ObjectMissing { .. } => {
-            Some("run `bat fsck` to list all damage")
-        }
-        Error::BranchMoved { .. } => Some("another process moved the branch; re-run the command"),
-        Error::SymlinkEscapes { .. } => {
-            Some("only relative symlinks that stay inside the committed directory can be recorded")
-        }
-        Error::UnsupportedFileType { .. } => {
-            Some("remove or move special files out of the directory")
-        }
-        Error::DestinationNotEmpty { .. } => Some("check out into a new or empty directory"),
-        Error::Busy { .. } => Some("wait for the other bat process to finish"),
-        Error::RefNotFound { .. } => Some("list branches with `bat branch`"),
-        _ => None,
-    };
-    let code = match &e {
-        Error::Corrupt { .. }
-        | Error::ObjectMissing { .. }
-        | Error::Io { .. }
-        | Error::Catalog { .. } => 1,
-        _ => 2,
-    };
-    let mut c = CliError::new(e.to_string()).with_code(code);
-    if let Some(h) = hint {
-        c = c.with_hint(h);
-    }
-    c
+    e.into()
 }
 
 /// Open the ledger found from the global start directory.
-pub fn open(g: &Globals) -> Result<Ledger, CliError> {
+pub fn open(g: &Session) -> Result<Ledger, CliError> {
     Ledger::discover(&g.start_dir()).map_err(lerr)
 }
 
 /// Open with an exclusive lock (gc).
-pub fn open_exclusive(g: &Globals) -> Result<Ledger, CliError> {
+pub fn open_exclusive(g: &Session) -> Result<Ledger, CliError> {
     Ledger::discover_with(&g.start_dir(), LockMode::Exclusive).map_err(lerr)
 }
 
@@ -85,14 +45,16 @@ pub fn split_rev_path(s: &str) -> (&str, &str) {
 /// Progress bars on stderr, only when stderr is a terminal.
 pub struct Bars {
     enabled: bool,
+    delay: Option<std::time::Duration>,
     bar: Mutex<Option<ProgressBar>>,
 }
 
 impl Bars {
     /// A renderer that draws only on a terminal (and never in --json mode).
-    pub fn new(g: &Globals) -> Bars {
+    pub fn new(g: &Session) -> Bars {
         Bars {
-            enabled: !g.json && std::io::stderr().is_terminal(),
+            enabled: g.progress,
+            delay: g.progress_delay,
             bar: Mutex::new(None),
         }
     }
@@ -121,6 +83,9 @@ impl Progress for Bars {
         }
     }
     fn inc(&self, n: u64) {
+        if let Some(d) = self.delay {
+            std::thread::sleep(d);
+        }
         if let Ok(b) = self.bar.lock() {
             if let Some(pb) = b.as_ref() {
                 pb.inc(n);

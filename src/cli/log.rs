@@ -9,7 +9,7 @@ use clap::Args;
 use bat_ledger::{Commit, CommitId, Ledger};
 
 use super::ledger_common::{fmt_time, lerr, open, resolve, short};
-use super::{CliResult, Globals};
+use super::{CliResult, Session};
 use crate::inspect::audit::{audit_column, AuditCell, AUDIT_COLUMN_HEADER};
 
 /// Show history, newest first. When the history holds round commits, text
@@ -29,7 +29,7 @@ pub struct LogArgs {
 /// Run `bat log`. Output is produced as history is read (one commit at a
 /// time, through a buffered writer); a closed pipe (`bat log | head`) ends it
 /// quietly.
-pub fn run(args: LogArgs, g: &Globals) -> CliResult {
+pub fn run(args: LogArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let start = resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?;
     let mut w = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

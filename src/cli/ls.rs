@@ -6,7 +6,7 @@ use bat_ledger::{Error, Mode, TreeId};
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve, split_rev_path};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// List a directory (or one file) of a commit.
 #[derive(Debug, Args)]
@@ -25,7 +25,7 @@ fn mode_name(m: Mode) -> &'static str {
 }
 
 /// Run `bat ls`.
-pub fn run(args: LsArgs, g: &Globals) -> CliResult {
+pub fn run(args: LsArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let t = args.target.unwrap_or_else(|| "HEAD".into());
     let (rev, path) = split_rev_path(&t);
@@ -53,7 +53,7 @@ pub fn run(args: LsArgs, g: &Globals) -> CliResult {
     } else {
         for e in entries {
             let suffix = if e.mode == Mode::Tree { "/" } else { "" };
-            println!(
+            outln!(
                 "{} {} {:>12}  {}{suffix}",
                 mode_name(e.mode),
                 e.id,

@@ -1,6 +1,19 @@
 //! The command-line layer: one file per verb, each an args struct whose doc
 //! comments are the help, and a `run` function that calls the library and
-//! prints. No domain logic lives here.
+//! prints. Verbs parse and check their arguments, call library functions
+//! with typed inputs, and render the typed outcome; domain decisions (what
+//! a clone maps, how a run is laid out, how a replay is planned) live in
+//! the library. Verbs do not import each other: shared CLI pieces live in
+//! `ledger_common`, `transfer_common` and `round_progress`.
+//!
+//! [`Session`] is built once in [`main`]; [`error`] holds the error kinds
+//! and exit codes; [`output`] the EPIPE-aware stdout writer; [`interrupt`]
+//! the Ctrl-C handler that sets the cancel flag the library checks.
+
+#[macro_use]
+pub mod output;
+pub mod error;
+pub mod interrupt;
 
 pub mod bind;
 pub mod branch;
@@ -10,11 +23,13 @@ pub mod checkout;
 pub mod clone;
 pub mod commit;
 pub mod compare;
+pub mod compare_text;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
 pub mod eval;
 pub mod fetch;
+pub mod files_common;
 pub mod firewall;
 pub mod fsck;
 pub mod gate;
@@ -25,6 +40,7 @@ pub mod log;
 pub mod ls;
 pub mod pack;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,7 +69,7 @@ pub mod transfer_common;
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
 /// post-training.
 #[derive(Debug, Parser)]
-#[command(name = "bat", version, about, long_about = None)]
+#[command(name = "bat", version, about, long_about = None, after_help = error::EXIT_CODES_HELP)]
 pub struct Cli {
     /// Run as if bat was started in DIR (the ledger is found by walking up
     /// from there). Overrides the BAT_DIR environment variable.
@@ -162,53 +178,14 @@ pub enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// A failure the CLI reports: the message, an optional hint for the user and
-/// the process exit code.
-#[derive(Debug)]
-pub struct CliError {
-    /// What went wrong.
-    pub message: String,
-    /// What the user can do about it.
-    pub hint: Option<String>,
-    /// Process exit code (1 for check failures, 2 for usage/input errors).
-    pub code: u8,
-}
+pub use error::{CliError, CliResult, ErrorKind};
 
-impl CliError {
-    /// An error with exit code 1 and no hint.
-    pub fn new(message: impl Into<String>) -> Self {
-        CliError {
-            message: message.into(),
-            hint: None,
-            code: 1,
-        }
-    }
-
-    /// Attach a hint shown after the message.
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-
-    /// Set the exit code.
-    pub fn with_code(mut self, code: u8) -> Self {
-        self.code = code;
-        self
-    }
-}
-
-impl<E: std::error::Error> From<E> for CliError {
-    fn from(e: E) -> Self {
-        CliError::new(e.to_string())
-    }
-}
-
-/// What a verb's `run` returns.
-pub type CliResult = Result<ExitCode, CliError>;
-
-/// Global options handed to every verb.
+/// Settings of one invocation, built once in [`main`] from the global
+/// options and the environment and handed to every verb: where the ledger
+/// is, who the author is, how to reach remotes, how to print, and the
+/// process-wide cancel flag.
 #[derive(Debug, Clone)]
-pub struct Globals {
+pub struct Session {
     /// `-C DIR`, else `BAT_DIR`, else none (current directory).
     pub dir: Option<PathBuf>,
     /// `--json` was given.
@@ -216,12 +193,102 @@ pub struct Globals {
     /// Network-remote settings from `--token`, `--endpoint` and the
     /// environment.
     pub net: crate::remote::NetOptions,
+    /// `$BAT_AUTHOR`, else `$USER`, else "unknown" (a verb's `--author`
+    /// overrides it through [`Session::author`]).
+    pub default_author: String,
+    /// Draw progress bars: stderr is a terminal and `--json` is off.
+    pub progress: bool,
+    /// Test hook: sleep this long per transfer progress update
+    /// (`BAT_TEST_TRANSFER_DELAY_MS`) so a test can interrupt a transfer.
+    pub transfer_delay: Option<std::time::Duration>,
+    /// Test hook: sleep this long per progress update of any ledger
+    /// operation (`BAT_TEST_PROGRESS_DELAY_MS`) so a test can interrupt a
+    /// commit or checkout midway.
+    pub progress_delay: Option<std::time::Duration>,
+    /// The process arguments (lossy UTF-8), for "run it again" hints.
+    pub argv: Vec<String>,
 }
 
-impl Globals {
+impl Session {
     /// The directory to start ledger discovery from.
     pub fn start_dir(&self) -> PathBuf {
         self.dir.clone().unwrap_or_else(|| PathBuf::from("."))
+    }
+
+    /// The commit author: the verb's `--author` if given, else the default.
+    pub fn author(&self, flag: Option<&str>) -> String {
+        flag.map_or_else(|| self.default_author.clone(), str::to_string)
+    }
+
+    /// The command line of this invocation, as a shell would accept it
+    /// (for "run it again" hints).
+    pub fn rerun_command(&self) -> String {
+        let quote = |a: &String| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        };
+        let mut words = vec!["bat".to_string()];
+        words.extend(self.argv.iter().skip(1).map(quote));
+        words.join(" ")
+    }
+
+    /// The cancel flag to pass to library operations (set by Ctrl-C /
+    /// SIGTERM once [`interrupt::install`] ran).
+    pub fn cancel(&self) -> &'static std::sync::atomic::AtomicBool {
+        interrupt::flag()
+    }
+
+    /// Build the session from the parsed global options and the
+    /// environment.
+    fn from_env(cli: &Cli) -> Session {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let secs = |k: &str| {
+            env(k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|n| std::time::Duration::from_secs(n.max(1)))
+        };
+        let net = crate::remote::NetOptions {
+            token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
+            http_connect_timeout: secs("BAT_HTTP_CONNECT_TIMEOUT"),
+            http_read_timeout: secs("BAT_HTTP_READ_TIMEOUT"),
+            s3: crate::remote::s3::S3Options {
+                endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
+                region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),
+                access_key_id: env("AWS_ACCESS_KEY_ID"),
+                secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+                session_token: env("AWS_SESSION_TOKEN"),
+            },
+        };
+        // Unlike the other variables, an empty BAT_AUTHOR / USER counts
+        // (it did before the session existed).
+        let default_author = std::env::var("BAT_AUTHOR")
+            .or_else(|_| std::env::var("USER"))
+            .unwrap_or_else(|_| "unknown".into());
+        Session {
+            dir: cli
+                .dir
+                .clone()
+                .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from)),
+            json: cli.json,
+            net,
+            default_author,
+            progress: !cli.json && std::io::stderr().is_terminal(),
+            transfer_delay: env("BAT_TEST_TRANSFER_DELAY_MS")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_millis),
+            progress_delay: env("BAT_TEST_PROGRESS_DELAY_MS")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_millis),
+            argv: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        }
     }
 }
 
@@ -229,77 +296,46 @@ impl Globals {
 /// reads the environment.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let dir = cli
-        .dir
-        .or_else(|| std::env::var_os("BAT_DIR").map(PathBuf::from));
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let secs = |k: &str| {
-        env(k)
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|n| std::time::Duration::from_secs(n.max(1)))
-    };
-    let net = crate::remote::NetOptions {
-        token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
-        http_connect_timeout: secs("BAT_HTTP_CONNECT_TIMEOUT"),
-        http_read_timeout: secs("BAT_HTTP_READ_TIMEOUT"),
-        s3: crate::remote::s3::S3Options {
-            endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
-            region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),
-            access_key_id: env("AWS_ACCESS_KEY_ID"),
-            secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
-            session_token: env("AWS_SESSION_TOKEN"),
-        },
-    };
-    let globals = Globals {
-        dir,
-        json: cli.json,
-        net,
-    };
-    quiet_broken_pipe();
-    let outcome = std::panic::catch_unwind(move || dispatch(cli.command, &globals));
-    let result = match outcome {
-        Ok(result) => result,
-        // A reader that went away (`bat log | head`) is not an error: exit
-        // the way a process killed by SIGPIPE would report itself.
-        Err(payload) if is_broken_pipe(payload.as_ref()) => return ExitCode::from(141),
-        Err(payload) => std::panic::resume_unwind(payload),
-    };
+    let session = Session::from_env(&cli);
+    if cli.command.is_cancellable() {
+        interrupt::install();
+    }
+    let result = dispatch(cli.command, &session).and_then(|code| {
+        output::flush_stdout()?;
+        Ok(code)
+    });
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {}", e.message);
-            if let Some(h) = e.hint {
-                eprintln!("hint: {h}");
-            }
-            ExitCode::from(e.code)
-        }
+        Err(e) if e.kind == ErrorKind::Interrupted => e
+            .with_hint(format!("to finish, run again: {}", session.rerun_command()))
+            .report(),
+        Err(e) => e.report(),
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("")
+impl Command {
+    /// Verbs that check the cancel flag and so install the Ctrl-C handler;
+    /// every other verb keeps the default action (die at once), which is
+    /// what a read-only command wants.
+    fn is_cancellable(&self) -> bool {
+        matches!(
+            self,
+            Command::Commit(_)
+                | Command::Checkout(_)
+                | Command::Cat(_)
+                | Command::Diff(_)
+                | Command::Fsck(_)
+                | Command::Gc(_)
+                | Command::Clone(_)
+                | Command::Fetch(_)
+                | Command::Pull(_)
+                | Command::Push(_)
+                | Command::Bundle(_)
+        )
+    }
 }
 
-fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
-    panic_message(payload).contains("Broken pipe")
-}
-
-/// `println!` panics when stdout is a closed pipe; keep that panic silent so
-/// `main` can turn it into a quiet exit.
-fn quiet_broken_pipe() {
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !is_broken_pipe(info.payload()) {
-            default_hook(info);
-        }
-    }));
-}
-
-fn dispatch(command: Command, g: &Globals) -> CliResult {
+fn dispatch(command: Command, g: &Session) -> CliResult {
     match command {
         Command::Demo(a) => demo::run(a, g),
         Command::Init(a) => init::run(a, g),
@@ -345,7 +381,7 @@ fn dispatch(command: Command, g: &Globals) -> CliResult {
 /// Print a serializable value as one JSON document on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::new(format!("cannot encode JSON output: {e}")))?;
-    println!("{text}");
+        .map_err(|e| CliError::internal(format!("cannot encode JSON output: {e}")))?;
+    outln!("{text}");
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::contract::json;
 use crate::contract::pack::Pack;
 
@@ -34,11 +34,11 @@ pub enum PackCommand {
 }
 
 /// Run `bat pack …`.
-pub fn run(args: PackArgs, g: &Globals) -> CliResult {
+pub fn run(args: PackArgs, g: &Session) -> CliResult {
     match args.command {
         PackCommand::Show { pack } => {
             let p = Pack::load_or_default(pack.as_deref())?;
-            print!("{}", json::to_pj_file(p.value()));
+            out!("{}", json::to_pj_file(p.value()));
             Ok(ExitCode::SUCCESS)
         }
         PackCommand::Check { file } => {
@@ -55,10 +55,10 @@ pub fn run(args: PackArgs, g: &Globals) -> CliResult {
                     "issues": list,
                 }))?;
             } else if issues.is_empty() {
-                println!("{}: valid pack", file.display());
+                outln!("{}: valid pack", file.display());
             } else {
                 for i in &issues {
-                    println!("{}: {i}", file.display());
+                    outln!("{}: {i}", file.display());
                 }
             }
             if issues.is_empty() {

@@ -5,10 +5,9 @@ use bat_ledger::remote::transfer::is_ancestor;
 use bat_ledger::Head;
 use clap::Args;
 
-use super::fetch::{fetch_named, print_fetch};
 use super::ledger_common::{lerr, open};
-use super::transfer_common::{ok, rerr};
-use super::{print_json, CliError, CliResult, Globals};
+use super::transfer_common::{fetch_named, ok, print_fetch, rerr};
+use super::{print_json, CliError, CliResult, Session};
 
 /// Fetch from a remote, then fast-forward the local branch to the remote's
 /// (bat does not merge: a diverged branch is reported, nothing moves).
@@ -22,7 +21,7 @@ pub struct PullArgs {
 }
 
 /// Run `bat pull`.
-pub fn run(args: PullArgs, g: &Globals) -> CliResult {
+pub fn run(args: PullArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let fetched = fetch_named(&mut l, &args.remote, g)?;
     let head = l.head().map_err(lerr)?;
@@ -30,13 +29,13 @@ pub fn run(args: PullArgs, g: &Globals) -> CliResult {
         (Some(b), _) => b.clone(),
         (None, Head::Branch { name, .. }) => name.trim_start_matches(HEADS_PREFIX).to_string(),
         (None, Head::Detached { .. }) => {
-            return Err(CliError::new("HEAD is detached; name the branch to pull").with_code(2))
+            return Err(CliError::new("HEAD is detached; name the branch to pull").usage())
         }
     };
     let tracking = format!("refs/remotes/{}/{branch}", args.remote);
-    let theirs = l.resolve(&tracking).map_err(|_| {
-        CliError::new(format!("{} has no branch {branch}", args.remote)).with_code(2)
-    })?;
+    let theirs = l
+        .resolve(&tracking)
+        .map_err(|_| CliError::new(format!("{} has no branch {branch}", args.remote)).usage())?;
     let local_ref = format!("{HEADS_PREFIX}{branch}");
     let ours = l
         .all_refs()
@@ -69,8 +68,8 @@ pub fn run(args: PullArgs, g: &Globals) -> CliResult {
             &serde_json::json!({"fetch": fetched, "branch": branch, "old": ours, "new": theirs, "status": status}),
         )?;
     } else {
-        print_fetch(&args.remote, &fetched);
-        println!("{branch}: {status} ({})", &theirs.to_string()[..12]);
+        print_fetch(&args.remote, &fetched)?;
+        outln!("{branch}: {status} ({})", &theirs.to_string()[..12]);
     }
     ok()
 }

@@ -4,9 +4,9 @@ use bat_ledger::refs::HEADS as HEADS_PREFIX;
 use bat_ledger::Head;
 use clap::Args;
 
-use super::ledger_common::{lerr, open, NEVER_CANCEL};
+use super::ledger_common::{lerr, open};
 use super::transfer_common::{ok, open_named, rerr, TransferProgress};
-use super::{print_json, CliError, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 use crate::remote::{dir_remote_ledger, RemoteOptions};
 
 /// Send a branch to a remote: only objects the remote lacks cross; every
@@ -30,13 +30,13 @@ pub struct PushArgs {
 }
 
 /// Run `bat push`.
-pub fn run(args: PushArgs, g: &Globals) -> CliResult {
+pub fn run(args: PushArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let branch = match (&args.branch, l.head().map_err(lerr)?) {
         (Some(b), _) => b.clone(),
         (None, Head::Branch { name, .. }) => name.trim_start_matches(HEADS_PREFIX).to_string(),
         (None, Head::Detached { .. }) => {
-            return Err(CliError::new("HEAD is detached; name the branch to push").with_code(2))
+            return Err(CliError::new("HEAD is detached; name the branch to push").usage())
         }
     };
     let opts = RemoteOptions {
@@ -50,7 +50,7 @@ pub fn run(args: PushArgs, g: &Globals) -> CliResult {
                 "--include-private works only with directory remotes; {} cannot hold private data",
                 cfg.url
             ))
-            .with_code(2)
+            .usage()
         })?)
     } else {
         None
@@ -64,7 +64,7 @@ pub fn run(args: PushArgs, g: &Globals) -> CliResult {
         &full,
         args.force,
         &p,
-        &NEVER_CANCEL,
+        g.cancel(),
     )
     .map_err(rerr)?;
     drop(remote);
@@ -88,9 +88,9 @@ pub fn run(args: PushArgs, g: &Globals) -> CliResult {
     if g.json {
         print_json(&serde_json::json!({"push": out, "private_files": private}))?;
     } else if out.up_to_date {
-        println!("{branch}: everything up to date on {}", args.remote);
+        outln!("{branch}: everything up to date on {}", args.remote);
     } else {
-        println!(
+        outln!(
             "Pushed {branch} to {}: {} objects, {} payload bytes{}{}",
             args.remote,
             out.objects_sent,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::{lerr, open, short};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// Show how a ref moved, newest first.
 #[derive(Debug, Args)]
@@ -16,7 +16,7 @@ pub struct ReflogArgs {
 }
 
 /// Run `bat reflog`.
-pub fn run(args: ReflogArgs, g: &Globals) -> CliResult {
+pub fn run(args: ReflogArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let entries = l
         .reflog(args.refname.as_deref().unwrap_or("HEAD"))
@@ -28,7 +28,7 @@ pub fn run(args: ReflogArgs, g: &Globals) -> CliResult {
             c.map(|c| short(&c)).unwrap_or_else(|| "(none)".into())
         };
         for e in entries {
-            println!(
+            outln!(
                 "{} {} -> {} {}: {}",
                 e.seq,
                 s(&e.old),

@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 
 use super::ledger_common::{lerr, open};
 use super::transfer_common::ok;
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 use crate::remote::normalize_url;
 
 /// Manage named remotes: ledger directories, bundle files, `http(s)://`
@@ -36,7 +36,7 @@ pub enum RemoteAction {
 }
 
 /// Run `bat remote`.
-pub fn run(args: RemoteArgs, g: &Globals) -> CliResult {
+pub fn run(args: RemoteArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     match args.action {
         RemoteAction::Add { name, url } => {
@@ -45,7 +45,7 @@ pub fn run(args: RemoteArgs, g: &Globals) -> CliResult {
             if g.json {
                 print_json(&serde_json::json!({"added": name, "url": url}))?;
             } else {
-                println!("Added remote {name} -> {url}");
+                outln!("Added remote {name} -> {url}");
             }
         }
         RemoteAction::Remove { name } => {
@@ -53,7 +53,7 @@ pub fn run(args: RemoteArgs, g: &Globals) -> CliResult {
             if g.json {
                 print_json(&serde_json::json!({"removed": name}))?;
             } else {
-                println!("Removed remote {name}");
+                outln!("Removed remote {name}");
             }
         }
         RemoteAction::List => {
@@ -66,7 +66,7 @@ pub fn run(args: RemoteArgs, g: &Globals) -> CliResult {
                         (true, Some(f)) => format!(" (partial clone, filter {f})"),
                         _ => String::new(),
                     };
-                    println!("{}\t{}{partial}", r.name, r.url);
+                    outln!("{}\t{}{partial}", r.name, r.url);
                 }
             }
         }

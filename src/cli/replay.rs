@@ -7,10 +7,9 @@ use clap::Args;
 
 use super::ledger_common::{open, short};
 use super::round_progress::RoundProgress;
-use super::{print_json, CliError, CliResult, Globals};
-use crate::contract::pack::Pack;
+use super::{print_json, CliError, CliResult, Session};
 use crate::replay::{
-    parse_ablations, replay, ComputeSide, ReplayError, ReplayReport, ReplayRequest,
+    default_work_dir, parse_ablations, replay, ComputeSide, ReplayReport, ReplayRequest,
     DEFAULT_TOLERANCE,
 };
 
@@ -52,36 +51,6 @@ pub struct ReplayArgs {
     pub work_dir: Option<PathBuf>,
 }
 
-fn replay_err(e: ReplayError) -> CliError {
-    let code = match e {
-        ReplayError::AblationSyntax { .. }
-        | ReplayError::UnknownAblation { .. }
-        | ReplayError::BadAblationValue { .. }
-        | ReplayError::DuplicateAblation { .. }
-        | ReplayError::VerifyWithAblation
-        | ReplayError::NotARound { .. }
-        | ReplayError::NotAncestor { .. }
-        | ReplayError::BranchExists { .. }
-        | ReplayError::WorkExists { .. } => 2,
-        _ => 1,
-    };
-    let hint = match &e {
-        ReplayError::ComputeChange { .. } | ReplayError::BudgetMismatch { .. } => {
-            Some("arms must run at the same compute; pass --allow-compute-change to run it anyway")
-        }
-        ReplayError::BranchExists { .. } => Some("name another one with --branch"),
-        ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
-            Some("e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off")
-        }
-        _ => None,
-    };
-    let err = CliError::new(e.to_string()).with_code(code);
-    match hint {
-        Some(h) => err.with_hint(h),
-        None => err,
-    }
-}
-
 /// `steps 40  rollouts 2560  tokens 81920  wall 0.41s`
 pub fn compute_text(c: &ComputeSide) -> String {
     let mut parts = Vec::new();
@@ -107,14 +76,14 @@ pub fn compute_text(c: &ComputeSide) -> String {
 }
 
 /// Print a replay report as text.
-pub fn print_report(r: &ReplayReport) {
+pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
     for x in &r.rounds {
         let o = |k: &str, m: &std::collections::BTreeMap<String, f64>| {
             m.get(k)
                 .map(|v| format!("{v:.4}"))
                 .unwrap_or_else(|| "-".into())
         };
-        println!(
+        outln!(
             "{}  original {}  {} {:<7} overall {}",
             x.round_id,
             short(&x.original),
@@ -122,7 +91,7 @@ pub fn print_report(r: &ReplayReport) {
             x.original_gate_status,
             o("overall", &x.original_scores)
         );
-        println!(
+        outln!(
             "     replay   {}  {} {:<7} overall {}{}",
             x.commit
                 .as_deref()
@@ -137,7 +106,7 @@ pub fn print_report(r: &ReplayReport) {
                 ""
             }
         );
-        println!(
+        outln!(
             "     budget   {}",
             if x.same_budget {
                 "same as the original".to_string()
@@ -148,18 +117,18 @@ pub fn print_report(r: &ReplayReport) {
                 )
             }
         );
-        println!(
+        outln!(
             "     compute  original {}",
             compute_text(&x.original_compute)
         );
-        println!("              replay   {}", compute_text(&x.compute));
+        outln!("              replay   {}", compute_text(&x.compute));
         if let Some(v) = &x.verify {
             match (v.passed, v.mode) {
-                (true, crate::replay::VerifyMode::Exact) => println!(
+                (true, crate::replay::VerifyMode::Exact) => outln!(
                     "     verify   reproduced bit for bit: {}/{} artifacts identical",
                     v.identical, v.compared
                 ),
-                (true, crate::replay::VerifyMode::Tolerance) => println!(
+                (true, crate::replay::VerifyMode::Tolerance) => outln!(
                     "     verify   reproduced within tolerance {}: max |Δscore| {:.6}; {}/{} artifacts identical{}",
                     v.tolerance,
                     v.max_score_delta,
@@ -171,13 +140,13 @@ pub fn print_report(r: &ReplayReport) {
                         format!(" (differ: {})", v.differing.join(", "))
                     }
                 ),
-                (false, crate::replay::VerifyMode::Exact) => println!(
+                (false, crate::replay::VerifyMode::Exact) => outln!(
                     "     verify   DIFFERS: first differing artifact {} ({} of {} differ)",
                     v.differing.first().map(String::as_str).unwrap_or("?"),
                     v.differing.len(),
                     v.compared
                 ),
-                (false, crate::replay::VerifyMode::Tolerance) => println!(
+                (false, crate::replay::VerifyMode::Tolerance) => outln!(
                     "     verify   DIFFERS: max |Δscore| {:.6} > tolerance {}; first differing artifact {}",
                     v.max_score_delta,
                     v.tolerance,
@@ -187,28 +156,30 @@ pub fn print_report(r: &ReplayReport) {
         }
     }
     if let Some(b) = &r.branch {
-        println!("replay branch {b}");
+        outln!("replay branch {b}");
     }
+    Ok(())
 }
 
 /// Run `bat replay`.
-pub fn run(a: ReplayArgs, g: &Globals) -> CliResult {
+pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     let mut ledger = open(g)?;
-    let pack = Pack::default_pack();
-    let ablations = parse_ablations(&a.ablate, &pack).map_err(replay_err)?;
+    let ablations = parse_ablations(&a.ablate)?;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let work_dir = a.work_dir.clone().unwrap_or_else(|| {
-        ledger
-            .dir()
-            .join("replays")
-            .join(format!("{secs}-{}", std::process::id()))
-    });
+    let work_dir = a
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| default_work_dir(ledger.dir(), secs, std::process::id()));
+    // A simulator campaign's children are this binary, wherever it is now.
     let mut overrides = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
-        overrides.push(("{bat}".to_string(), exe.to_string_lossy().into_owned()));
+        overrides.push((
+            crate::sim::BAT_PLACEHOLDER.to_string(),
+            exe.to_string_lossy().into_owned(),
+        ));
     }
     let req = ReplayRequest {
         rev: a.rev.clone(),
@@ -224,11 +195,11 @@ pub fn run(a: ReplayArgs, g: &Globals) -> CliResult {
     let mut progress = RoundProgress::new("bat replay", g.json, false);
     let report = replay(&mut ledger, &req, &mut progress);
     progress.finish();
-    let report = report.map_err(replay_err)?;
+    let report = report?;
     if g.json {
         print_json(&report)?;
     } else {
-        print_report(&report);
+        print_report(&report)?;
     }
     if report.reproduced == Some(false) {
         let first = report
@@ -257,7 +228,7 @@ pub fn run(a: ReplayArgs, g: &Globals) -> CliResult {
         return Err(CliError::new(what));
     }
     if report.reproduced == Some(true) && !g.json {
-        println!("reproduced: {} round(s)", report.rounds.len());
+        outln!("reproduced: {} round(s)", report.rounds.len());
     }
     Ok(ExitCode::SUCCESS)
 }

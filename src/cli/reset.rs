@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// Move the current branch (or detached HEAD) to REV; the reflog keeps the
 /// old tip.
@@ -16,7 +16,7 @@ pub struct ResetArgs {
 }
 
 /// Run `bat reset`.
-pub fn run(args: ResetArgs, g: &Globals) -> CliResult {
+pub fn run(args: ResetArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     let to = resolve(&l, &args.rev)?;
     let (name, old) = l.reset(to, None).map_err(lerr)?;
@@ -26,7 +26,7 @@ pub fn run(args: ResetArgs, g: &Globals) -> CliResult {
         let o = old
             .map(|c| c.to_string())
             .unwrap_or_else(|| "(none)".into());
-        println!("{name}: {o} -> {to}");
+        outln!("{name}: {o} -> {to}");
     }
     Ok(ExitCode::SUCCESS)
 }

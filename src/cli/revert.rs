@@ -4,9 +4,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::commit::round_err;
 use super::ledger_common::{open, short};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 use crate::round::revert_round;
 
 /// Add a commit that undoes REV's promotion: `refs/promoted/<branch>` and
@@ -29,12 +28,8 @@ pub struct RevertArgs {
 }
 
 /// Run `bat revert`.
-pub fn run(args: RevertArgs, g: &Globals) -> CliResult {
-    let author = args
-        .author
-        .or_else(|| std::env::var("BAT_AUTHOR").ok())
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "unknown".into());
+pub fn run(args: RevertArgs, g: &Session) -> CliResult {
+    let author = g.author(args.author.as_deref());
     let mut l = open(g)?;
     let out = revert_round(
         &mut l,
@@ -44,8 +39,8 @@ pub fn run(args: RevertArgs, g: &Globals) -> CliResult {
         args.message.as_deref(),
     )
     .map_err(|e| {
-        let mut c = round_err(e);
-        if c.hint.is_none() {
+        let mut c = CliError::from(e);
+        if c.hints.is_empty() {
             c = c.with_hint(
                 "only the branch's current promoted round can be reverted; see `bat log`",
             );
@@ -63,7 +58,7 @@ pub fn run(args: RevertArgs, g: &Globals) -> CliResult {
             "starting_checkpoint_sha256": out.starting_checkpoint_sha256,
         }))?;
     } else {
-        println!(
+        outln!(
             "[{} {}] reverted promotion of round {}; promoted is now {}",
             out.branch,
             short(&out.commit),

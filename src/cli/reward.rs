@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::contract::json;
 use crate::contract::pack::Pack;
 use crate::contract::reward_score::{self, ScoreMode};
@@ -46,12 +46,12 @@ pub struct ScoreArgs {
 }
 
 /// Run `bat reward …`.
-pub fn run(args: RewardArgs, _g: &Globals) -> CliResult {
+pub fn run(args: RewardArgs, _g: &Session) -> CliResult {
     let RewardCommand::Score(a) = args.command;
     let mode = ScoreMode::parse(&a.mode).ok_or_else(|| {
         CliError::new(format!("unknown reward mode {:?}", a.mode))
             .with_hint("use --mode stage or --mode terminal")
-            .with_code(2)
+            .usage()
     })?;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let k = pack.contract()?;
@@ -73,7 +73,7 @@ pub fn run(args: RewardArgs, _g: &Globals) -> CliResult {
         // Payload floats are finite by construction (scores in [0, 1]).
         let cj =
             json::to_cj(&payload).map_err(|e| CliError::new(format!("line {}: {e}", n + 1)))?;
-        writeln!(out, "{cj}").map_err(|e| CliError::new(format!("cannot write stdout: {e}")))?;
+        writeln!(out, "{cj}").map_err(super::error::stdout_error)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::contract::pack::Pack;
 use crate::contract::prompt::Prompter;
 use crate::contract::{json, round};
@@ -86,7 +86,7 @@ pub fn build(args: &BuildArgs) -> Result<String, CliError> {
                 "invalid choice for --target-stage: {t:?} (choose from {})",
                 k.stages.join(", ")
             ))
-            .with_code(2));
+            .usage());
         }
     }
     let source = std::fs::canonicalize(&args.source)
@@ -123,11 +123,11 @@ pub fn build(args: &BuildArgs) -> Result<String, CliError> {
 }
 
 /// Run `bat round …`.
-pub fn run(args: RoundArgs, _g: &Globals) -> CliResult {
+pub fn run(args: RoundArgs, _g: &Session) -> CliResult {
     match args.command {
         RoundCommand::Build(b) => {
             let text = build(&b)?;
-            print!("{text}");
+            out!("{text}");
             Ok(ExitCode::SUCCESS)
         }
         RoundCommand::Verify {
@@ -139,7 +139,7 @@ pub fn run(args: RoundArgs, _g: &Globals) -> CliResult {
             let k = pack.contract()?;
             let prompter = Prompter::new(&k);
             let result = round::verify_dataset(&k, &prompter, &read(&train)?, &read(&manifest)?)?;
-            print!("{}", json::to_pj_file(&result));
+            out!("{}", json::to_pj_file(&result));
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -14,17 +14,15 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::open;
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::contract::json;
 use crate::contract::pack::Pack;
-use crate::engine::command::{parse_template, Stream};
-use crate::engine::r#loop::{
-    prepare_fresh, run_loop, Campaign, LedgerSink, LoopEvent, Observer, RunOptions, Start,
+use crate::engine::campaign::{
+    new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
+    RunsLayout,
 };
-use crate::engine::resume::{find_last_round, prepare_resume_with, ResumeOptions};
-use crate::round::meta::LoopMeta;
-use crate::round::CommitRoundOptions;
-use crate::sim;
+use crate::engine::command::{parse_template, Stream};
+use crate::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
 
 /// Run the evaluate → train → evaluate → gate loop and commit each round.
 #[derive(Debug, Args)]
@@ -58,7 +56,8 @@ pub struct RunArgs {
         allow_negative_numbers = true
     )]
     pub rounds: i64,
-    /// Batches (of 8 rows) per round [default: 378; with --backend sim: 50].
+    /// Batches (of 8 rows) per round [default: 378 (the contract's); with
+    /// --backend sim: 50].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub batches: Option<i64>,
     /// The benchmark pack (default: the embedded one).
@@ -103,15 +102,6 @@ pub struct RunArgs {
     pub resume: bool,
 }
 
-/// Which trainer/evaluator pair drives the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
-    /// External argv templates (--trainer, --evaluator).
-    Command,
-    /// The embedded simulator (`bat sim train|evaluate` children).
-    Sim,
-}
-
 /// Progress lines and child output on stderr (stdout carries the result).
 struct CliObserver;
 
@@ -151,201 +141,93 @@ impl Observer for CliObserver {
     }
 }
 
-fn need<T>(v: Option<T>, flag: &str) -> Result<T, CliError> {
-    v.ok_or_else(|| {
-        CliError::new(format!("missing required argument {flag}"))
-            .with_hint("give all campaign arguments, or --resume to continue one")
-            .with_code(2)
-    })
-}
-
 fn read_template(p: &std::path::Path) -> Result<Vec<String>, CliError> {
     let bytes = crate::fsutil::read_json_input(p)
-        .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).with_code(2))?;
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
     Ok(parse_template(&bytes)?)
 }
 
-/// The default batches of the command backend (the contract's).
-const DEFAULT_BATCHES: i64 = 378;
-
-fn current_exe() -> Result<PathBuf, CliError> {
-    std::env::current_exe().map_err(|e| {
-        CliError::new(format!(
-            "cannot find the bat binary to run the simulator: {e}"
-        ))
+/// The typed inputs of a fresh campaign.
+fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
+    // The simulator refuses templates before anything is read.
+    let template = |p: &Option<PathBuf>| match a.backend {
+        Backend::Command => p.as_deref().map(read_template).transpose(),
+        Backend::Sim => Ok(p.as_ref().map(|_| Vec::new())),
+    };
+    Ok(FreshRequest {
+        backend: a.backend,
+        source: a.source.clone(),
+        initial_checkpoint: a.initial_checkpoint.clone(),
+        trainer: template(&a.trainer)?,
+        evaluator: template(&a.evaluator)?,
+        protocol_id: a.protocol_id.clone(),
+        runtime_tool_format: a.runtime_tool_format.clone(),
+        rounds: a.rounds,
+        batches: a.batches,
+        pack: a.pack.clone(),
+        work_dir: a.work_dir.clone(),
+        branch: a.branch.clone(),
+        seed: a.seed,
+        reward_mode: a.reward_mode.clone(),
+        // Only the simulator backend needs it; an error surfaces there.
+        bat_exe: std::env::current_exe().ok(),
     })
 }
 
-/// A resumed simulator campaign runs this binary, wherever it is now.
-fn refresh_bat_placeholder(campaign: &mut Campaign) -> Result<(), CliError> {
-    if let Some(entry) = campaign
-        .extra_placeholders
-        .iter_mut()
-        .find(|(k, _)| k == sim::BAT_PLACEHOLDER)
-    {
-        entry.1 = current_exe()?.to_string_lossy().into_owned();
+/// Set up the campaign: resumed from the ledger, or fresh.
+fn plan(
+    a: &RunArgs,
+    ledger: &bat_ledger::Ledger,
+    layout: &RunsLayout,
+) -> Result<PlannedRun, CliError> {
+    if a.resume {
+        let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
+        let exe = std::env::current_exe().ok();
+        let planned = plan_resume(ledger, layout, &rev, a.branch.clone(), exe.as_deref())?;
+        if let Start::Resume(state) = &planned.start {
+            eprintln!(
+                "bat run: resuming {} after round {} of {}",
+                planned.run_id, state.completed_rounds, planned.campaign.rounds
+            );
+        }
+        return Ok(planned);
     }
-    Ok(())
-}
-
-/// The simulator campaign of `bat run --backend sim`, set up under `run_dir`.
-fn sim_campaign(a: &RunArgs, run_dir: &std::path::Path) -> Result<Campaign, CliError> {
-    let given = [
-        (a.source.is_some(), "--source"),
-        (a.initial_checkpoint.is_some(), "--initial-checkpoint"),
-        (a.trainer.is_some(), "--trainer"),
-        (a.evaluator.is_some(), "--evaluator"),
-        (a.protocol_id.is_some(), "--protocol-id"),
-        (a.runtime_tool_format.is_some(), "--runtime-tool-format"),
-        (a.pack.is_some(), "--pack"),
-    ];
-    if let Some((_, flag)) = given.iter().find(|(set, _)| *set) {
-        return Err(CliError::new(format!("{flag} cannot be used with --backend sim"))
-            .with_hint("the simulator makes its own source grid, initial policy and templates from the embedded pack")
-            .with_code(2));
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let run_id = new_run_id(secs, std::process::id());
+    let planned = plan_fresh(&fresh_request(a)?, layout, run_id)?;
+    if a.backend == Backend::Sim {
+        eprintln!(
+            "bat run: simulator campaign {} (seed {}), work dir {}",
+            planned.run_id,
+            a.seed.unwrap_or(crate::sim::DEFAULT_SEED),
+            planned.campaign.work_dir.display()
+        );
+    } else {
+        eprintln!(
+            "bat run: campaign {}, work dir {}",
+            planned.run_id,
+            planned.campaign.work_dir.display()
+        );
     }
-    let reward_mode = sim::RewardMode::parse(a.reward_mode.as_deref().unwrap_or("stage"))
-        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
-    Ok(sim::prepare_campaign(&sim::SimCampaign {
-        setup_dir: run_dir.join("sim-setup"),
-        work_dir: a.work_dir.clone().unwrap_or_else(|| run_dir.join("work")),
-        bat: current_exe()?,
-        rounds: a.rounds,
-        batches: a.batches.unwrap_or(sim::DEFAULT_BATCHES),
-        seed: a.seed.unwrap_or(sim::DEFAULT_SEED),
-        reward_mode,
-        learning_rate: sim::policy::DEFAULT_LEARNING_RATE,
-        branch: a.branch.clone(),
-    })?)
-}
-
-/// Whether the recorded campaign's work dir is bat's own
-/// (`.bat/runs/<run-id>/work`), whose committed round folders are removed.
-fn owns_work_dir(runs: &std::path::Path, loop_metadata: &serde_json::Value) -> bool {
-    let Ok(l) = LoopMeta::from_value(loop_metadata) else {
-        return false;
-    };
-    let runs = std::fs::canonicalize(runs).unwrap_or_else(|_| runs.to_path_buf());
-    l.campaign.work_dir == runs.join(&l.run_id).join("work")
-}
-
-/// `{reward_mode}` of a command campaign: recorded (default `stage`) when
-/// the trainer template uses it, so that `bat replay --ablate
-/// reward=terminal` has a value to override and a verify re-runs the same
-/// one; `--reward-mode` without the placeholder would be silently ignored,
-/// so it is refused.
-fn reward_mode_placeholder(
-    trainer: &[String],
-    mode: Option<&str>,
-) -> Result<Vec<(String, String)>, CliError> {
-    let mode = sim::RewardMode::parse(mode.unwrap_or("stage"))
-        .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
-    if trainer.iter().any(|t| t == "{reward_mode}") {
-        return Ok(vec![("{reward_mode}".into(), mode.as_str().into())]);
-    }
-    if mode != sim::RewardMode::Stage {
-        return Err(CliError::new(
-            "--reward-mode needs a {reward_mode} element in the --trainer template",
-        )
-        .with_code(2));
-    }
-    Ok(Vec::new())
+    Ok(planned)
 }
 
 /// Run `bat run`.
-pub fn run(a: RunArgs, g: &Globals) -> CliResult {
+pub fn run(a: RunArgs, g: &Session) -> CliResult {
     let mut ledger = open(g)?;
-    let runs = ledger.dir().join("runs");
-    let mut prune = a.work_dir.is_none();
-    let (campaign, run_id, start) = if a.resume {
-        let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
-        let recorded = find_last_round(&ledger, &rev)?.ok_or_else(|| {
-            CliError::new(format!(
-                "no round committed by `bat run` on {rev}; nothing to resume"
-            ))
-            .with_hint("start the campaign with `bat run` (without --resume)")
-        })?;
-        let run_id = LoopMeta::from_value(&recorded.loop_metadata)
-            .map(|l| l.run_id)
-            .unwrap_or_else(|_| "unknown".into());
-        let point = prepare_resume_with(
-            &ledger,
-            &recorded,
-            &runs.join(&run_id).join("restore"),
-            ResumeOptions {
-                prune_round_dirs: owns_work_dir(&runs, &recorded.loop_metadata),
-            },
-        )?;
-        prune = owns_work_dir(&runs, &recorded.loop_metadata);
-        eprintln!(
-            "bat run: resuming {} after round {} of {}",
-            point.run_id, point.state.completed_rounds, point.campaign.rounds
-        );
-        let mut campaign = point.campaign;
-        refresh_bat_placeholder(&mut campaign)?;
-        if a.branch.is_some() {
-            campaign.branch = a.branch.clone();
-        }
-        (campaign, point.run_id, Start::Resume(point.state))
-    } else {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let run_id = format!("{secs}-{}", std::process::id());
-        if a.backend == Backend::Sim {
-            let campaign = prepare_fresh(&sim_campaign(&a, &runs.join(&run_id))?)?;
-            eprintln!(
-                "bat run: simulator campaign {run_id} (seed {}), work dir {}",
-                a.seed.unwrap_or(sim::DEFAULT_SEED),
-                campaign.work_dir.display()
-            );
-            (campaign, run_id, Start::Fresh)
-        } else {
-            let trainer = read_template(&need(a.trainer.clone(), "--trainer")?)?;
-            let evaluator = read_template(&need(a.evaluator.clone(), "--evaluator")?)?;
-            let extra_placeholders = reward_mode_placeholder(&trainer, a.reward_mode.as_deref())?;
-            let work_dir = a
-                .work_dir
-                .clone()
-                .unwrap_or_else(|| runs.join(&run_id).join("work"));
-            let campaign = prepare_fresh(&Campaign {
-                source: need(a.source.clone(), "--source")?,
-                initial_checkpoint: need(a.initial_checkpoint.clone(), "--initial-checkpoint")?,
-                work_dir,
-                trainer,
-                evaluator,
-                protocol_id: need(a.protocol_id.clone(), "--protocol-id")?,
-                runtime_tool_format: need(a.runtime_tool_format.clone(), "--runtime-tool-format")?,
-                rounds: a.rounds,
-                batches: a.batches.unwrap_or(DEFAULT_BATCHES),
-                pack: a.pack.clone(),
-                extra_placeholders,
-                branch: a.branch.clone(),
-            })?;
-            eprintln!(
-                "bat run: campaign {run_id}, work dir {}",
-                campaign.work_dir.display()
-            );
-            (campaign, run_id, Start::Fresh)
-        }
-    };
+    let layout = RunsLayout::new(ledger.dir());
+    let PlannedRun {
+        campaign,
+        run_id,
+        start,
+        prune_round_dirs: prune,
+    } = plan(&a, &ledger, &layout)?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
-    let log_dir = runs.join(&run_id).join("logs");
-    let options = CommitRoundOptions {
-        message: None,
-        branch: campaign.branch.clone(),
-        code_repo: None,
-        heldout_markers: None,
-        keep_raw_eval: false,
-        pack: pack.clone(),
-        command_templates: Some(serde_json::json!({
-            "trainer": campaign.trainer,
-            "evaluator": campaign.evaluator,
-        })),
-        extra_metadata: None,
-        ..Default::default()
-    };
+    let log_dir = layout.log_dir(&run_id);
+    let options = round_commit_options(&campaign, &pack);
     let mut sink = LedgerSink {
         ledger: &mut ledger,
         options,
@@ -375,9 +257,9 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
         ))
     })?;
     if g.json {
-        print!("{}", json::to_pj_file(&outcome));
+        out!("{}", json::to_pj_file(&outcome));
     } else {
-        println!(
+        outln!(
             "campaign complete: {} rounds, work dir {}",
             campaign.rounds,
             campaign.work_dir.display()
@@ -389,7 +271,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
             .flatten()
         {
             let f = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
-            println!(
+            outln!(
                 "  {}  {:<3} {:<8} candidate {}",
                 f("round_id"),
                 f("target_stage"),
@@ -404,7 +286,7 @@ pub fn run(a: RunArgs, g: &Globals) -> CliResult {
                 .unwrap_or("")
                 .to_string()
         };
-        println!(
+        outln!(
             "current checkpoint {}, next target {}",
             s("current_checkpoint_sha256"),
             s("next_target_stage")

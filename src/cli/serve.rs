@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::ledger_common::open;
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::serve::{serve_blocking, Limits, Scope, ServeConfig, Timeouts, TokenSet};
 
 /// A timeout of at least one second (0 would refuse everything).
@@ -64,16 +64,16 @@ pub struct ServeArgs {
 }
 
 /// Run `bat serve`.
-pub fn run(args: ServeArgs, g: &Globals) -> CliResult {
+pub fn run(args: ServeArgs, g: &Session) -> CliResult {
     let ledger_dir = open(g)?.dir().to_path_buf();
     let tokens = match &args.token_file {
         None => TokenSet::empty(),
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| {
-                CliError::new(format!("cannot read token file {}: {e}", p.display())).with_code(2)
+                CliError::new(format!("cannot read token file {}: {e}", p.display())).usage()
             })?;
             TokenSet::parse(&text)
-                .map_err(|e| CliError::new(format!("{}: {e}", p.display())).with_code(2))?
+                .map_err(|e| CliError::new(format!("{}: {e}", p.display())).usage())?
         }
     };
     if tokens.is_empty() && !args.allow_anonymous_read {
@@ -89,12 +89,12 @@ pub fn run(args: ServeArgs, g: &Globals) -> CliResult {
         .local_addr()
         .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
     if g.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "listening": format!("http://{addr}") })
         );
     } else {
-        println!("listening on http://{addr}");
+        outln!("listening on http://{addr}");
     }
     let _ = std::io::stdout().flush();
     let config = ServeConfig {

@@ -6,7 +6,7 @@ use bat_ledger::Mode;
 use clap::Args;
 
 use super::ledger_common::{fmt_time, lerr, open, resolve};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// Show a commit: its header, metadata and files.
 #[derive(Debug, Args)]
@@ -16,7 +16,7 @@ pub struct ShowArgs {
 }
 
 /// Run `bat show`.
-pub fn run(args: ShowArgs, g: &Globals) -> CliResult {
+pub fn run(args: ShowArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let id = resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?;
     let c = l.read_commit(&id).map_err(lerr)?;
@@ -40,24 +40,24 @@ pub fn run(args: ShowArgs, g: &Globals) -> CliResult {
             "files": files, "symlinks": links,
         }))?;
     } else {
-        println!("commit {id}");
+        outln!("commit {id}");
         for p in &c.parents {
-            println!("parent {p}");
+            outln!("parent {p}");
         }
-        println!("tree   {}", c.tree);
-        println!("Author: {}", c.author);
-        println!("Date:   {}", fmt_time(c.time));
-        println!();
+        outln!("tree   {}", c.tree);
+        outln!("Author: {}", c.author);
+        outln!("Date:   {}", fmt_time(c.time));
+        outln!();
         for line in c.message.lines() {
-            println!("    {line}");
+            outln!("    {line}");
         }
         if !c.metadata.is_null() {
-            println!();
-            println!("metadata: {}", c.metadata);
+            outln!();
+            outln!("metadata: {}", c.metadata);
         }
-        println!();
+        outln!();
         for e in &entries {
-            println!("{:>12}  {}  {}", e.size, e.id, e.path);
+            outln!("{:>12}  {}  {}", e.size, e.id, e.path);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{print_json, CliError, CliResult, Globals};
+use super::{print_json, CliError, CliResult, Session};
 use crate::contract::pack::Pack;
 use crate::sim::{self, evaluate, train, RewardMode};
 
@@ -106,7 +106,7 @@ pub struct EvaluateArgs {
 }
 
 /// Run `bat sim`.
-pub fn run(a: SimArgs, g: &Globals) -> CliResult {
+pub fn run(a: SimArgs, g: &Session) -> CliResult {
     match a.command {
         SimCommand::Init(a) => {
             let policy = sim::init_model_with(&a.output, a.seed, a.learning_rate)?;
@@ -117,7 +117,7 @@ pub fn run(a: SimArgs, g: &Globals) -> CliResult {
                     "parameters": policy.len(),
                 }))?;
             } else {
-                println!(
+                outln!(
                     "wrote the initial simulator policy ({} logits, seed {}) to {}",
                     policy.len(),
                     a.seed,
@@ -127,7 +127,7 @@ pub fn run(a: SimArgs, g: &Globals) -> CliResult {
         }
         SimCommand::Train(a) => {
             let mode = RewardMode::parse(&a.reward_mode)
-                .map_err(|e| CliError::new(e.to_string()).with_code(2))?;
+                .map_err(|e| CliError::new(e.to_string()).usage())?;
             let report = train::train(
                 &train::TrainRequest {
                     checkpoint: &a.checkpoint,
@@ -147,7 +147,7 @@ pub fn run(a: SimArgs, g: &Globals) -> CliResult {
             if g.json {
                 print_json(&report)?;
             } else {
-                println!(
+                outln!(
                     "bat sim train {}: {} steps, {} rollouts ({} reward), mean reward {:.4} → {:.4}, |Δθ| {:.4}",
                     a.round_id,
                     report.steps,
@@ -178,7 +178,7 @@ pub fn run(a: SimArgs, g: &Globals) -> CliResult {
                     .iter()
                     .map(|s| format!("{s:.3}"))
                     .collect();
-                println!(
+                outln!(
                     "bat sim evaluate: {} cells ({} reruns), task {:.3}, stages [{}]",
                     report.cells,
                     report.reruns,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::{CliError, CliResult, Globals};
+use super::{CliError, CliResult, Session};
 use crate::contract::pack::Pack;
 use crate::contract::{json, round, source};
 
@@ -33,7 +33,7 @@ pub enum SourceCommand {
 }
 
 /// Run `bat source …`.
-pub fn run(args: SourceArgs, _g: &Globals) -> CliResult {
+pub fn run(args: SourceArgs, _g: &Session) -> CliResult {
     match args.command {
         SourceCommand::Build { output_dir, pack } => {
             let pack = Pack::load_or_default(pack.as_deref())?;
@@ -50,7 +50,7 @@ pub fn run(args: SourceArgs, _g: &Globals) -> CliResult {
                 &dir.join("manifest.json"),
                 json::to_pj_file(&built.manifest).as_bytes(),
             )?;
-            print!("{}", json::to_pj_file(&built.manifest));
+            out!("{}", json::to_pj_file(&built.manifest));
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve};
-use super::{print_json, CliResult, Globals};
+use super::{print_json, CliResult, Session};
 
 /// Create a tag at REV (default HEAD); without NAME, list tags.
 #[derive(Debug, Args)]
@@ -17,7 +17,7 @@ pub struct TagArgs {
 }
 
 /// Run `bat tag`.
-pub fn run(args: TagArgs, g: &Globals) -> CliResult {
+pub fn run(args: TagArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
     match args.name {
         Some(name) => {
@@ -26,7 +26,7 @@ pub fn run(args: TagArgs, g: &Globals) -> CliResult {
             if g.json {
                 print_json(&serde_json::json!({"tag": name, "commit": at}))?;
             } else {
-                println!("Tagged {at} as {name}");
+                outln!("Tagged {at} as {name}");
             }
         }
         None => {
@@ -39,7 +39,7 @@ pub fn run(args: TagArgs, g: &Globals) -> CliResult {
                 print_json(&arr)?;
             } else {
                 for (n, c) in list {
-                    println!("{n} {c}");
+                    outln!("{n} {c}");
                 }
             }
         }

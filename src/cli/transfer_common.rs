@@ -7,35 +7,13 @@ use bat_ledger::remote::{Remote, RemoteConfig, RemoteError};
 use bat_ledger::{Ledger, Progress};
 
 use super::ledger_common::{lerr, Bars};
-use super::{CliError, Globals};
-use crate::remote::{open_remote, RemoteOptions};
+use super::{CliError, Session};
+use crate::remote::{filter_by_name, open_remote, RemoteOptions};
 
-/// Map a transfer error to a CLI error with a hint.
+/// Map a transfer error to a CLI error (kind and hint chosen by
+/// `From<RemoteError> for CliError`).
 pub fn rerr(e: RemoteError) -> CliError {
-    let hint = match &e {
-        RemoteError::NonFastForward { .. } => {
-            Some("fetch or pull first; push --force overwrites the remote branch")
-        }
-        RemoteError::RefMoved { .. } => Some("someone pushed meanwhile: pull, then push again"),
-        RemoteError::Corrupt { .. }
-        | RemoteError::Protocol { .. }
-        | RemoteError::LimitExceeded { .. } => {
-            Some("the peer sent data that does not verify; nothing was referenced locally")
-        }
-        RemoteError::MissingObject { .. } => {
-            Some("the peer does not have everything its refs need; nothing was referenced locally")
-        }
-        RemoteError::Unsupported { .. } => Some("use a directory or bundle remote"),
-        _ => None,
-    };
-    let mut c = match e {
-        RemoteError::Ledger(le) => return lerr(le),
-        other => CliError::new(other.to_string()),
-    };
-    if let Some(h) = hint {
-        c = c.with_hint(h);
-    }
-    c
+    e.into()
 }
 
 /// A named remote's settings and an open connection to it.
@@ -49,15 +27,15 @@ pub fn open_named(
             .with_hint(
                 "list remotes with `bat remote list`; add one with `bat remote add NAME URL`",
             )
-            .with_code(2)
+            .usage()
     })?;
     let r = open_remote(&cfg.url, opts).map_err(rerr)?;
     Ok((cfg, r))
 }
 
 /// Progress for transfers: terminal bars, plus an optional per-update
-/// delay for crash tests (`BAT_TEST_TRANSFER_DELAY_MS`, read only here in
-/// the CLI layer) so a test can kill a transfer midway.
+/// delay for crash and interrupt tests (`BAT_TEST_TRANSFER_DELAY_MS`, read
+/// into the [`Session`]) so a test can stop a transfer midway.
 pub struct TransferProgress {
     bars: Bars,
     delay: Option<std::time::Duration>,
@@ -65,14 +43,10 @@ pub struct TransferProgress {
 
 impl TransferProgress {
     /// Progress for the verb being run.
-    pub fn new(g: &Globals) -> Self {
-        let delay = std::env::var("BAT_TEST_TRANSFER_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(std::time::Duration::from_millis);
+    pub fn new(g: &Session) -> Self {
         TransferProgress {
             bars: Bars::new(g),
-            delay,
+            delay: g.transfer_delay,
         }
     }
 }
@@ -95,4 +69,54 @@ impl Progress for TransferProgress {
 /// Exit code for success.
 pub fn ok() -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fetch from the named remote, honouring a partial clone's filter.
+pub fn fetch_named(
+    l: &mut bat_ledger::Ledger,
+    name: &str,
+    g: &Session,
+) -> Result<bat_ledger::remote::FetchOutcome, CliError> {
+    let (cfg, mut remote) = open_named(
+        l,
+        name,
+        &RemoteOptions {
+            net: g.net.clone(),
+            ..RemoteOptions::default()
+        },
+    )?;
+    let filter = match (&cfg.promisor, &cfg.filter) {
+        (true, Some(f)) => Some(filter_by_name(f).map_err(CliError::new)?),
+        _ => None,
+    };
+    let p = TransferProgress::new(g);
+    bat_ledger::remote::transfer::fetch(l, remote.as_mut(), name, filter, &p, g.cancel())
+        .map_err(rerr)
+}
+
+/// Text report of a fetch.
+pub fn print_fetch(name: &str, out: &bat_ledger::remote::FetchOutcome) -> Result<(), CliError> {
+    outln!(
+        "Fetched from {name}: {} objects received, {} new, {} payload bytes{}",
+        out.stats.objects_received,
+        out.stats.objects_stored,
+        out.stats.payload_bytes,
+        if out.stats.files_promised > 0 {
+            format!(", {} files left on the remote", out.stats.files_promised)
+        } else {
+            String::new()
+        }
+    );
+    for r in &out.refs {
+        if r.status != "up to date" {
+            outln!(
+                "  {} -> {} ({}) {}",
+                r.remote_ref,
+                r.local_ref,
+                r.status,
+                &r.new.to_string()[..12]
+            );
+        }
+    }
+    Ok(())
 }

@@ -9,9 +9,12 @@ use std::sync::mpsc;
 
 use crate::contract::json::{self, Value};
 
-/// A command-template or child-process failure.
+/// A command-template or child-process failure. (Expanding an evaluator
+/// template under the contract's rules fails with
+/// [`crate::contract::binding::CommandError`] instead: that one is the
+/// contract's §G.4 code, this one is about running a process.)
 #[derive(Debug, thiserror::Error)]
-pub enum CommandError {
+pub enum ChildError {
     /// The template file is not a JSON array of non-empty strings.
     #[error("command_template_invalid")]
     TemplateInvalid,
@@ -38,17 +41,17 @@ pub enum CommandError {
 
 /// Parse a command template file's bytes: a non-empty JSON array of
 /// non-empty strings, otherwise `command_template_invalid`.
-pub fn parse_template(bytes: &[u8]) -> Result<Vec<String>, CommandError> {
-    let v = json::parse_bytes(bytes).map_err(|_| CommandError::TemplateInvalid)?;
-    let items = v.as_array().ok_or(CommandError::TemplateInvalid)?;
+pub fn parse_template(bytes: &[u8]) -> Result<Vec<String>, ChildError> {
+    let v = json::parse_bytes(bytes).map_err(|_| ChildError::TemplateInvalid)?;
+    let items = v.as_array().ok_or(ChildError::TemplateInvalid)?;
     if items.is_empty() {
-        return Err(CommandError::TemplateInvalid);
+        return Err(ChildError::TemplateInvalid);
     }
     items
         .iter()
         .map(|item| match item {
             Value::Str(s) if !s.is_empty() => Ok(s.clone()),
-            _ => Err(CommandError::TemplateInvalid),
+            _ => Err(ChildError::TemplateInvalid),
         })
         .collect()
 }
@@ -132,9 +135,9 @@ pub struct ChildOutcome {
 pub fn run_child(
     spec: &ChildSpec<'_>,
     sink: &mut dyn OutputSink,
-) -> Result<ChildOutcome, CommandError> {
-    let program = spec.argv.first().ok_or(CommandError::Empty)?.clone();
-    let io = |source| CommandError::Io {
+) -> Result<ChildOutcome, ChildError> {
+    let program = spec.argv.first().ok_or(ChildError::Empty)?.clone();
+    let io = |source| ChildError::Io {
         program: program.clone(),
         source,
     };
@@ -159,7 +162,7 @@ pub fn run_child(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| CommandError::Spawn {
+        .map_err(|source| ChildError::Spawn {
             program: program.clone(),
             source,
         })?;
@@ -242,7 +245,7 @@ mod tests {
         for bad in [&b"[]"[..], b"[\"\"]", b"[1]", b"{}", b"nope", b"\"a\""] {
             assert!(matches!(
                 parse_template(bad),
-                Err(CommandError::TemplateInvalid)
+                Err(ChildError::TemplateInvalid)
             ));
         }
     }
@@ -323,7 +326,7 @@ mod tests {
         };
         assert!(matches!(
             run_child(&spec, &mut Discard),
-            Err(CommandError::Spawn { .. })
+            Err(ChildError::Spawn { .. })
         ));
     }
 }

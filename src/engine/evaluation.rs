@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::command::{self, ChildSpec, CommandError, OutputSink};
+use super::command::{self, ChildError, ChildSpec, OutputSink};
 use crate::contract::binding::{
     build_binding, eval_run_receipt, evaluation_request, Arm, BindingError, RequestError,
 };
@@ -79,7 +79,7 @@ pub enum EvaluationError {
     Summary(#[from] SummaryError),
     /// The evaluator could not be run.
     #[error(transparent)]
-    Command(#[from] CommandError),
+    Command(#[from] ChildError),
 }
 
 /// One evaluation run (the reference's `run_evaluation` arguments).

@@ -4,7 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::command::{self, ChildSpec, CommandError, OutputSink, Stream};
+mod sink;
+mod state;
+
+pub use sink::{commit_loop_round, CompletedRound, LedgerSink, RoundSink, SinkError};
+pub use state::{
+    from_serde, loop_metadata, outcome_document, prepare_fresh, round_id, state_document, to_serde,
+    Campaign, LoopState, Start,
+};
+
+use super::command::{self, ChildError, ChildSpec, OutputSink, Stream};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
 use crate::contract::binding::Arm;
 use crate::contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
@@ -109,14 +118,14 @@ pub enum LoopError {
     Summary(#[from] SummaryError),
     /// The trainer could not be run.
     #[error(transparent)]
-    Command(#[from] CommandError),
+    Command(#[from] ChildError),
     /// The finished round could not be recorded.
-    #[error("round {round_id} finished but was not committed: {reason}")]
+    #[error("round {round_id} finished but was not committed: {source}")]
     Commit {
         /// The round.
         round_id: String,
         /// Why.
-        reason: String,
+        source: SinkError,
     },
     /// A value could not be encoded as JSON.
     #[error("cannot encode loop state: {reason}")]
@@ -124,74 +133,6 @@ pub enum LoopError {
         /// Why.
         reason: String,
     },
-}
-
-/// The inputs of a campaign, recorded with every round so it can be resumed.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Campaign {
-    /// The source grid (absolute once started).
-    pub source: PathBuf,
-    /// The initial checkpoint (absolute once started).
-    pub initial_checkpoint: PathBuf,
-    /// The work dir (absolute once started).
-    pub work_dir: PathBuf,
-    /// Trainer argv template.
-    pub trainer: Vec<String>,
-    /// Evaluator argv template.
-    pub evaluator: Vec<String>,
-    /// The evaluation protocol id.
-    pub protocol_id: String,
-    /// The runtime tool format, as given.
-    pub runtime_tool_format: String,
-    /// Rounds to run in total.
-    pub rounds: i64,
-    /// Batches per round.
-    pub batches: i64,
-    /// The benchmark pack file (`None`: the embedded default pack).
-    #[serde(default)]
-    pub pack: Option<PathBuf>,
-    /// The ledger branch rounds are committed to (`None`: the current one).
-    #[serde(default)]
-    pub branch: Option<String>,
-    /// Extra trainer placeholders beyond the contract's, as
-    /// `("{name}", value)` pairs (for example `{reward_mode}` and `{seed}`
-    /// for the simulator and for ablations). Whole-element replacement like
-    /// the others; none of them is required.
-    #[serde(default)]
-    pub extra_placeholders: Vec<(String, String)>,
-}
-
-/// Where a campaign stands after some rounds.
-#[derive(Debug, Clone)]
-pub struct LoopState {
-    /// Rounds completed (and committed).
-    pub completed_rounds: i64,
-    /// The folder the next round trains from.
-    pub current_checkpoint: PathBuf,
-    /// The round whose candidate that is (`None`: the initial checkpoint).
-    pub current_checkpoint_round: Option<String>,
-    /// The summary later candidates are gated against.
-    pub baseline_summary: Value,
-    /// The object id of that summary's file (a file of a round commit's
-    /// tree once the round is recorded).
-    pub baseline_summary_id: bat_ledger::ObjectId,
-    /// The object id of the initial checkpoint's summary,
-    /// `baseline-eval/summary.json` (the first round's
-    /// `baseline-summary.json`).
-    pub initial_summary_id: bat_ledger::ObjectId,
-    /// The next round's target stage.
-    pub target_stage: String,
-    /// One entry per completed round.
-    pub history: Vec<Value>,
-}
-
-/// How a run starts.
-#[derive(Debug, Clone)]
-pub enum Start {
-    /// A new campaign: create the work dir and evaluate the baseline.
-    Fresh,
-    /// Continue after `completed_rounds` (see [`super::resume`]).
-    Resume(LoopState),
 }
 
 /// Progress of a run, for the caller to show.
@@ -257,30 +198,6 @@ impl OutputSink for SinkAdapter<'_> {
     }
 }
 
-/// A finished round, as handed to the [`RoundSink`].
-#[derive(Debug, Clone)]
-pub struct CompletedRound<'a> {
-    /// The round id.
-    pub round_id: &'a str,
-    /// `W/<round_id>`.
-    pub round_dir: &'a Path,
-    /// `promote` or `hold`.
-    pub gate_status: &'a str,
-    /// The `"loop"` metadata to record with the round (resume state).
-    pub loop_metadata: &'a serde_json::Value,
-    /// The summary the candidate was gated against, when it is on disk.
-    pub baseline_summary: Option<&'a Path>,
-    /// Wall-clock seconds of the trainer child, measured by bat.
-    pub trainer_wall_seconds: Option<f64>,
-}
-
-/// Records finished rounds (the CLI commits them to the ledger).
-pub trait RoundSink {
-    /// Record a round; `Ok` carries a note for the progress output (e.g. the
-    /// commit id). An error stops the loop.
-    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, String>;
-}
-
 /// Settings of a run besides the campaign.
 #[derive(Debug, Clone)]
 pub struct RunOptions<'a> {
@@ -339,26 +256,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LoopError + '_ {
     }
 }
 
-/// Convert a contract value to serde JSON (for ledger metadata).
-pub fn to_serde(v: &Value) -> Result<serde_json::Value, LoopError> {
-    let text = json::to_cj(v).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })?;
-    serde_json::from_str(&text).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })
-}
-
-/// Convert serde JSON (from ledger metadata) to a contract value.
-pub fn from_serde(v: &serde_json::Value) -> Result<Value, LoopError> {
-    let text = serde_json::to_string(v).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })?;
-    json::parse(&text).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })
-}
-
 /// Write `text` to `path` via a temporary file, fsync and rename.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), LoopError> {
     crate::fsutil::write_atomic(path, text).map_err(io_err(path))
@@ -372,131 +269,88 @@ fn str_of<'v>(v: &'v Value, key: &str) -> &'v str {
     v.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// The round id of round `n` (`r01`…`r99`, `r100`…).
-pub fn round_id(n: i64) -> String {
-    format!("r{n:02}")
-}
-
-/// The PJ state document (`W/state.json`).
-pub fn state_document(state: &LoopState) -> Value {
-    Value::Object(
-        Map::new()
-            .with("schema_version", 1)
-            .with("completed_rounds", state.completed_rounds)
-            .with(
-                "current_checkpoint_sha256",
-                str_of(&state.baseline_summary, "checkpoint_sha256"),
-            )
-            .with("next_target_stage", state.target_stage.as_str())
-            .with("history", Value::Array(state.history.clone())),
-    )
-}
-
-/// The `"loop"` metadata recorded with a round commit: the campaign, the
-/// run id, this round's history element and references to the summaries
-/// (constant size; see [`crate::round::meta`]).
-pub fn loop_metadata(
+/// A fresh campaign's state: the initial checkpoint evaluated as the
+/// baseline, and the first target chosen from its stage scores.
+fn baseline_state(
     campaign: &Campaign,
-    run_id: &str,
-    state: &LoopState,
-    logs: &[(String, PathBuf)],
-) -> Result<serde_json::Value, LoopError> {
-    use crate::round::meta::{CurrentCheckpoint, LogRef, LoopMeta, SummaryRef};
-    let mut log_entries = std::collections::BTreeMap::new();
-    for (name, path) in logs {
-        let sha = std::fs::read(path)
-            .map(|b| sha256_hex(&b))
-            .unwrap_or_default();
-        log_entries.insert(
-            name.clone(),
-            LogRef {
-                path: path.to_string_lossy().into_owned(),
-                sha256: sha,
-            },
-        );
-    }
-    let entry = match state.history.last() {
-        Some(e) => to_serde(e)?,
-        None => {
-            return Err(LoopError::Encode {
-                reason: "a round is recorded with an empty history".into(),
-            })
-        }
-    };
-    Ok(LoopMeta {
-        schema_version: LOOP_METADATA_VERSION,
-        run_id: run_id.to_string(),
-        campaign: campaign.clone(),
-        round_number: state.completed_rounds,
-        current_checkpoint: CurrentCheckpoint {
-            path: state.current_checkpoint.to_string_lossy().into_owned(),
-            sha256: str_of(&state.baseline_summary, "checkpoint_sha256").to_string(),
-            round_id: state.current_checkpoint_round.clone(),
-        },
-        baseline_summary: SummaryRef::Object(state.baseline_summary_id),
-        initial_summary: SummaryRef::Object(state.initial_summary_id),
-        history_entry: Some(entry),
-        history_len: Some(state.history.len() as u64),
-        next_target_stage: Some(state.target_stage.clone()),
-        state: None,
-        logs: log_entries,
-    }
-    .to_value())
+    opts: &RunOptions<'_>,
+    observer: &mut dyn Observer,
+    stage_model: &StageModel,
+) -> Result<LoopState, LoopError> {
+    let w = &campaign.work_dir;
+    observer.event(&LoopEvent::Evaluating {
+        context: "baseline",
+    });
+    let summary = evaluate(
+        campaign,
+        opts,
+        observer,
+        &campaign.initial_checkpoint,
+        &w.join("baseline-eval"),
+        0,
+        Arm::Baseline,
+        "baseline",
+    )?;
+    let stages = summary.get("stage_scores");
+    let (target, _) = select_target(stages, stages, true, stage_model)?;
+    observer.event(&LoopEvent::Baseline {
+        checkpoint_sha256: str_of(&summary, "checkpoint_sha256"),
+        target_stage: &target,
+    });
+    let summary_file = w.join("baseline-eval").join("summary.json");
+    let summary_id =
+        crate::round::meta::file_object_id(&summary_file).map_err(io_err(&summary_file))?;
+    Ok(LoopState {
+        completed_rounds: 0,
+        current_checkpoint: campaign.initial_checkpoint.clone(),
+        current_checkpoint_round: None,
+        baseline_summary: summary,
+        baseline_summary_id: summary_id,
+        initial_summary_id: summary_id,
+        target_stage: target,
+        history: Vec::new(),
+    })
 }
 
-/// The run's stdout document.
-pub fn outcome_document(campaign: &Campaign, state: &LoopState) -> Value {
+/// A round's entry in the loop history.
+fn history_entry(
+    rid: &str,
+    target: &str,
+    gate_status: &str,
+    outcome: &crate::contract::gate::GateOutcome,
+) -> Value {
+    let field = |doc: &Value, k: &str| doc.get(k).cloned().unwrap_or(Value::Null);
     Value::Object(
         Map::new()
-            .with("status", "complete")
-            .with("rounds", campaign.rounds)
+            .with("round_id", rid)
+            .with("target_stage", target)
+            .with("gate_status", gate_status)
             .with(
-                "current_checkpoint_sha256",
-                str_of(&state.baseline_summary, "checkpoint_sha256"),
+                "starting_checkpoint_sha256",
+                field(&outcome.prescription, "starting_checkpoint_sha256"),
             )
-            .with("next_target_stage", state.target_stage.as_str())
-            .with("history", Value::Array(state.history.clone())),
+            .with(
+                "candidate_checkpoint_sha256",
+                field(&outcome.gate, "candidate_checkpoint_sha256"),
+            ),
     )
 }
 
-/// Validate sizes and the runtime format, resolve the inputs and create the
-/// work dir; returns the campaign with absolute paths.
-pub fn prepare_fresh(campaign: &Campaign) -> Result<Campaign, LoopError> {
-    if campaign.rounds < 1 || campaign.batches < 1 {
-        return Err(LoopError::SizeInvalid);
-    }
-    validate_runtime_protocol(Some(&campaign.runtime_tool_format))?;
-    let resolve = |p: &Path| {
-        std::fs::canonicalize(p).map_err(|source| LoopError::Missing {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
-    let source = resolve(&campaign.source)?;
-    let initial = resolve(&campaign.initial_checkpoint)?;
-    let w = std::path::absolute(&campaign.work_dir).map_err(io_err(&campaign.work_dir))?;
-    if let Some(parent) = w.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    match std::fs::create_dir(&w) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(LoopError::Exists { path: w })
+/// The child logs of a round that exist (`<label>.stdout|stderr`).
+fn round_logs(log_dir: Option<&Path>, trainer_label: &str, rid: &str) -> Vec<(String, PathBuf)> {
+    let mut logs = Vec::new();
+    if let Some(dir) = log_dir {
+        for label in [trainer_label.to_string(), format!("{rid}/evaluator")] {
+            for s in [Stream::Stdout, Stream::Stderr] {
+                let name = format!("{label}.{}", s.as_str());
+                let p = dir.join(&name);
+                if p.is_file() {
+                    logs.push((name, p));
+                }
+            }
         }
-        Err(source) => return Err(LoopError::Io { path: w, source }),
     }
-    let work_dir = std::fs::canonicalize(&w).map_err(io_err(&w))?;
-    let pack = match &campaign.pack {
-        Some(p) => Some(resolve(p)?),
-        None => None,
-    };
-    Ok(Campaign {
-        source,
-        initial_checkpoint: initial,
-        work_dir,
-        pack,
-        ..campaign.clone()
-    })
+    logs
 }
 
 /// Run (or continue) a campaign whose paths are already resolved (see
@@ -519,40 +373,7 @@ pub fn run_loop(
     let stage_model = StageModel::from_pack(opts.pack)?;
     let mut state = match start {
         Start::Resume(s) => s,
-        Start::Fresh => {
-            observer.event(&LoopEvent::Evaluating {
-                context: "baseline",
-            });
-            let summary = evaluate(
-                campaign,
-                opts,
-                observer,
-                &campaign.initial_checkpoint,
-                &w.join("baseline-eval"),
-                0,
-                Arm::Baseline,
-                "baseline",
-            )?;
-            let stages = summary.get("stage_scores");
-            let (target, _) = select_target(stages, stages, true, &stage_model)?;
-            observer.event(&LoopEvent::Baseline {
-                checkpoint_sha256: str_of(&summary, "checkpoint_sha256"),
-                target_stage: &target,
-            });
-            let summary_file = w.join("baseline-eval").join("summary.json");
-            let summary_id =
-                crate::round::meta::file_object_id(&summary_file).map_err(io_err(&summary_file))?;
-            LoopState {
-                completed_rounds: 0,
-                current_checkpoint: campaign.initial_checkpoint.clone(),
-                current_checkpoint_round: None,
-                baseline_summary: summary,
-                baseline_summary_id: summary_id,
-                initial_summary_id: summary_id,
-                target_stage: target,
-                history: Vec::new(),
-            }
-        }
+        Start::Fresh => baseline_state(campaign, opts, observer, &stage_model)?,
     };
     for n in state.completed_rounds + 1..=campaign.rounds {
         let rid = round_id(n);
@@ -576,28 +397,9 @@ pub fn run_loop(
         let outcome = done.outcome;
         let cand_summary = done.candidate_summary;
         let gate_status = str_of(&outcome.gate, "status").to_string();
-        state.history.push(Value::Object(
-            Map::new()
-                .with("round_id", rid.as_str())
-                .with("target_stage", target.as_str())
-                .with("gate_status", gate_status.as_str())
-                .with(
-                    "starting_checkpoint_sha256",
-                    outcome
-                        .prescription
-                        .get("starting_checkpoint_sha256")
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                )
-                .with(
-                    "candidate_checkpoint_sha256",
-                    outcome
-                        .gate
-                        .get("candidate_checkpoint_sha256")
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                ),
-        ));
+        state
+            .history
+            .push(history_entry(&rid, &target, &gate_status, &outcome));
         // The file behind `state.baseline_summary` before inheritance moves
         // it: the round commit re-checks the gate against exactly this one.
         let baseline_path = match &state.current_checkpoint_round {
@@ -624,18 +426,7 @@ pub fn run_loop(
             json::to_pj_file(&state_document(&state)).as_bytes(),
         )?;
         // Record the round before the next one starts.
-        let mut logs = Vec::new();
-        if let Some(dir) = opts.log_dir {
-            for label in [trainer_label.clone(), format!("{rid}/evaluator")] {
-                for s in [Stream::Stdout, Stream::Stderr] {
-                    let name = format!("{label}.{}", s.as_str());
-                    let p = dir.join(&name);
-                    if p.is_file() {
-                        logs.push((name, p));
-                    }
-                }
-            }
-        }
+        let logs = round_logs(opts.log_dir, &trainer_label, &rid);
         let meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
         let note = sink
             .round_completed(&CompletedRound {
@@ -646,9 +437,9 @@ pub fn run_loop(
                 baseline_summary: Some(baseline_path.as_path()).filter(|p| p.is_file()),
                 trainer_wall_seconds: Some(done.trainer_wall_seconds),
             })
-            .map_err(|reason| LoopError::Commit {
+            .map_err(|source| LoopError::Commit {
                 round_id: rid.clone(),
-                reason,
+                source,
             })?;
         observer.event(&LoopEvent::Recorded {
             round_id: &rid,
@@ -906,54 +697,4 @@ fn evaluate(
         context: context.to_string(),
         source,
     })
-}
-
-/// The [`RoundSink`] that commits every finished round to a ledger with
-/// [`crate::round::commit_round`], the loop state under `"loop"`.
-pub struct LedgerSink<'l> {
-    /// The ledger.
-    pub ledger: &'l mut bat_ledger::Ledger,
-    /// Options for every round commit; `extra_metadata` is set per round.
-    pub options: crate::round::CommitRoundOptions,
-}
-
-/// Commit one finished round. The single place the loop commits through.
-pub fn commit_loop_round(
-    ledger: &mut bat_ledger::Ledger,
-    round: &CompletedRound<'_>,
-    options: &crate::round::CommitRoundOptions,
-) -> Result<crate::round::RoundCommit, crate::round::RoundError> {
-    let mut opts = options.clone();
-    opts.extra_metadata = Some(round.loop_metadata.clone());
-    if let Some(b) = round.baseline_summary {
-        opts.baseline_summary = Some(b.to_path_buf());
-    }
-    if round.trainer_wall_seconds.is_some() {
-        opts.trainer_wall_seconds = round.trainer_wall_seconds;
-    }
-    crate::round::commit_round(ledger, round.round_dir, &opts)
-}
-
-impl RoundSink for LedgerSink<'_> {
-    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, String> {
-        // The campaign's starting checkpoint goes into the ledger with its
-        // first round (once per identity), so replays need no outside copy.
-        let lm = crate::round::meta::LoopMeta::from_value(round.loop_metadata)
-            .map_err(|e| e.to_string())?;
-        if lm.round_number == 1 {
-            let initial = &lm.campaign.initial_checkpoint;
-            let author = self.options.author.as_deref().unwrap_or("unknown");
-            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(
-                |e| {
-                    format!(
-                        "cannot record the starting checkpoint {}: {e}",
-                        initial.display()
-                    )
-                },
-            )?;
-        }
-        commit_loop_round(self.ledger, round, &self.options)
-            .map(|c| format!("committed {} ({})", c.commit.0.short(), c.gate_status))
-            .map_err(|e| e.to_string())
-    }
 }

@@ -7,6 +7,7 @@
 //! provides, and finished rounds are handed to a [`r#loop::RoundSink`]
 //! (the CLI's sink commits them with [`crate::round::commit_round`]).
 
+pub mod campaign;
 pub mod command;
 pub mod evaluation;
 pub mod r#loop;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use bat::contract::json::Value;
 use bat::contract::pack::Pack;
 use bat::engine::command::Stream;
-use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink};
+use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
 use bat_ledger::{CommitRequest, Ledger, NoProgress};
 
 /// The repository's copy of the loop conformance fixtures.
@@ -143,7 +143,7 @@ impl Recorder {
 }
 
 impl RoundSink for Recorder {
-    fn round_completed(&mut self, r: &CompletedRound<'_>) -> Result<String, String> {
+    fn round_completed(&mut self, r: &CompletedRound<'_>) -> Result<String, SinkError> {
         if self.refuse.as_deref() == Some(r.round_id) {
             return Err("refused by test".into());
         }

@@ -1,0 +1,112 @@
+//! Where finished rounds go: the [`RoundSink`] trait, its typed error, and
+//! the sink that commits every round to a ledger.
+
+use super::*;
+
+/// A finished round, as handed to the [`RoundSink`].
+#[derive(Debug, Clone)]
+pub struct CompletedRound<'a> {
+    /// The round id.
+    pub round_id: &'a str,
+    /// `W/<round_id>`.
+    pub round_dir: &'a Path,
+    /// `promote` or `hold`.
+    pub gate_status: &'a str,
+    /// The `"loop"` metadata to record with the round (resume state).
+    pub loop_metadata: &'a serde_json::Value,
+    /// The summary the candidate was gated against, when it is on disk.
+    pub baseline_summary: Option<&'a Path>,
+    /// Wall-clock seconds of the trainer child, measured by bat.
+    pub trainer_wall_seconds: Option<f64>,
+}
+
+/// Records finished rounds (the CLI commits them to the ledger).
+pub trait RoundSink {
+    /// Record a round; `Ok` carries a note for the progress output (e.g. the
+    /// commit id). An error stops the loop.
+    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError>;
+}
+
+/// Why a [`RoundSink`] did not record a round.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The round's `"loop"` metadata does not read back.
+    #[error("its loop metadata is invalid: {0}")]
+    Metadata(#[from] crate::round::meta::MetaError),
+    /// The campaign's starting checkpoint could not be recorded.
+    #[error("cannot record the starting checkpoint {}: {source}", path.display())]
+    InitialCheckpoint {
+        /// The checkpoint folder.
+        path: PathBuf,
+        /// Why.
+        source: crate::round::RoundError,
+    },
+    /// The round commit was refused.
+    #[error(transparent)]
+    Round(#[from] crate::round::RoundError),
+    /// A sink of the caller's stopped the campaign.
+    #[error("{0}")]
+    Stopped(String),
+}
+
+impl From<String> for SinkError {
+    fn from(reason: String) -> Self {
+        SinkError::Stopped(reason)
+    }
+}
+
+impl From<&str> for SinkError {
+    fn from(reason: &str) -> Self {
+        SinkError::Stopped(reason.to_string())
+    }
+}
+
+/// The [`RoundSink`] that commits every finished round to a ledger with
+/// [`crate::round::commit_round`], the loop state under `"loop"`.
+pub struct LedgerSink<'l> {
+    /// The ledger.
+    pub ledger: &'l mut bat_ledger::Ledger,
+    /// Options for every round commit; `extra_metadata` is set per round.
+    pub options: crate::round::CommitRoundOptions,
+}
+
+/// Commit one finished round. The single place the loop commits through.
+pub fn commit_loop_round(
+    ledger: &mut bat_ledger::Ledger,
+    round: &CompletedRound<'_>,
+    options: &crate::round::CommitRoundOptions,
+) -> Result<crate::round::RoundCommit, crate::round::RoundError> {
+    let mut opts = options.clone();
+    opts.extra_metadata = Some(round.loop_metadata.clone());
+    if let Some(b) = round.baseline_summary {
+        opts.baseline_summary = Some(b.to_path_buf());
+    }
+    if round.trainer_wall_seconds.is_some() {
+        opts.trainer_wall_seconds = round.trainer_wall_seconds;
+    }
+    crate::round::commit_round(ledger, round.round_dir, &opts)
+}
+
+impl RoundSink for LedgerSink<'_> {
+    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError> {
+        // The campaign's starting checkpoint goes into the ledger with its
+        // first round (once per identity), so replays need no outside copy.
+        let lm = crate::round::meta::LoopMeta::from_value(round.loop_metadata)?;
+        if lm.round_number == 1 {
+            let initial = &lm.campaign.initial_checkpoint;
+            let author = self.options.author.as_deref().unwrap_or("unknown");
+            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(
+                |source| SinkError::InitialCheckpoint {
+                    path: initial.clone(),
+                    source,
+                },
+            )?;
+        }
+        let c = commit_loop_round(self.ledger, round, &self.options)?;
+        Ok(format!(
+            "committed {} ({})",
+            c.commit.0.short(),
+            c.gate_status
+        ))
+    }
+}

@@ -1,0 +1,220 @@
+//! A campaign's recorded inputs and its state between rounds, and the JSON
+//! documents made from them (`state.json`, the `"loop"` metadata of a round
+//! commit, the stdout document of a finished run).
+
+use super::*;
+
+/// The inputs of a campaign, recorded with every round so it can be resumed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Campaign {
+    /// The source grid (absolute once started).
+    pub source: PathBuf,
+    /// The initial checkpoint (absolute once started).
+    pub initial_checkpoint: PathBuf,
+    /// The work dir (absolute once started).
+    pub work_dir: PathBuf,
+    /// Trainer argv template.
+    pub trainer: Vec<String>,
+    /// Evaluator argv template.
+    pub evaluator: Vec<String>,
+    /// The evaluation protocol id.
+    pub protocol_id: String,
+    /// The runtime tool format, as given.
+    pub runtime_tool_format: String,
+    /// Rounds to run in total.
+    pub rounds: i64,
+    /// Batches per round.
+    pub batches: i64,
+    /// The benchmark pack file (`None`: the embedded default pack).
+    #[serde(default)]
+    pub pack: Option<PathBuf>,
+    /// The ledger branch rounds are committed to (`None`: the current one).
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Extra trainer placeholders beyond the contract's, as
+    /// `("{name}", value)` pairs (for example `{reward_mode}` and `{seed}`
+    /// for the simulator and for ablations). Whole-element replacement like
+    /// the others; none of them is required.
+    #[serde(default)]
+    pub extra_placeholders: Vec<(String, String)>,
+}
+
+/// Where a campaign stands after some rounds.
+#[derive(Debug, Clone)]
+pub struct LoopState {
+    /// Rounds completed (and committed).
+    pub completed_rounds: i64,
+    /// The folder the next round trains from.
+    pub current_checkpoint: PathBuf,
+    /// The round whose candidate that is (`None`: the initial checkpoint).
+    pub current_checkpoint_round: Option<String>,
+    /// The summary later candidates are gated against.
+    pub baseline_summary: Value,
+    /// The object id of that summary's file (a file of a round commit's
+    /// tree once the round is recorded).
+    pub baseline_summary_id: bat_ledger::ObjectId,
+    /// The object id of the initial checkpoint's summary,
+    /// `baseline-eval/summary.json` (the first round's
+    /// `baseline-summary.json`).
+    pub initial_summary_id: bat_ledger::ObjectId,
+    /// The next round's target stage.
+    pub target_stage: String,
+    /// One entry per completed round.
+    pub history: Vec<Value>,
+}
+
+/// How a run starts.
+#[derive(Debug, Clone)]
+pub enum Start {
+    /// A new campaign: create the work dir and evaluate the baseline.
+    Fresh,
+    /// Continue after `completed_rounds` (see [`super::resume`]).
+    Resume(LoopState),
+}
+
+/// Convert a contract value to serde JSON (for ledger metadata).
+pub fn to_serde(v: &Value) -> Result<serde_json::Value, LoopError> {
+    let text = json::to_cj(v).map_err(|e| LoopError::Encode {
+        reason: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| LoopError::Encode {
+        reason: e.to_string(),
+    })
+}
+
+/// Convert serde JSON (from ledger metadata) to a contract value.
+pub fn from_serde(v: &serde_json::Value) -> Result<Value, LoopError> {
+    let text = serde_json::to_string(v).map_err(|e| LoopError::Encode {
+        reason: e.to_string(),
+    })?;
+    json::parse(&text).map_err(|e| LoopError::Encode {
+        reason: e.to_string(),
+    })
+}
+
+/// The round id of round `n` (`r01`…`r99`, `r100`…).
+pub fn round_id(n: i64) -> String {
+    format!("r{n:02}")
+}
+
+/// The PJ state document (`W/state.json`).
+pub fn state_document(state: &LoopState) -> Value {
+    Value::Object(
+        Map::new()
+            .with("schema_version", 1)
+            .with("completed_rounds", state.completed_rounds)
+            .with(
+                "current_checkpoint_sha256",
+                str_of(&state.baseline_summary, "checkpoint_sha256"),
+            )
+            .with("next_target_stage", state.target_stage.as_str())
+            .with("history", Value::Array(state.history.clone())),
+    )
+}
+
+/// The `"loop"` metadata recorded with a round commit: the campaign, the
+/// run id, this round's history element and references to the summaries
+/// (constant size; see [`crate::round::meta`]).
+pub fn loop_metadata(
+    campaign: &Campaign,
+    run_id: &str,
+    state: &LoopState,
+    logs: &[(String, PathBuf)],
+) -> Result<serde_json::Value, LoopError> {
+    use crate::round::meta::{CurrentCheckpoint, LogRef, LoopMeta, SummaryRef};
+    let mut log_entries = std::collections::BTreeMap::new();
+    for (name, path) in logs {
+        let sha = std::fs::read(path)
+            .map(|b| sha256_hex(&b))
+            .unwrap_or_default();
+        log_entries.insert(
+            name.clone(),
+            LogRef {
+                path: path.to_string_lossy().into_owned(),
+                sha256: sha,
+            },
+        );
+    }
+    let entry = match state.history.last() {
+        Some(e) => to_serde(e)?,
+        None => {
+            return Err(LoopError::Encode {
+                reason: "a round is recorded with an empty history".into(),
+            })
+        }
+    };
+    Ok(LoopMeta {
+        schema_version: LOOP_METADATA_VERSION,
+        run_id: run_id.to_string(),
+        campaign: campaign.clone(),
+        round_number: state.completed_rounds,
+        current_checkpoint: CurrentCheckpoint {
+            path: state.current_checkpoint.to_string_lossy().into_owned(),
+            sha256: str_of(&state.baseline_summary, "checkpoint_sha256").to_string(),
+            round_id: state.current_checkpoint_round.clone(),
+        },
+        baseline_summary: SummaryRef::Object(state.baseline_summary_id),
+        initial_summary: SummaryRef::Object(state.initial_summary_id),
+        history_entry: Some(entry),
+        history_len: Some(state.history.len() as u64),
+        next_target_stage: Some(state.target_stage.clone()),
+        state: None,
+        logs: log_entries,
+    }
+    .to_value())
+}
+
+/// The run's stdout document.
+pub fn outcome_document(campaign: &Campaign, state: &LoopState) -> Value {
+    Value::Object(
+        Map::new()
+            .with("status", "complete")
+            .with("rounds", campaign.rounds)
+            .with(
+                "current_checkpoint_sha256",
+                str_of(&state.baseline_summary, "checkpoint_sha256"),
+            )
+            .with("next_target_stage", state.target_stage.as_str())
+            .with("history", Value::Array(state.history.clone())),
+    )
+}
+
+/// Validate sizes and the runtime format, resolve the inputs and create the
+/// work dir; returns the campaign with absolute paths.
+pub fn prepare_fresh(campaign: &Campaign) -> Result<Campaign, LoopError> {
+    if campaign.rounds < 1 || campaign.batches < 1 {
+        return Err(LoopError::SizeInvalid);
+    }
+    validate_runtime_protocol(Some(&campaign.runtime_tool_format))?;
+    let resolve = |p: &Path| {
+        std::fs::canonicalize(p).map_err(|source| LoopError::Missing {
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let source = resolve(&campaign.source)?;
+    let initial = resolve(&campaign.initial_checkpoint)?;
+    let w = std::path::absolute(&campaign.work_dir).map_err(io_err(&campaign.work_dir))?;
+    if let Some(parent) = w.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    match std::fs::create_dir(&w) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(LoopError::Exists { path: w })
+        }
+        Err(source) => return Err(LoopError::Io { path: w, source }),
+    }
+    let work_dir = std::fs::canonicalize(&w).map_err(io_err(&w))?;
+    let pack = match &campaign.pack {
+        Some(p) => Some(resolve(p)?),
+        None => None,
+    };
+    Ok(Campaign {
+        source,
+        initial_checkpoint: initial,
+        work_dir,
+        pack,
+        ..campaign.clone()
+    })
+}
