@@ -180,7 +180,8 @@ fn sigint_during_clone_leaves_no_half_made_clone() {
 fn sigint_during_checkout_writes_nothing() {
     let t = new_ledger();
     let w = t.path();
-    random_dir(&w.join("data"), 2, 16 * MIB, 13);
+    // Checkout checks the flag between files: many of them.
+    random_dir(&w.join("data"), 64, MIB, 13);
     bat(w)
         .args(["commit", "data", "-m", "payload", "--plain"])
         .assert()
@@ -188,7 +189,7 @@ fn sigint_during_checkout_writes_nothing() {
     let out = interrupt(
         w,
         &["checkout", "HEAD", "--to", "out"],
-        &[("BAT_TEST_PROGRESS_DELAY_MS", "40")],
+        &[("BAT_TEST_PROGRESS_DELAY_MS", "60")],
         &|| true,
     );
     let stderr = assert_interrupted(&out, "checkout");
