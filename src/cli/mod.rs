@@ -301,8 +301,12 @@ pub fn main() -> ExitCode {
         interrupt::install();
     }
     let result = dispatch(cli.command, &session).and_then(|code| {
-        output::flush_stdout()?;
-        Ok(code)
+        // A reader that left after the last complete line (`bat log |
+        // head`) is no failure of a command that already succeeded.
+        match output::flush_stdout() {
+            Err(e) if e.kind != ErrorKind::BrokenPipe => Err(e),
+            _ => Ok(code),
+        }
     });
     match result {
         Ok(code) => code,

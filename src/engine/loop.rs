@@ -124,8 +124,9 @@ pub enum LoopError {
     Commit {
         /// The round.
         round_id: String,
-        /// Why.
-        source: SinkError,
+        /// Why (boxed: a refused round commit carries a large error, and
+        /// every loop function returns this type).
+        source: Box<SinkError>,
     },
     /// A value could not be encoded as JSON.
     #[error("cannot encode loop state: {reason}")]
@@ -439,7 +440,7 @@ pub fn run_loop(
             })
             .map_err(|source| LoopError::Commit {
                 round_id: rid.clone(),
-                source,
+                source: Box::new(source),
             })?;
         observer.event(&LoopEvent::Recorded {
             round_id: &rid,
