@@ -126,40 +126,7 @@ pub enum LoopError {
     },
 }
 
-/// The inputs of a campaign, recorded with every round so it can be resumed.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Campaign {
-    /// The source grid (absolute once started).
-    pub source: PathBuf,
-    /// The initial checkpoint (absolute once started).
-    pub initial_checkpoint: PathBuf,
-    /// The work dir (absolute once started).
-    pub work_dir: PathBuf,
-    /// Trainer argv template.
-    pub trainer: Vec<String>,
-    /// Evaluator argv template.
-    pub evaluator: Vec<String>,
-    /// The evaluation protocol id.
-    pub protocol_id: String,
-    /// The runtime tool format, as given.
-    pub runtime_tool_format: String,
-    /// Rounds to run in total.
-    pub rounds: i64,
-    /// Batches per round.
-    pub batches: i64,
-    /// The benchmark pack file (`None`: the embedded default pack).
-    #[serde(default)]
-    pub pack: Option<PathBuf>,
-    /// The ledger branch rounds are committed to (`None`: the current one).
-    #[serde(default)]
-    pub branch: Option<String>,
-    /// Extra trainer placeholders beyond the contract's, as
-    /// `("{name}", value)` pairs (for example `{reward_mode}` and `{seed}`
-    /// for the simulator and for ablations). Whole-element replacement like
-    /// the others; none of them is required.
-    #[serde(default)]
-    pub extra_placeholders: Vec<(String, String)>,
-}
+pub use crate::round::campaign::Campaign;
 
 /// Where a campaign stands after some rounds.
 #[derive(Debug, Clone)]
@@ -567,7 +534,7 @@ pub fn run_loop(
                 starting_checkpoint: &state.current_checkpoint,
                 baseline_summary: &state.baseline_summary,
                 target_stage: &target,
-                mixture: Mixture::ThreePool,
+                mixture: Mixture::THREE_POOL,
             },
             observer,
         )?;
@@ -663,16 +630,9 @@ pub fn run_loop(
     Ok(outcome_document(campaign, &state))
 }
 
-/// Which data mixture a round trains on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mixture {
-    /// The contract's three-pool round view (§C): 4 S-target + 2 S-mix +
-    /// 2 E2E rows per batch.
-    ThreePool,
-    /// The `mixture=uniform` ablation: no S-target pool (see
-    /// [`super::mixture`]).
-    Uniform,
-}
+/// Which data mixture (round view) a round trains on: a key of the
+/// round-view registry ([`crate::round::view`]).
+pub use crate::round::view::ViewKind as Mixture;
 
 /// The inputs of one round, as the loop or a replay hands them over.
 #[derive(Debug, Clone, Copy)]
@@ -758,10 +718,7 @@ pub fn run_round(
         batches: campaign.batches,
         seed: None,
     };
-    let built = match inp.mixture {
-        Mixture::ThreePool => cround::materialize(&k, &prompter, &inputs)?,
-        Mixture::Uniform => super::mixture::uniform_view(&k, &prompter, &inputs)?,
-    };
+    let built = crate::round::view::view(inp.mixture).build(&k, &prompter, &inputs)?;
     let data = root.join("data");
     create_new_dir(&data)?;
     let train = data.join(cround::TRAIN_FILE);

@@ -776,12 +776,9 @@ fn check_view(
         batches,
         seed: None,
     };
-    let built = if crate::engine::mixture::is_uniform_manifest(manifest) {
-        crate::engine::mixture::uniform_view(&k, &prompter, &inputs)
-    } else {
-        cround::materialize(&k, &prompter, &inputs)
-    }
-    .map_err(LoopError::from)?;
+    let built = crate::round::view::view(crate::round::view::kind_of(manifest))
+        .build(&k, &prompter, &inputs)
+        .map_err(LoopError::from)?;
     let rebuilt = json::sha256_hex(&built.train);
     if rebuilt != recorded {
         return Err(ReplayError::ViewMismatch {
@@ -989,9 +986,9 @@ pub fn replay(
     });
     let gate_off = req.ablations.contains(&Ablation::GateOff);
     let mixture = if req.ablations.contains(&Ablation::MixtureUniform) {
-        Mixture::Uniform
+        Mixture::UNIFORM
     } else {
-        Mixture::ThreePool
+        Mixture::THREE_POOL
     };
     let ablation_pairs: Vec<(String, String)> = req.ablations.iter().map(Ablation::pair).collect();
     let run_id = format!(
@@ -1090,11 +1087,10 @@ pub fn replay(
                 starting_checkpoint: &current.checkpoint,
                 baseline_summary: &current.baseline,
                 target_stage: &target,
-                // A round recorded with a uniform view is re-run with one.
-                mixture: if crate::engine::mixture::is_uniform_manifest(&manifest) {
-                    Mixture::Uniform
-                } else {
-                    mixture
+                // A round recorded with an ablation's view is re-run with it.
+                mixture: match crate::round::view::kind_of(&manifest) {
+                    Mixture::THREE_POOL => mixture,
+                    recorded => recorded,
                 },
             },
             observer.loop_observer(),

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress, OnMoved};
 use serde_json::json;
 
+use super::check::RoundCheck;
 use super::layout::{committed_files, RoundLayout};
 use super::promote::{promoted_ref, PROMOTED_PREFIX};
 use super::validate::{BaselineSource, CheckedRound};
@@ -27,25 +28,6 @@ use crate::contract::json::{self, Value};
 
 /// Where private raw evaluations live, relative to the `.bat` directory.
 pub const PRIVATE_RAW_EVAL_DIR: &str = "private/raw-eval";
-
-/// Convert a contract JSON value to a `serde_json` one (non-finite floats
-/// become null; big ints become strings).
-pub fn to_serde(v: &Value) -> serde_json::Value {
-    match v {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::BigInt(s) => json!(s),
-        Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(serde_json::Value::Number)
-            .unwrap_or(serde_json::Value::Null),
-        Value::Str(s) => json!(s),
-        Value::Array(a) => serde_json::Value::Array(a.iter().map(to_serde).collect()),
-        Value::Object(m) => {
-            serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), to_serde(v))).collect())
-        }
-    }
-}
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
     move |source| RoundError::Write {
@@ -94,11 +76,10 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), RoundError> {
         } else if ft.is_file() {
             link_or_copy(&e.path(), &dest)?;
         } else {
-            return Err(RoundError::check(
-                "candidate",
-                &e.path(),
-                "only regular files and folders can be recorded in a round",
-            ));
+            return Err(RoundError::from(RoundCheck::Candidate {
+                path: Path::to_path_buf(&e.path()),
+                reason: "only regular files and folders can be recorded in a round".into(),
+            }));
         }
     }
     Ok(())
@@ -117,13 +98,13 @@ fn scores(summary: &Value) -> serde_json::Map<String, serde_json::Value> {
     if let Some(m) = summary.get("means").and_then(Value::as_object) {
         for k in ["overall", "task", "agentic"] {
             if let Some(v) = m.get(k) {
-                out.insert(k.to_string(), to_serde(v));
+                out.insert(k.to_string(), json::to_serde(v));
             }
         }
     }
     if let Some(s) = summary.get("stage_scores").and_then(Value::as_object) {
         for (k, v) in s.iter() {
-            out.insert(k.clone(), to_serde(v));
+            out.insert(k.clone(), json::to_serde(v));
         }
     }
     out
