@@ -179,6 +179,7 @@ pub fn contract_for_key(k: &ContractPack, key: &TaskKey) -> Result<Map, TaskErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::pack::Pack;
 
     fn k() -> ContractPack {
         Pack::default_pack().contract().expect("default pack valid")

@@ -1,11 +1,10 @@
+use super::plan::{state_id, state_id_from_cj};
 use super::*;
-use crate::contract::json;
+use crate::contract::json::{self, Value};
 use crate::contract::pack::{Pack, DEFAULT_PACK_JSON};
 use crate::contract::prompt::Prompter;
 use crate::contract::source;
-
-use super::*;
-use crate::contract::pack::{Pack, DEFAULT_PACK_JSON};
+use crate::contract::task::E2E;
 
 fn both_paths(pack_json: &str, stage: &str, batches: i64) {
     let pack = Pack::parse(pack_json, "test").expect("pack parses");
