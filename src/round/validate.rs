@@ -232,7 +232,7 @@ fn training_data(l: &RoundLayout, pack: &Pack) -> Result<TrainingData, RoundErro
             }))
         }
     }
-    let k = pack.contract().map_err(|e| pack_err(e))?;
+    let k = pack.contract().map_err(pack_err)?;
     let prompter = Prompter::new(&k);
     // Each round view (the contract's three-pool one, an ablation's) has its
     // own verifier; the registry recognizes which one the manifest names.
@@ -404,7 +404,7 @@ fn raw_evaluation(
         (Layout::Reference, Some(raw_path)) => {
             let bytes = read(raw_path)?;
             let sha = json::sha256_hex(&bytes);
-            let rebuilt = build_summary(&bytes, &identity, pack, SumMode::Plain).map_err(|e| {
+            let rebuilt = build_summary(&bytes, identity, pack, SumMode::Plain).map_err(|e| {
                 RoundError::from(RoundCheck::RawEvaluation {
                     path: Path::to_path_buf(raw_path),
                     reason: e.to_string(),
@@ -456,7 +456,7 @@ fn raw_evaluation(
             }
         }
     };
-    if str_at(&summary, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
+    if str_at(summary, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
         return Err(RoundError::from(RoundCheck::RawEvaluation {
             path: summary_path.clone(),
             reason: format!(
@@ -475,7 +475,7 @@ fn raw_evaluation(
                 ),
             }));
         }
-        let ssha = json::sha256_hex(&summary_bytes);
+        let ssha = json::sha256_hex(summary_bytes);
         if str_at(r, &["summary_sha256"]) != Some(ssha.as_str()) {
             return Err(RoundError::from(RoundCheck::Summary {
                 path: receipt_path.clone(),
@@ -536,8 +536,8 @@ fn firewall(
         markers.extend(given);
     }
     let markers: Vec<String> = markers.into_iter().collect();
-    let rules = LeakageRules::from_pack(pack).map_err(|e| pack_err(e))?;
-    let violations = scan_bytes(&train, &markers, &rules).map_err(|e| {
+    let rules = LeakageRules::from_pack(pack).map_err(pack_err)?;
+    let violations = scan_bytes(train, &markers, &rules).map_err(|e| {
         RoundError::from(RoundCheck::Firewall {
             path: l.train.clone(),
             reason: e.to_string(),
@@ -575,9 +575,9 @@ fn gate(
 ) -> Result<GateOutcome, RoundError> {
     let (summary, summary_path) = (&docs.summary, &docs.summary_path);
     // 9. Gate and prescription.
-    let model = GateModel::from_pack(pack).map_err(|e| pack_err(e))?;
+    let model = GateModel::from_pack(pack).map_err(pack_err)?;
     let outcome =
-        evaluate_gate(&baseline, &summary, training_healthy(&health), &model).map_err(|e| {
+        evaluate_gate(baseline, summary, training_healthy(health), &model).map_err(|e| {
             RoundError::from(RoundCheck::Summary {
                 path: summary_path.clone(),
                 reason: format!("{e} (gated against baseline {})", baseline_path.display()),
