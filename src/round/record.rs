@@ -277,7 +277,7 @@ fn commit_metadata(
         raw_eval_kept: raw_kept,
         layout: l.layout.as_str().into(),
         scores: sc.clone(),
-        budget: budget,
+        budget,
         replay_of: opts.replay.as_ref().map(|r| r.replay_of.clone()),
         replay_of_round_id: opts.replay.as_ref().map(|r| r.replay_of_round_id.clone()),
         ablation: opts.replay.as_ref().map(|r| r.ablation_text()),
