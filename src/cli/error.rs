@@ -263,15 +263,7 @@ impl From<ReplayError> for CliError {
 impl From<RoundError> for CliError {
     fn from(e: RoundError) -> Self {
         let hint = match &e {
-        RoundError::Check { check, .. } => Some(match *check {
-            "manifest_digest" => "the training data changed after its manifest was written; rebuild the round data",
-            "round_verify" => "check the round with `bat round verify --train F --manifest F`",
-            "firewall" => "held-out evaluation content reached train.jsonl; rebuild the round data without it",
-            "gate" | "prescription" => "recompute with `bat gate` from the baseline and candidate summaries, or pass --baseline-summary if the round was gated against another baseline",
-            "binding" | "candidate" => "the evaluation does not belong to this candidate model; re-run the evaluation on candidate/",
-            "summary" | "raw_evaluation" => "re-summarize the raw evaluation with `bat eval summarize`",
-            _ => "fix the named file and commit again",
-        }),
+        RoundError::Check(c) => Some(c.hint()),
         RoundError::NoBaseline { .. } => {
             Some("pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round")
         }

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use super::binding::{build_binding, Arm};
-use super::conformance::{case_result as result, read, read_json};
-use super::conformance::{CaseResult, Options};
+use super::conformance_case::{case_result as result, read, read_json};
+use super::conformance_case::{CaseResult, Options};
 use super::firewall::{self, LeakageRules};
 use super::gate::{evaluate_gate, training_healthy, GateModel};
 use super::json::{self, Value};

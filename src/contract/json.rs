@@ -787,6 +787,30 @@ impl Parser<'_> {
     }
 }
 
+/// Convert a contract JSON value to a `serde_json` one (non-finite floats
+/// become null; big ints become strings).
+pub fn to_serde(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::json!(b),
+        Value::Int(i) => serde_json::json!(i),
+        Value::BigInt(s) => serde_json::json!(s),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null),
+        Value::Str(s) => serde_json::json!(s),
+        Value::Array(a) => serde_json::Value::Array(a.iter().map(to_serde).collect()),
+        Value::Object(m) => {
+            serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), to_serde(v))).collect())
+        }
+    }
+}
+
+/// Convert serde JSON (ledger metadata) back to a contract value.
+pub fn from_serde(v: &serde_json::Value) -> Result<Value, ParseError> {
+    parse(&v.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

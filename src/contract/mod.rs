@@ -5,12 +5,17 @@
 
 pub mod binding;
 pub mod conformance;
+pub mod conformance_case;
+pub mod contract_pack;
 pub mod eval_conformance;
+pub mod fasthash;
 pub mod firewall;
 pub mod gate;
 pub mod json;
 pub mod numeric;
 pub mod pack;
+pub mod pack_reader;
+pub mod pack_schema;
 pub mod prompt;
 pub mod protocol;
 pub mod reward;
@@ -21,4 +26,5 @@ pub mod round_conformance;
 pub mod source;
 pub mod summary;
 pub mod task;
+pub mod template;
 pub mod unicode_tables;

@@ -106,26 +106,6 @@ impl Pack {
         self.value.get(key)
     }
 
-    /// Every problem in the pack (empty when it is valid): unknown or
-    /// missing stages, weights that do not sum to 1, placeholders the
-    /// renderer does not know, tracks without a task definition, missing
-    /// keys, wrong types.
-    pub fn check(&self) -> Vec<super::task::PackIssue> {
-        super::task::check_pack(self)
-    }
-
-    /// The typed round-side view of the pack, or every problem found.
-    pub fn contract(&self) -> Result<super::task::ContractPack, PackError> {
-        super::task::ContractPack::from_pack(self).map_err(|issues| PackError::Invalid {
-            origin: self.origin.clone(),
-            reason: issues
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        })
-    }
-
     /// A top-level list of strings (e.g. `stages`, `tracks`); empty if absent.
     pub fn str_list(&self, key: &str) -> Vec<String> {
         self.get(key)

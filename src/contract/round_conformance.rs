@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use super::conformance::{case_result as case, read, read_json};
-use super::conformance::{CaseResult, Options};
+use super::conformance_case::{case_result as case, read, read_json};
+use super::conformance_case::{CaseResult, Options};
 use super::json::{self, Value};
 use super::pack::Pack;
 use super::prompt::Prompter;

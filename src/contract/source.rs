@@ -3,16 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use super::contract_pack::ContractPack;
+pub use super::contract_pack::CONTRACT_FALSE_FLAGS;
 use super::json::{self, Map, Value};
-use super::task::ContractPack;
-
-/// The training-contract flags that must be exactly `false`.
-pub const CONTRACT_FALSE_FLAGS: [&str; 4] = [
-    "assistant_target_included",
-    "teacher_trajectory_included",
-    "rollout_transcript_reuse_allowed",
-    "model_specific_serialization",
-];
 
 /// A source-grid failure; the message is the contract's code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

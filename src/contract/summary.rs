@@ -175,7 +175,7 @@ pub fn build_summary(
     };
 
     let n = cells.len();
-    let mut keys: HashSet<(&str, &str, RepeatKey<'_>), super::gate::FastHash> =
+    let mut keys: HashSet<(&str, &str, RepeatKey<'_>), super::fasthash::FastHash> =
         HashSet::with_capacity_and_hasher(n, Default::default());
     let mut safe_cells = Vec::with_capacity(n);
     let mut tasks = Vec::with_capacity(n);

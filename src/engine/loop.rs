@@ -10,7 +10,7 @@ mod state;
 pub use sink::{commit_loop_round, CompletedRound, LedgerSink, RoundSink, SinkError};
 pub use state::{
     from_serde, loop_metadata, outcome_document, prepare_fresh, round_id, state_document, to_serde,
-    Campaign, LoopState, Start,
+    LoopState, Start,
 };
 
 use super::command::{self, ChildError, ChildSpec, OutputSink, Stream};
@@ -135,6 +135,8 @@ pub enum LoopError {
         reason: String,
     },
 }
+
+pub use crate::round::campaign::Campaign;
 
 /// Progress of a run, for the caller to show.
 #[derive(Debug, Clone)]
@@ -389,7 +391,7 @@ pub fn run_loop(
                 starting_checkpoint: &state.current_checkpoint,
                 baseline_summary: &state.baseline_summary,
                 target_stage: &target,
-                mixture: Mixture::ThreePool,
+                mixture: Mixture::THREE_POOL,
             },
             observer,
         )?;
@@ -455,16 +457,9 @@ pub fn run_loop(
     Ok(outcome_document(campaign, &state))
 }
 
-/// Which data mixture a round trains on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mixture {
-    /// The contract's three-pool round view (§C): 4 S-target + 2 S-mix +
-    /// 2 E2E rows per batch.
-    ThreePool,
-    /// The `mixture=uniform` ablation: no S-target pool (see
-    /// [`super::mixture`]).
-    Uniform,
-}
+/// Which data mixture (round view) a round trains on: a key of the
+/// round-view registry ([`crate::round::view`]).
+pub use crate::round::view::ViewKind as Mixture;
 
 /// The inputs of one round, as the loop or a replay hands them over.
 #[derive(Debug, Clone, Copy)]
@@ -550,10 +545,7 @@ pub fn run_round(
         batches: campaign.batches,
         seed: None,
     };
-    let built = match inp.mixture {
-        Mixture::ThreePool => cround::materialize(&k, &prompter, &inputs)?,
-        Mixture::Uniform => super::mixture::uniform_view(&k, &prompter, &inputs)?,
-    };
+    let built = crate::round::view::view(inp.mixture).build(&k, &prompter, &inputs)?;
     let data = root.join("data");
     create_new_dir(&data)?;
     let train = data.join(cround::TRAIN_FILE);

@@ -224,11 +224,10 @@ pub(super) fn replay_round(
             starting_checkpoint: &s.current.checkpoint,
             baseline_summary: &s.current.baseline,
             target_stage: &target,
-            // A round recorded with a uniform view is re-run with one.
-            mixture: if crate::engine::mixture::is_uniform_manifest(&s.manifest) {
-                Mixture::Uniform
-            } else {
-                plan.mixture
+            // A round recorded with an ablation's view is re-run with it.
+            mixture: match crate::round::view::kind_of(&s.manifest) {
+                Mixture::THREE_POOL => plan.mixture,
+                recorded => recorded,
             },
         },
         observer.loop_observer(),

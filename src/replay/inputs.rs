@@ -15,7 +15,7 @@ use crate::contract::binding::model_identity;
 use crate::contract::json::{self, Value};
 use crate::contract::pack::Pack;
 use crate::contract::prompt::Prompter;
-use crate::contract::round::{self as cround, BuildInputs};
+use crate::contract::round::BuildInputs;
 use crate::engine::r#loop::{Campaign, LoopError};
 use crate::round::provenance::{measured_compute, round_budget};
 
@@ -207,12 +207,9 @@ pub(super) fn check_view(
         batches,
         seed: None,
     };
-    let built = if crate::engine::mixture::is_uniform_manifest(manifest) {
-        crate::engine::mixture::uniform_view(&k, &prompter, &inputs)
-    } else {
-        cround::materialize(&k, &prompter, &inputs)
-    }
-    .map_err(LoopError::from)?;
+    let built = crate::round::view::view(crate::round::view::kind_of(manifest))
+        .build(&k, &prompter, &inputs)
+        .map_err(LoopError::from)?;
     let rebuilt = json::sha256_hex(&built.train);
     if rebuilt != recorded {
         return Err(ReplayError::ViewMismatch {

@@ -278,9 +278,9 @@ pub(super) fn prepare(ledger: &Ledger, req: &ReplayRequest) -> Result<ReplayPlan
         }),
         gate_off: req.ablations.contains(&Ablation::GateOff),
         mixture: if req.ablations.contains(&Ablation::MixtureUniform) {
-            Mixture::Uniform
+            Mixture::UNIFORM
         } else {
-            Mixture::ThreePool
+            Mixture::THREE_POOL
         },
         ablation_pairs: req.ablations.iter().map(Ablation::pair).collect(),
         run_id,

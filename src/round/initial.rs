@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
 
+use super::check::RoundCheck;
 use super::side::tagged_side_commit;
 use super::RoundError;
 use crate::contract::binding::model_identity;
@@ -45,7 +46,12 @@ pub fn record_checkpoint(
     author: &str,
 ) -> Result<(CommitId, String), RoundError> {
     let identity = model_identity(dir)
-        .map_err(|e| RoundError::check("checkpoint", dir, e.to_string()))?
+        .map_err(|e| {
+            RoundError::from(RoundCheck::Checkpoint {
+                path: Path::to_path_buf(dir),
+                reason: e.to_string(),
+            })
+        })?
         .model_identity_sha256;
     if let Some(id) = recorded_checkpoint(ledger, &identity)? {
         return Ok((id, identity));

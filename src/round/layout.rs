@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::check::RoundCheck;
 use super::RoundError;
 
 /// Which layout a round directory has.
@@ -118,15 +119,17 @@ pub fn detect(dir: &Path) -> Result<RoundLayout, RoundError> {
         ),
     ] {
         if !p.is_file() {
-            return Err(RoundError::check("layout", p, format!("{what} is missing")));
+            return Err(RoundError::from(RoundCheck::Layout {
+                path: Path::to_path_buf(p),
+                reason: format!("{what} is missing"),
+            }));
         }
     }
     if !l.candidate.is_dir() {
-        return Err(RoundError::check(
-            "candidate",
-            &l.candidate,
-            "the candidate model folder is missing",
-        ));
+        return Err(RoundError::from(RoundCheck::Candidate {
+            path: l.candidate.clone(),
+            reason: "the candidate model folder is missing".into(),
+        }));
     }
     Ok(l)
 }

@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitId, Ledger, ObjectId};
 use serde::{Deserialize, Serialize};
 
+use super::campaign::Campaign;
 use crate::contract::json::{self, Value};
-use crate::engine::r#loop::Campaign;
 
 /// Version of the round metadata document written by this build.
 pub const ROUND_META_SCHEMA: u32 = 1;
@@ -353,7 +353,7 @@ impl LoopMeta {
     ) -> Result<LoadedSummary, MetaError> {
         let bytes = match which {
             SummaryRef::Inline(v) => {
-                let value = crate::engine::r#loop::from_serde(v).map_err(malformed)?;
+                let value = json::from_serde(v).map_err(malformed)?;
                 let bytes = json::to_pj_file(&value).into_bytes();
                 return Ok(LoadedSummary {
                     id: ObjectId::of_bytes(&bytes),
@@ -397,7 +397,7 @@ impl LoopMeta {
     /// round commits of the same run, until `history_len` elements are
     /// found (a version-1 record on the way supplies the rest at once).
     pub fn history(&self, ledger: &Ledger, at: CommitId) -> Result<Vec<Value>, MetaError> {
-        let to_contract = |v: &serde_json::Value| crate::engine::r#loop::from_serde(v);
+        let to_contract = |v: &serde_json::Value| json::from_serde(v);
         if let Some(s) = &self.state {
             return s
                 .history

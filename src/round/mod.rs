@@ -52,6 +52,8 @@
 //! baseline. The scalar members are indexed fields of the catalog, scores as
 //! `scores.overall`, `scores.S1`, ….
 
+pub mod campaign;
+pub mod check;
 pub mod initial;
 pub mod layout;
 pub mod meta;
@@ -60,6 +62,7 @@ pub mod provenance;
 pub mod record;
 pub(crate) mod side;
 pub mod validate;
+pub mod view;
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +70,7 @@ use bat_ledger::{CommitId, Ledger};
 
 use crate::contract::pack::Pack;
 
+pub use check::RoundCheck;
 pub use promote::{
     next_starting_checkpoint, promoted_round, resolve_rev, revert_round, round_commits,
     PromotedRound, RevertOutcome, RoundInfo, StartingCheckpoint, PROMOTED_PREFIX,
@@ -198,18 +202,10 @@ pub enum RoundError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A round check failed: the round is refused.
-    #[error("round check `{check}` failed for {path}: {reason}")]
-    Check {
-        /// The check's name (`manifest_digest`, `round_verify`,
-        /// `summary`, `binding`, `raw_evaluation`, `firewall`, `gate`,
-        /// `prescription`, `training_health`, `candidate`, `markers`).
-        check: &'static str,
-        /// The file that failed it.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
+    /// A round check failed: the round is refused ([`RoundCheck`] names
+    /// the check and the file, and has a hint).
+    #[error(transparent)]
+    Check(#[from] RoundCheck),
     /// No baseline summary to gate the round against.
     #[error("no baseline summary for round {round_id} in {dir}")]
     NoBaseline {
@@ -268,14 +264,6 @@ pub enum RoundError {
 }
 
 impl RoundError {
-    pub(crate) fn check(check: &'static str, path: &Path, reason: impl Into<String>) -> Self {
-        RoundError::Check {
-            check,
-            path: path.to_path_buf(),
-            reason: reason.into(),
-        }
-    }
-
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
         move |source| RoundError::Io {
             path: path.to_path_buf(),
@@ -315,8 +303,7 @@ fn refuse_hostile_round(
     branch: &str,
     round_id: &str,
 ) -> Result<(), RoundError> {
-    crate::checkpoint::check_model_dir(&lay.candidate).map_err(|e| RoundError::Check {
-        check: "candidate",
+    crate::checkpoint::check_model_dir(&lay.candidate).map_err(|e| RoundCheck::Candidate {
         path: e.path.clone(),
         reason: e.reason,
     })?;
@@ -331,11 +318,13 @@ fn refuse_hostile_round(
         let on_branch =
             c == tip || bat_ledger::remote::transfer::is_ancestor(ledger, c, tip).unwrap_or(false);
         if on_branch {
-            return Err(RoundError::Check {
-                check: "round_id",
+            return Err(RoundCheck::RoundId {
                 path: lay.dir.clone(),
-                reason: format!("round {round_id} is already committed on {branch} ({c})"),
-            });
+                round_id: round_id.to_string(),
+                branch: branch.to_string(),
+                commit: c.to_string(),
+            }
+            .into());
         }
     }
     Ok(())

@@ -16,6 +16,7 @@ use git2::{DiffFormat, DiffOptions, Repository, StatusOptions};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::check::RoundCheck;
 use super::layout::RoundLayout;
 use super::validate::CheckedRound;
 use super::{CommitRoundOptions, RoundError};
@@ -160,13 +161,13 @@ pub fn round_budget(manifest: &Value, health: &Value) -> serde_json::Value {
     let mut data = serde_json::Map::new();
     for k in MANIFEST_BUDGET_KEYS {
         if let Some(v) = manifest.get(k) {
-            data.insert(k.to_string(), super::record::to_serde(v));
+            data.insert(k.to_string(), crate::contract::json::to_serde(v));
         }
     }
     let trainer = health
         .get("budget")
         .filter(|b| b.as_object().is_some())
-        .map(super::record::to_serde)
+        .map(crate::contract::json::to_serde)
         .unwrap_or(serde_json::Value::Null);
     json!({"data": data, "trainer": trainer})
 }
@@ -188,8 +189,12 @@ pub(crate) fn build(
         Some(p) => Some(code_provenance(p)?),
         None => None,
     };
-    let compute = measured_compute(&checked.health)
-        .map_err(|reason| RoundError::check("training_health", &l.health, reason))?;
+    let compute = measured_compute(&checked.health).map_err(|reason| {
+        RoundError::from(RoundCheck::TrainingHealth {
+            path: l.health.clone(),
+            reason,
+        })
+    })?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress, OnMoved};
 use serde_json::json;
 
+use super::check::RoundCheck;
 use super::layout::{committed_files, RoundLayout};
 use super::promote::{promoted_ref, PROMOTED_PREFIX};
 use super::validate::{BaselineSource, CheckedRound};
@@ -27,25 +28,6 @@ use crate::contract::json::{self, Value};
 
 /// Where private raw evaluations live, relative to the `.bat` directory.
 pub const PRIVATE_RAW_EVAL_DIR: &str = "private/raw-eval";
-
-/// Convert a contract JSON value to a `serde_json` one (non-finite floats
-/// become null; big ints become strings).
-pub fn to_serde(v: &Value) -> serde_json::Value {
-    match v {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::BigInt(s) => json!(s),
-        Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(serde_json::Value::Number)
-            .unwrap_or(serde_json::Value::Null),
-        Value::Str(s) => json!(s),
-        Value::Array(a) => serde_json::Value::Array(a.iter().map(to_serde).collect()),
-        Value::Object(m) => {
-            serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), to_serde(v))).collect())
-        }
-    }
-}
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
     move |source| RoundError::Write {
@@ -94,11 +76,10 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), RoundError> {
         } else if ft.is_file() {
             link_or_copy(&e.path(), &dest)?;
         } else {
-            return Err(RoundError::check(
-                "candidate",
-                &e.path(),
-                "only regular files and folders can be recorded in a round",
-            ));
+            return Err(RoundError::from(RoundCheck::Candidate {
+                path: Path::to_path_buf(&e.path()),
+                reason: "only regular files and folders can be recorded in a round".into(),
+            }));
         }
     }
     Ok(())
@@ -117,13 +98,13 @@ fn scores(summary: &Value) -> serde_json::Map<String, serde_json::Value> {
     if let Some(m) = summary.get("means").and_then(Value::as_object) {
         for k in ["overall", "task", "agentic"] {
             if let Some(v) = m.get(k) {
-                out.insert(k.to_string(), to_serde(v));
+                out.insert(k.to_string(), json::to_serde(v));
             }
         }
     }
     if let Some(s) = summary.get("stage_scores").and_then(Value::as_object) {
         for (k, v) in s.iter() {
-            out.insert(k.clone(), to_serde(v));
+            out.insert(k.clone(), json::to_serde(v));
         }
     }
     out
@@ -135,41 +116,23 @@ fn ablation_object(a: &[(String, String)]) -> serde_json::Value {
 }
 
 /// Record a validated round.
-pub(crate) fn record(
-    ledger: &mut Ledger,
+/// What [`record`] derives from the gate once and writes in several places.
+struct Facts<'a> {
+    gate_status: &'a str,
+    starting: &'a str,
+    trained_from: &'a str,
+    raw_kept: bool,
+}
+
+/// `round.json` of the commit, and the round's budget.
+fn round_document(
     l: &RoundLayout,
     opts: &CommitRoundOptions,
-    branch: &str,
-    c: CheckedRound,
-    provenance: serde_json::Value,
-) -> Result<RoundCommit, RoundError> {
-    let gate_status = if c.gate.promoted { "promote" } else { "hold" };
-    let trained_from = c
-        .gate
-        .gate
-        .get("baseline_checkpoint_sha256")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let starting = c
-        .gate
-        .prescription
-        .get("starting_checkpoint_sha256")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-
-    // The private copy first: a failure afterwards leaves only a harmless file.
-    let kept = match (&c.raw.bytes, &c.raw.blake3, opts.keep_raw_eval) {
-        (Some(bytes), Some(b3), true) => Some(keep_private(ledger, b3, bytes)?),
-        _ => None,
-    };
-    let raw_kept = kept.is_some()
-        || c.raw
-            .blake3
-            .as_ref()
-            .is_some_and(|b| ledger.dir().join(PRIVATE_RAW_EVAL_DIR).join(b).is_file());
-
+    c: &CheckedRound,
+    f: &Facts<'_>,
+) -> (serde_json::Value, serde_json::Value) {
+    let (gate_status, starting, trained_from, raw_kept) =
+        (f.gate_status, f.starting, f.trained_from, f.raw_kept);
     let baseline_doc = match &c.baseline_source {
         BaselineSource::File(_) => json!({"source": "file"}),
         BaselineSource::Promoted(p) => json!({
@@ -219,7 +182,12 @@ pub(crate) fn record(
         m.insert("ablation".into(), ablation_object(&r.ablation));
         m.insert("inherited".into(), json!(r.inherited));
     }
-    let firewall_json = json!({
+    (round_json, budget)
+}
+
+/// `firewall.json` of the commit (the scan passed, or validation refused).
+fn firewall_document(c: &CheckedRound, opts: &CommitRoundOptions) -> serde_json::Value {
+    json!({
         "schema_version": 1,
         "artifact_kind": "bat_round_firewall",
         "status": "passed",
@@ -231,8 +199,17 @@ pub(crate) fn record(
             "derived_from": "evaluation task ids",
             "extra_file_given": opts.heldout_markers.is_some(),
         },
-    });
+    })
+}
 
+/// Stage the commit's tree in a temporary folder under the ledger: the
+/// round's files, the candidate and bat's own documents `docs`. Returns the
+/// folder and its parent (removed after the commit when empty).
+fn stage_tree(
+    ledger: &Ledger,
+    l: &RoundLayout,
+    docs: [(&str, Vec<u8>); 4],
+) -> Result<(tempfile::TempDir, PathBuf), RoundError> {
     // Stage the tree.
     let stage_root = ledger.dir().join("tmp-round");
     std::fs::create_dir_all(&stage_root).map_err(write_err(&stage_root))?;
@@ -244,16 +221,33 @@ pub(crate) fn record(
         link_or_copy(&src, &stage.path().join(&rel))?;
     }
     link_tree(&l.candidate, &stage.path().join("candidate"))?;
-    for (name, bytes) in [
-        ("round.json", pretty(&round_json)),
-        ("firewall.json", pretty(&firewall_json)),
-        ("provenance.json", pretty(&provenance)),
-        ("baseline-summary.json", c.baseline_bytes.clone()),
-    ] {
+    for (name, bytes) in docs {
         let p = stage.path().join(name);
         std::fs::write(&p, bytes).map_err(write_err(&p))?;
     }
 
+    Ok((stage, stage_root))
+}
+
+/// The commit metadata (one typed document, see `super::meta`), its indexed
+/// fields and the scores.
+#[allow(clippy::type_complexity)]
+fn commit_metadata(
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    c: &CheckedRound,
+    f: &Facts<'_>,
+    budget: serde_json::Value,
+) -> Result<
+    (
+        serde_json::Map<String, serde_json::Value>,
+        BTreeMap<String, FieldValue>,
+        serde_json::Map<String, serde_json::Value>,
+    ),
+    RoundError,
+> {
+    let (gate_status, starting, trained_from, raw_kept) =
+        (f.gate_status, f.starting, f.trained_from, f.raw_kept);
     // Metadata (one typed document, see `super::meta`) and indexed fields.
     let sc = scores(&c.summary);
     let loop_meta = match &opts.extra_metadata {
@@ -276,14 +270,14 @@ pub(crate) fn record(
         gate_status: gate_status.into(),
         selection_reason: c.gate.selection_reason.into(),
         candidate_checkpoint_sha256: c.candidate_identity.clone(),
-        starting_checkpoint_sha256: starting.clone(),
-        trained_from_checkpoint_sha256: trained_from.clone(),
+        starting_checkpoint_sha256: starting.to_string(),
+        trained_from_checkpoint_sha256: trained_from.to_string(),
         raw_eval_sha256: c.raw.sha256.clone(),
         raw_eval_blake3: c.raw.blake3.clone(),
         raw_eval_kept: raw_kept,
         layout: l.layout.as_str().into(),
         scores: sc.clone(),
-        budget: budget.clone(),
+        budget,
         replay_of: opts.replay.as_ref().map(|r| r.replay_of.clone()),
         replay_of_round_id: opts.replay.as_ref().map(|r| r.replay_of_round_id.clone()),
         ablation: opts.replay.as_ref().map(|r| r.ablation_text()),
@@ -319,6 +313,65 @@ pub(crate) fn record(
             fields.insert(format!("scores.{k}"), f);
         }
     }
+    Ok((meta, fields, sc))
+}
+
+pub(crate) fn record(
+    ledger: &mut Ledger,
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    branch: &str,
+    c: CheckedRound,
+    provenance: serde_json::Value,
+) -> Result<RoundCommit, RoundError> {
+    let gate_status = if c.gate.promoted { "promote" } else { "hold" };
+    let trained_from = c
+        .gate
+        .gate
+        .get("baseline_checkpoint_sha256")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let starting = c
+        .gate
+        .prescription
+        .get("starting_checkpoint_sha256")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+
+    // The private copy first: a failure afterwards leaves only a harmless file.
+    let kept = match (&c.raw.bytes, &c.raw.blake3, opts.keep_raw_eval) {
+        (Some(bytes), Some(b3), true) => Some(keep_private(ledger, b3, bytes)?),
+        _ => None,
+    };
+    let raw_kept = kept.is_some()
+        || c.raw
+            .blake3
+            .as_ref()
+            .is_some_and(|b| ledger.dir().join(PRIVATE_RAW_EVAL_DIR).join(b).is_file());
+
+    let facts = Facts {
+        gate_status,
+        starting: &starting,
+        trained_from: &trained_from,
+        raw_kept,
+    };
+    let (round_json, budget) = round_document(l, opts, &c, &facts);
+    let firewall_json = firewall_document(&c, opts);
+
+    let (stage, stage_root) = stage_tree(
+        ledger,
+        l,
+        [
+            ("round.json", pretty(&round_json)),
+            ("firewall.json", pretty(&firewall_json)),
+            ("provenance.json", pretty(&provenance)),
+            ("baseline-summary.json", c.baseline_bytes.clone()),
+        ],
+    )?;
+
+    let (meta, fields, sc) = commit_metadata(l, opts, &c, &facts, budget)?;
     let overall = sc
         .get("overall")
         .and_then(serde_json::Value::as_f64)

@@ -1,5 +1,5 @@
 //! The checks a round directory must pass before it is committed. Every
-//! refusal is a [`RoundError::Check`] naming the check and the file.
+//! refusal is a [`RoundCheck`] naming the check and the file.
 //!
 //! In order:
 //! 1. `manifest_digest`: `data/manifest.json`'s `train.sha256` equals the
@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use bat_ledger::{Ledger, Mode};
 
+use super::check::{CheckCtor, RoundCheck};
 use super::layout::{Layout, RoundLayout};
 use super::promote::PromotedRound;
 use super::{CommitRoundOptions, RoundError};
@@ -37,8 +38,8 @@ use crate::contract::firewall::{casefold, parse_markers, scan_bytes, LeakageRule
 use crate::contract::gate::{evaluate_gate, training_healthy, GateModel, GateOutcome};
 use crate::contract::json::{self, Value};
 use crate::contract::numeric::SumMode;
+use crate::contract::pack::Pack;
 use crate::contract::prompt::Prompter;
-use crate::contract::round::verify_dataset;
 use crate::contract::summary::build_summary;
 
 /// Digests of the raw evaluator output (its bytes never enter a commit).
@@ -102,9 +103,9 @@ fn read(path: &Path) -> Result<Vec<u8>, RoundError> {
     crate::fsutil::read_json_input(path).map_err(RoundError::io(path))
 }
 
-fn parse(check: &'static str, path: &Path, bytes: &[u8]) -> Result<Value, RoundError> {
+fn parse(check: CheckCtor, path: &Path, bytes: &[u8]) -> Result<Value, RoundError> {
     json::parse_bytes(bytes)
-        .map_err(|e| RoundError::check(check, path, format!("not valid JSON: {e}")))
+        .map_err(|e| RoundError::from(check(path.to_path_buf(), format!("not valid JSON: {e}"))))
 }
 
 fn str_at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -115,8 +116,34 @@ fn str_at<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a str> {
     cur.as_str()
 }
 
-/// Run every check on a recognised round directory. `promoted` is the
-/// branch's promoted round (the default baseline).
+/// What the training data checks (1–2) established.
+struct TrainingData {
+    train: Vec<u8>,
+    train_sha: String,
+    round_id: String,
+    target_stage: String,
+    rows: u64,
+}
+
+/// The candidate's evaluation documents read by the binding check (4).
+struct EvalDocs {
+    summary_path: PathBuf,
+    summary_bytes: Vec<u8>,
+    summary: Value,
+    gate_bytes: Vec<u8>,
+    receipt_path: PathBuf,
+    receipt: Option<Value>,
+}
+
+fn pack_err(e: impl std::fmt::Display) -> RoundError {
+    RoundError::Pack {
+        reason: e.to_string(),
+    }
+}
+
+/// Run every check on a recognised round directory, in the order of the
+/// module docs. `promoted` is the branch's promoted round (the default
+/// baseline).
 pub fn validate(
     ledger: &Ledger,
     l: &RoundLayout,
@@ -124,59 +151,137 @@ pub fn validate(
     promoted: Option<&PromotedRound>,
 ) -> Result<CheckedRound, RoundError> {
     let pack = &opts.pack;
-    let pack_err = |e: &dyn std::fmt::Display| RoundError::Pack {
-        reason: e.to_string(),
-    };
+    let data = training_data(l, pack)?;
+    let (identity, candidate_files) = candidate_identity(l)?;
+    let docs = evaluation_docs(l, &identity)?;
+    let raw = raw_evaluation(l, pack, &identity, &docs)?;
 
+    // A trainer that copied the raw evaluation into its model folder makes
+    // it part of the candidate (and of its identity); report it.
+    let raw_copies_in_candidate: Vec<String> = candidate_files
+        .iter()
+        .filter(|(_, sha)| *sha == raw.sha256)
+        .map(|(p, _)| format!("candidate/{p}"))
+        .collect();
+
+    // 6. The baseline summary.
+    let (baseline_bytes, baseline_source, baseline_path) =
+        baseline_summary(ledger, l, opts, promoted, &data.round_id)?;
+    let baseline = parse(
+        |path, reason| RoundCheck::Summary { path, reason },
+        &baseline_path,
+        &baseline_bytes,
+    )?;
+
+    // 7. Health.
+    let health_bytes = read(&l.health)?;
+    let health = parse(
+        |path, reason| RoundCheck::TrainingHealth { path, reason },
+        &l.health,
+        &health_bytes,
+    )?;
+
+    let (markers_sha256, marker_count) = firewall(l, opts, &data.train, &docs.summary, &raw)?;
+    let outcome = gate(l, pack, (&baseline, &baseline_path), &docs, &health)?;
+
+    Ok(CheckedRound {
+        round_id: data.round_id,
+        target_stage: data.target_stage,
+        train_sha256: data.train_sha,
+        rows: data.rows,
+        candidate_identity: identity,
+        summary: docs.summary,
+        baseline_bytes,
+        baseline_source,
+        gate: outcome,
+        health,
+        raw,
+        markers_sha256,
+        marker_count,
+        raw_copies_in_candidate,
+    })
+}
+
+/// Checks 1–2: the manifest names the training data, and the round view's
+/// verifier accepts it.
+fn training_data(l: &RoundLayout, pack: &Pack) -> Result<TrainingData, RoundError> {
     // 1–2. The training data.
     let train = read(&l.train)?;
     let manifest_bytes = read(&l.manifest)?;
-    let manifest = parse("manifest_digest", &l.manifest, &manifest_bytes)?;
+    let manifest = parse(
+        |path, reason| RoundCheck::ManifestDigest { path, reason },
+        &l.manifest,
+        &manifest_bytes,
+    )?;
     let train_sha = json::sha256_hex(&train);
     match str_at(&manifest, &["train", "sha256"]) {
         Some(d) if d == train_sha => {}
         Some(d) => {
-            return Err(RoundError::check(
-                "manifest_digest",
-                &l.manifest,
-                format!(
+            return Err(RoundError::from(RoundCheck::ManifestDigest {
+                path: l.manifest.clone(),
+                reason: format!(
                     "train.sha256 is {d} but {} has sha256 {train_sha}",
                     l.train.display()
                 ),
-            ))
+            }))
         }
         None => {
-            return Err(RoundError::check(
-                "manifest_digest",
-                &l.manifest,
-                "train.sha256 is missing",
-            ))
+            return Err(RoundError::from(RoundCheck::ManifestDigest {
+                path: l.manifest.clone(),
+                reason: "train.sha256 is missing".into(),
+            }))
         }
     }
-    let k = pack.contract().map_err(|e| pack_err(&e))?;
+    let k = pack.contract().map_err(pack_err)?;
     let prompter = Prompter::new(&k);
-    // A `mixture=uniform` ablation's view has its own verifier; every other
-    // view is the contract's three-pool one.
-    let verified = if crate::engine::mixture::is_uniform_manifest(&manifest) {
-        crate::engine::mixture::verify_uniform_view(&k, &prompter, &train, &manifest_bytes)
-    } else {
-        verify_dataset(&k, &prompter, &train, &manifest_bytes)
-    }
-    .map_err(|e| RoundError::check("round_verify", &l.train, e.to_string()))?;
+    // Each round view (the contract's three-pool one, an ablation's) has its
+    // own verifier; the registry recognizes which one the manifest names.
+    let verified = super::view::view(super::view::kind_of(&manifest))
+        .verify(&k, &prompter, &train, &manifest_bytes)
+        .map_err(|e| {
+            RoundError::from(RoundCheck::RoundVerify {
+                path: l.train.clone(),
+                reason: e.to_string(),
+            })
+        })?;
     let round_id = str_at(&manifest, &["round_id"])
-        .ok_or_else(|| RoundError::check("round_verify", &l.manifest, "round_id is missing"))?
+        .ok_or_else(|| {
+            RoundError::from(RoundCheck::RoundVerify {
+                path: l.manifest.clone(),
+                reason: "round_id is missing".into(),
+            })
+        })?
         .to_string();
     let target_stage = str_at(&manifest, &["target_stage"])
-        .ok_or_else(|| RoundError::check("round_verify", &l.manifest, "target_stage is missing"))?
+        .ok_or_else(|| {
+            RoundError::from(RoundCheck::RoundVerify {
+                path: l.manifest.clone(),
+                reason: "target_stage is missing".into(),
+            })
+        })?
         .to_string();
     let rows = match verified.get("rows") {
         Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
         _ => 0,
     };
+    Ok(TrainingData {
+        train,
+        train_sha,
+        round_id,
+        target_stage,
+        rows,
+    })
+}
 
+/// Check 3: the candidate's model identity and its files `(path, sha256)`.
+fn candidate_identity(l: &RoundLayout) -> Result<(String, Vec<(String, String)>), RoundError> {
     // 3. The candidate's identity.
-    let ident = model_identity(&l.candidate)
-        .map_err(|e| RoundError::check("candidate", &l.candidate, e.to_string()))?;
+    let ident = model_identity(&l.candidate).map_err(|e| {
+        RoundError::from(RoundCheck::Candidate {
+            path: l.candidate.clone(),
+            reason: e.to_string(),
+        })
+    })?;
     let candidate_files: Vec<(String, String)> = ident
         .basis
         .get("files")
@@ -191,15 +296,32 @@ pub fn validate(
         })
         .collect();
     let identity = ident.model_identity_sha256;
+    Ok((identity, candidate_files))
+}
 
+/// Check 4: the binding, summary, request, receipt and gate all name the
+/// candidate's identity.
+fn evaluation_docs(l: &RoundLayout, identity: &str) -> Result<EvalDocs, RoundError> {
     // 4. Everything names that identity.
     let binding_path = l.eval_dir.join("checkpoint-binding.json");
-    let binding = parse("binding", &binding_path, &read(&binding_path)?)?;
+    let binding = parse(
+        |path, reason| RoundCheck::Binding { path, reason },
+        &binding_path,
+        &read(&binding_path)?,
+    )?;
     let summary_path = l.eval_dir.join("summary.json");
     let summary_bytes = read(&summary_path)?;
-    let summary = parse("summary", &summary_path, &summary_bytes)?;
+    let summary = parse(
+        |path, reason| RoundCheck::Summary { path, reason },
+        &summary_path,
+        &summary_bytes,
+    )?;
     let gate_bytes = read(&l.gate)?;
-    let gate_doc = parse("gate", &l.gate, &gate_bytes)?;
+    let gate_doc = parse(
+        |path, reason| RoundCheck::Gate { path, reason },
+        &l.gate,
+        &gate_bytes,
+    )?;
     let mut named = vec![
         (
             binding_path.clone(),
@@ -216,7 +338,11 @@ pub fn validate(
     ];
     let receipt_path = l.eval_dir.join("receipt.json");
     let receipt = if receipt_path.is_file() {
-        Some(parse("binding", &receipt_path, &read(&receipt_path)?)?)
+        Some(parse(
+            |path, reason| RoundCheck::Binding { path, reason },
+            &receipt_path,
+            &read(&receipt_path)?,
+        )?)
     } else {
         None
     };
@@ -225,7 +351,11 @@ pub fn validate(
     }
     let request_path = l.eval_dir.join("eval-request.json");
     let request = if request_path.is_file() {
-        Some(parse("binding", &request_path, &read(&request_path)?)?)
+        Some(parse(
+            |path, reason| RoundCheck::Binding { path, reason },
+            &request_path,
+            &read(&request_path)?,
+        )?)
     } else {
         None
     };
@@ -233,35 +363,61 @@ pub fn validate(
         named.push((request_path.clone(), str_at(r, &["checkpoint_sha256"])));
     }
     for (p, v) in named {
-        if v != Some(identity.as_str()) {
-            return Err(RoundError::check(
-                "binding",
-                &p,
-                format!(
+        if v != Some(identity) {
+            return Err(RoundError::from(RoundCheck::Binding {
+                path: p.clone(),
+                reason: format!(
                     "names checkpoint {} but the candidate model {} has identity {identity}",
                     v.unwrap_or("(none)"),
                     l.candidate.display()
                 ),
-            ));
+            }));
         }
     }
+    Ok(EvalDocs {
+        summary_path,
+        summary_bytes,
+        summary,
+        gate_bytes,
+        receipt_path,
+        receipt,
+    })
+}
 
+/// Check 5: the raw evaluation, and the summary and receipt naming it.
+fn raw_evaluation(
+    l: &RoundLayout,
+    pack: &Pack,
+    identity: &str,
+    docs: &EvalDocs,
+) -> Result<RawEval, RoundError> {
+    let EvalDocs {
+        summary_path,
+        summary_bytes,
+        summary,
+        receipt_path,
+        receipt,
+        ..
+    } = docs;
     // 5. The raw evaluation.
     let raw = match (&l.layout, &l.raw_eval) {
         (Layout::Reference, Some(raw_path)) => {
             let bytes = read(raw_path)?;
             let sha = json::sha256_hex(&bytes);
-            let rebuilt = build_summary(&bytes, &identity, pack, SumMode::Plain)
-                .map_err(|e| RoundError::check("raw_evaluation", raw_path, e.to_string()))?;
+            let rebuilt = build_summary(&bytes, identity, pack, SumMode::Plain).map_err(|e| {
+                RoundError::from(RoundCheck::RawEvaluation {
+                    path: Path::to_path_buf(raw_path),
+                    reason: e.to_string(),
+                })
+            })?;
             if json::to_pj_file(&rebuilt).as_bytes() != summary_bytes.as_slice() {
-                return Err(RoundError::check(
-                    "summary",
-                    &summary_path,
-                    format!(
+                return Err(RoundError::from(RoundCheck::Summary {
+                    path: summary_path.clone(),
+                    reason: format!(
                         "differs from the summary recomputed from {}",
                         raw_path.display()
                     ),
-                ));
+                }));
             }
             RawEval {
                 blake3: Some(bat_ledger::ObjectId::of_bytes(&bytes).to_hex()),
@@ -275,13 +431,16 @@ pub fn validate(
                 .round_json
                 .clone()
                 .unwrap_or_else(|| l.dir.join("round.json"));
-            let rj = parse("raw_evaluation", &rj_path, &read(&rj_path)?)?;
+            let rj = parse(
+                |path, reason| RoundCheck::RawEvaluation { path, reason },
+                &rj_path,
+                &read(&rj_path)?,
+            )?;
             let sha = str_at(&rj, &["raw_evaluation", "sha256"]).ok_or_else(|| {
-                RoundError::check(
-                    "raw_evaluation",
-                    &rj_path,
-                    "raw_evaluation.sha256 is missing",
-                )
+                RoundError::from(RoundCheck::RawEvaluation {
+                    path: rj_path.clone(),
+                    reason: "raw_evaluation.sha256 is missing".into(),
+                })
             })?;
             RawEval {
                 sha256: sha.to_string(),
@@ -297,57 +456,49 @@ pub fn validate(
             }
         }
     };
-    if str_at(&summary, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
-        return Err(RoundError::check(
-            "raw_evaluation",
-            &summary_path,
-            format!(
+    if str_at(summary, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
+        return Err(RoundError::from(RoundCheck::RawEvaluation {
+            path: summary_path.clone(),
+            reason: format!(
                 "raw_evaluation_sha256 does not name the raw evaluation ({})",
                 raw.sha256
             ),
-        ));
+        }));
     }
     if let Some(r) = &receipt {
         if str_at(r, &["raw_evaluation_sha256"]) != Some(raw.sha256.as_str()) {
-            return Err(RoundError::check(
-                "raw_evaluation",
-                &receipt_path,
-                format!(
+            return Err(RoundError::from(RoundCheck::RawEvaluation {
+                path: receipt_path.clone(),
+                reason: format!(
                     "raw_evaluation_sha256 does not name the raw evaluation ({})",
                     raw.sha256
                 ),
-            ));
+            }));
         }
-        let ssha = json::sha256_hex(&summary_bytes);
+        let ssha = json::sha256_hex(summary_bytes);
         if str_at(r, &["summary_sha256"]) != Some(ssha.as_str()) {
-            return Err(RoundError::check(
-                "summary",
-                &receipt_path,
-                format!(
+            return Err(RoundError::from(RoundCheck::Summary {
+                path: receipt_path.clone(),
+                reason: format!(
                     "summary_sha256 does not name {} ({ssha})",
                     summary_path.display()
                 ),
-            ));
+            }));
         }
     }
+    Ok(raw)
+}
 
-    // A trainer that copied the raw evaluation into its model folder makes
-    // it part of the candidate (and of its identity); report it.
-    let raw_copies_in_candidate: Vec<String> = candidate_files
-        .iter()
-        .filter(|(_, sha)| *sha == raw.sha256)
-        .map(|(p, _)| format!("candidate/{p}"))
-        .collect();
-
-    // 6. The baseline summary.
-    let (baseline_bytes, baseline_source, baseline_path) =
-        baseline_summary(ledger, l, opts, promoted, &round_id)?;
-    let baseline = parse("summary", &baseline_path, &baseline_bytes)?;
-
-    // 7. Health.
-    let health_bytes = read(&l.health)?;
-    let health = parse("training_health", &l.health, &health_bytes)?;
-
+/// Check 8: the firewall scan of the training data; returns the markers'
+/// digest and count.
+fn firewall(
+    l: &RoundLayout,
+    opts: &CommitRoundOptions,
+    train: &[u8],
+    summary: &Value,
+    raw: &RawEval,
+) -> Result<(String, usize), RoundError> {
+    let pack = &opts.pack;
     // 8. Firewall.
     let mut markers = BTreeSet::new();
     if let Some(cells) = summary.get("cells").and_then(Value::as_array) {
@@ -376,80 +527,77 @@ pub fn validate(
         }
     }
     if let Some(mf) = &opts.heldout_markers {
-        let given = parse_markers(&read(mf)?)
-            .map_err(|e| RoundError::check("markers", mf, e.to_string()))?;
+        let given = parse_markers(&read(mf)?).map_err(|e| {
+            RoundError::from(RoundCheck::Markers {
+                path: Path::to_path_buf(mf),
+                reason: e.to_string(),
+            })
+        })?;
         markers.extend(given);
     }
     let markers: Vec<String> = markers.into_iter().collect();
-    let rules = LeakageRules::from_pack(pack).map_err(|e| pack_err(&e))?;
-    let violations = scan_bytes(&train, &markers, &rules)
-        .map_err(|e| RoundError::check("firewall", &l.train, e.to_string()))?;
+    let rules = LeakageRules::from_pack(pack).map_err(pack_err)?;
+    let violations = scan_bytes(train, &markers, &rules).map_err(|e| {
+        RoundError::from(RoundCheck::Firewall {
+            path: l.train.clone(),
+            reason: e.to_string(),
+        })
+    })?;
     if !violations.is_empty() {
         let shown: Vec<String> = violations
             .iter()
             .take(5)
             .map(|v| format!("line {} {} {}", v.line, v.field, v.code))
             .collect();
-        return Err(RoundError::check(
-            "firewall",
-            &l.train,
-            format!(
+        return Err(RoundError::from(RoundCheck::Firewall {
+            path: l.train.clone(),
+            reason: format!(
                 "{} leakage violation(s): {}{}",
                 violations.len(),
                 shown.join("; "),
                 if violations.len() > 5 { "; …" } else { "" }
             ),
-        ));
+        }));
     }
     let marker_value = Value::Array(markers.iter().map(|m| Value::Str(m.clone())).collect());
     let markers_sha256 = json::digest(&marker_value).unwrap_or_default();
+    Ok((markers_sha256, markers.len()))
+}
 
+/// Check 9: the gate and prescription recomputed from the summaries and the
+/// health file equal the round's files.
+fn gate(
+    l: &RoundLayout,
+    pack: &Pack,
+    (baseline, baseline_path): (&Value, &Path),
+    docs: &EvalDocs,
+    health: &Value,
+) -> Result<GateOutcome, RoundError> {
+    let (summary, summary_path) = (&docs.summary, &docs.summary_path);
     // 9. Gate and prescription.
-    let model = GateModel::from_pack(pack).map_err(|e| pack_err(&e))?;
+    let model = GateModel::from_pack(pack).map_err(pack_err)?;
     let outcome =
-        evaluate_gate(&baseline, &summary, training_healthy(&health), &model).map_err(|e| {
-            RoundError::check(
-                "summary",
-                &summary_path,
-                format!("{e} (gated against baseline {})", baseline_path.display()),
-            )
+        evaluate_gate(baseline, summary, training_healthy(health), &model).map_err(|e| {
+            RoundError::from(RoundCheck::Summary {
+                path: summary_path.clone(),
+                reason: format!("{e} (gated against baseline {})", baseline_path.display()),
+            })
         })?;
-    if json::to_pj_file(&outcome.gate).as_bytes() != gate_bytes.as_slice() {
-        return Err(RoundError::check(
-            "gate",
-            &l.gate,
-            format!(
+    if json::to_pj_file(&outcome.gate).as_bytes() != docs.gate_bytes.as_slice() {
+        return Err(RoundError::from(RoundCheck::Gate { path: l.gate.clone(), reason: format!(
                 "differs from the gate recomputed from baseline {} and candidate {} (recomputed status: {})",
                 baseline_path.display(),
                 summary_path.display(),
                 if outcome.promoted { "promote" } else { "hold" }
-            ),
-        ));
+            ) }));
     }
     if json::to_pj_file(&outcome.prescription).as_bytes() != read(&l.prescription)?.as_slice() {
-        return Err(RoundError::check(
-            "prescription",
-            &l.prescription,
-            "differs from the prescription recomputed from the summaries",
-        ));
+        return Err(RoundError::from(RoundCheck::Prescription {
+            path: l.prescription.clone(),
+            reason: "differs from the prescription recomputed from the summaries".into(),
+        }));
     }
-
-    Ok(CheckedRound {
-        round_id,
-        target_stage,
-        train_sha256: train_sha,
-        rows,
-        candidate_identity: identity,
-        summary,
-        baseline_bytes,
-        baseline_source,
-        gate: outcome,
-        health,
-        raw,
-        markers_sha256,
-        marker_count: markers.len(),
-        raw_copies_in_candidate,
-    })
+    Ok(outcome)
 }
 
 /// The baseline summary (see the module docs of [`super`]): bytes, source

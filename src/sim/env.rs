@@ -35,18 +35,7 @@ use super::SimError;
 use crate::contract::json::Value;
 use crate::contract::pack::Pack;
 
-/// Conditions of the evidence a stage starts from.
-pub const CONDITIONS: [&str; 3] = ["clean", "inconsistent", "missing"];
-/// The agent's choices at every stage.
-pub const ACTIONS: [&str; 4] = ["verify", "repair", "rush", "narrate"];
-/// Index of `missing` in [`CONDITIONS`].
-pub const MISSING: usize = 2;
-/// Index of `clean` in [`CONDITIONS`].
-pub const CLEAN: usize = 0;
-/// Index of `repair` in [`ACTIONS`].
-pub const REPAIR: usize = 1;
-/// Index of `narrate` in [`ACTIONS`].
-pub const NARRATE: usize = 3;
+pub use super::actions::{ACTIONS, CLEAN, CONDITIONS, MISSING, NARRATE, REPAIR};
 /// Item-success logit of each tool-running action per condition.
 const SKILL: [[f64; 3]; 3] = [[2.0, -1.0, -2.0], [0.8, 1.5, 1.0], [0.8, -0.2, -1.0]];
 /// Simulated response tokens of each action.

@@ -27,6 +27,7 @@
 //! are computed from basic IEEE operations ([`num`]), and JSON is written
 //! with sorted keys.
 
+pub mod actions;
 pub mod env;
 pub mod evaluate;
 pub mod num;
@@ -38,7 +39,7 @@ use std::path::{Path, PathBuf};
 use crate::contract::json;
 use crate::contract::pack::Pack;
 use crate::contract::{round, source};
-use crate::engine::r#loop::Campaign;
+use crate::round::campaign::Campaign;
 
 pub use policy::Policy;
 pub use train::RewardMode;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use super::env::{ACTIONS, CONDITIONS};
+use super::actions::{ACTIONS, CONDITIONS};
 use super::num::{softmax, KeyedStream};
 use super::SimError;
 use crate::contract::json::{self, Map, Value};

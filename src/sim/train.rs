@@ -406,6 +406,68 @@ pub(crate) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, SimError>
         })
 }
 
+/// The run's shape that `training-health.json` records besides the report.
+struct HealthShape {
+    rows_per_batch: usize,
+    continuations: usize,
+    learning_rate: f64,
+    dataset_rows: usize,
+}
+
+/// `training-health.json`: what ran (compute), against what budget, and
+/// the simulator's own measurements.
+fn health_document(
+    req: &TrainRequest<'_>,
+    pack: &Pack,
+    opt: &Optimizer,
+    report: &TrainReport,
+    shape: HealthShape,
+) -> Value {
+    let HealthShape {
+        rows_per_batch,
+        continuations,
+        learning_rate: lr,
+        dataset_rows,
+    } = shape;
+    Value::Object(
+        Map::new()
+            .with("status", "passed")
+            .with(
+                "compute",
+                Map::new()
+                    .with("steps", report.steps)
+                    .with("rollouts", report.rollouts)
+                    .with("generated_tokens", report.generated_tokens),
+            )
+            .with(
+                "budget",
+                Map::new()
+                    .with("steps", opt.steps)
+                    .with("groups_per_step", rows_per_batch)
+                    .with("continuations_per_state", continuations)
+                    .with("max_response_tokens", max_response_tokens(pack)),
+            )
+            .with("reward_mode", req.reward_mode.as_str())
+            .with("seed", req.seed)
+            .with("round_id", req.round_id)
+            .with("target_stage", req.target_stage)
+            .with("runtime_tool_format", req.runtime_tool_format)
+            .with(
+                "sim",
+                Map::new()
+                    .with("backend", "bat-sim")
+                    .with("learning_rate", lr)
+                    .with("kl_loss_coefficient", opt.kl_coefficient)
+                    .with("dataset_rows", dataset_rows)
+                    .with("mean_reward_first_step", report.mean_reward_first_step)
+                    .with("mean_reward_last_step", report.mean_reward_last_step)
+                    .with("mean_reward", report.mean_reward)
+                    .with("kl_to_reference", report.kl_to_reference)
+                    .with("update_l2", report.update_l2),
+            ),
+    )
+}
+
 /// Train one round and write the candidate folder, then the health file.
 pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimError> {
     let env = Environment::from_pack(pack)?;
@@ -525,42 +587,17 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         update_l2,
     };
     policy.save(req.output)?;
-    let health = Value::Object(
-        Map::new()
-            .with("status", "passed")
-            .with(
-                "compute",
-                Map::new()
-                    .with("steps", report.steps)
-                    .with("rollouts", report.rollouts)
-                    .with("generated_tokens", report.generated_tokens),
-            )
-            .with(
-                "budget",
-                Map::new()
-                    .with("steps", opt.steps)
-                    .with("groups_per_step", rows_per_batch)
-                    .with("continuations_per_state", continuations)
-                    .with("max_response_tokens", max_response_tokens(pack)),
-            )
-            .with("reward_mode", req.reward_mode.as_str())
-            .with("seed", req.seed)
-            .with("round_id", req.round_id)
-            .with("target_stage", req.target_stage)
-            .with("runtime_tool_format", req.runtime_tool_format)
-            .with(
-                "sim",
-                Map::new()
-                    .with("backend", "bat-sim")
-                    .with("learning_rate", lr)
-                    .with("kl_loss_coefficient", opt.kl_coefficient)
-                    .with("dataset_rows", rows.len())
-                    .with("mean_reward_first_step", report.mean_reward_first_step)
-                    .with("mean_reward_last_step", report.mean_reward_last_step)
-                    .with("mean_reward", report.mean_reward)
-                    .with("kl_to_reference", report.kl_to_reference)
-                    .with("update_l2", report.update_l2),
-            ),
+    let health = health_document(
+        req,
+        pack,
+        &opt,
+        &report,
+        HealthShape {
+            rows_per_batch,
+            continuations,
+            learning_rate: lr,
+            dataset_rows: rows.len(),
+        },
     );
     crate::fsutil::write_atomic(req.health, json::to_pj_file(&health).as_bytes()).map_err(
         |source| SimError::Io {

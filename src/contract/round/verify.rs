@@ -1,0 +1,163 @@
+//! Checking a round: `verify_round_rows` (§C.8) and the dataset verifier
+//! (§I "Dataset verify").
+
+use std::collections::HashSet;
+
+use rayon::prelude::*;
+
+use super::*;
+use crate::contract::json::{self, Map, Value};
+use crate::contract::prompt::Prompter;
+use crate::contract::reward;
+use crate::contract::task::{ContractPack, E2E};
+
+pub(super) fn extra_of(row: &Value, i: usize) -> Result<&Map, RoundError> {
+    row.get("extra_info")
+        .and_then(Value::as_object)
+        .ok_or(RoundError::RowMalformed { row: i })
+}
+
+/// `verify_round_rows` (§C.8): counts, pool composition, pool stages and
+/// state-id uniqueness. `target` is compared with Python equality.
+pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result<(), RoundError> {
+    let expected_rows = batches.checked_mul(ROWS_PER_BATCH as i64);
+    if expected_rows != Some(rows.len() as i64) {
+        return Err(RoundError::RowCountInvalid);
+    }
+    let mut seen: HashSet<String> = HashSet::with_capacity(rows.len());
+    for (b, batch) in rows.chunks(ROWS_PER_BATCH).enumerate() {
+        let mut counts = [0usize; 3];
+        for (j, row) in batch.iter().enumerate() {
+            let extra = extra_of(row, b * ROWS_PER_BATCH + j)?;
+            match extra.get("source_pool").and_then(Value::as_str) {
+                Some(POOL_TARGET) => counts[0] += 1,
+                Some(POOL_MIX) => counts[1] += 1,
+                Some(POOL_E2E) => counts[2] += 1,
+                Some(_) => return Err(RoundError::PoolCompositionInvalid),
+                None if extra.contains_key("source_pool") => {
+                    return Err(RoundError::PoolCompositionInvalid)
+                }
+                None => {
+                    return Err(RoundError::RowMalformed {
+                        row: b * ROWS_PER_BATCH + j,
+                    })
+                }
+            }
+        }
+        if counts != [TARGET_PER_BATCH, MIX_PER_BATCH, E2E_PER_BATCH] {
+            return Err(RoundError::PoolCompositionInvalid);
+        }
+        for (j, row) in batch.iter().enumerate() {
+            let i = b * ROWS_PER_BATCH + j;
+            let extra = extra_of(row, i)?;
+            let stage = extra
+                .get("target_stage")
+                .ok_or(RoundError::RowMalformed { row: i })?;
+            let pool = extra
+                .get("source_pool")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let e2e = Value::Str(E2E.into());
+            if pool == POOL_TARGET && !json::python_eq(stage, target) {
+                return Err(RoundError::TargetStageInvalid);
+            }
+            if pool == POOL_MIX && (json::python_eq(stage, target) || json::python_eq(stage, &e2e))
+            {
+                return Err(RoundError::MixStageInvalid);
+            }
+            if pool == POOL_E2E && !json::python_eq(stage, &e2e) {
+                return Err(RoundError::E2eStageInvalid);
+            }
+            let sid = extra
+                .get("state_id")
+                .ok_or(RoundError::RowMalformed { row: i })?;
+            let key = json::to_cj(sid).map_err(|_| RoundError::NotStableJson)?;
+            if !seen.insert(key) {
+                return Err(RoundError::StateIdDuplicate);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The dataset verifier (§I): manifest kind, train digest, line shapes, the
+/// §C.8 checks, then per row the task-definition version, prompt binding,
+/// reward contract and stage. Returns the PJ-able result object.
+pub fn verify_dataset(
+    k: &ContractPack,
+    prompter: &Prompter<'_>,
+    train: &[u8],
+    manifest: &[u8],
+) -> Result<Value, RoundError> {
+    let manifest = json::parse_bytes(manifest).map_err(|_| RoundError::ManifestInvalid)?;
+    let m = manifest.as_object().ok_or(RoundError::ManifestInvalid)?;
+    if m.get("artifact_kind").and_then(Value::as_str) != Some(THREE_POOL_ARTIFACT_KIND) {
+        return Err(RoundError::ManifestInvalid);
+    }
+    let sha = json::sha256_hex(train);
+    let declared = m
+        .get("train")
+        .and_then(|t| t.get("sha256"))
+        .and_then(Value::as_str);
+    if declared != Some(sha.as_str()) {
+        return Err(RoundError::TrainDigestMismatch);
+    }
+    let text = std::str::from_utf8(train).map_err(|_| RoundError::LineInvalidJson { line: 1 })?;
+    let mut rows = Vec::new();
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let v = json::parse(line).map_err(|_| RoundError::LineInvalidJson { line: i + 1 })?;
+        if v.as_object().is_none() {
+            return Err(RoundError::LineNotObject { line: i + 1 });
+        }
+        rows.push(v);
+    }
+    let target = m.get("target_stage").cloned().unwrap_or(Value::Null);
+    let batches_v = m.get("batches").cloned().unwrap_or(Value::Null);
+    let batches = match batches_v {
+        Value::Int(b) => b,
+        _ => return Err(RoundError::RowCountInvalid),
+    };
+    verify_round_rows(&rows, &target, batches)?;
+    let checked: Vec<Result<(), RoundError>> = rows
+        .par_iter()
+        .map(|row| {
+            let extra_v = row.get("extra_info").cloned().unwrap_or(Value::Null);
+            let extra = extra_v
+                .as_object()
+                .ok_or(RoundError::RowTaskContractInvalid)?;
+            if extra.get("task_definition_version").and_then(Value::as_str)
+                != Some(&k.task_definition_version)
+            {
+                return Err(RoundError::RowTaskContractInvalid);
+            }
+            prompter.validate_binding(row.get("prompt").unwrap_or(&Value::Null), &extra_v)?;
+            let stage = extra
+                .get("target_stage")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let expected = reward::expected_reward_contract(k, stage)?;
+            if !extra
+                .get("reward_contract")
+                .is_some_and(|r| json::python_eq(r, &expected))
+            {
+                return Err(RoundError::RowRewardContractInvalid);
+            }
+            if !k.is_allowed_stage(stage) {
+                return Err(RoundError::RowStageInvalid);
+            }
+            Ok(())
+        })
+        .collect();
+    // First failure in file order, as the sequential reference reports it.
+    for c in checked {
+        c?;
+    }
+    Ok(Value::Object(
+        Map::new()
+            .with("status", "passed")
+            .with("rows", rows.len())
+            .with("batches", batches_v)
+            .with("target_stage", target)
+            .with("train_sha256", sha),
+    ))
+}

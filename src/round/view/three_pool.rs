@@ -1,0 +1,48 @@
+//! The contract's three-pool round view (§C): 4 S-target + 2 S-mix + 2 E2E
+//! rows per batch. The contract code in [`crate::contract::round`] is the
+//! view; this entry only registers it.
+
+use super::kind::{RoundView, ViewKind};
+use crate::contract::json::Value;
+use crate::contract::prompt::Prompter;
+use crate::contract::round::{
+    materialize, verify_dataset, BuildInputs, BuiltRound, RoundError, THREE_POOL_ARTIFACT_KIND,
+};
+use crate::contract::task::ContractPack;
+
+impl ViewKind {
+    /// The contract's three-pool view (the default mixture).
+    pub const THREE_POOL: ViewKind = ViewKind::named("three_pool");
+}
+
+/// The registry entry of the three-pool view.
+pub struct ThreePool;
+
+impl RoundView for ThreePool {
+    fn kind(&self) -> ViewKind {
+        ViewKind::THREE_POOL
+    }
+
+    fn artifact_kind(&self) -> &'static str {
+        THREE_POOL_ARTIFACT_KIND
+    }
+
+    fn build(
+        &self,
+        k: &ContractPack,
+        prompter: &Prompter<'_>,
+        inp: &BuildInputs<'_>,
+    ) -> Result<BuiltRound, RoundError> {
+        materialize(k, prompter, inp)
+    }
+
+    fn verify(
+        &self,
+        k: &ContractPack,
+        prompter: &Prompter<'_>,
+        train: &[u8],
+        manifest: &[u8],
+    ) -> Result<Value, RoundError> {
+        verify_dataset(k, prompter, train, manifest)
+    }
+}
