@@ -35,20 +35,19 @@ fn parse_section(s: &str) -> Result<Section, String> {
 
 /// Run `bat diff`.
 pub fn run(args: DiffArgs, g: &Globals) -> CliResult {
-    let mut l = open(g)?;
+    let l = open(g)?;
     let a = resolve(&l, &args.a)?;
     let b = resolve(&l, &args.b)?;
-    // A partial clone fetches the checkpoints it compares (verified on
-    // arrival).
+    // A partial clone fetches the checkpoints it compares in one transfer
+    // per commit (verified on arrival) through its promisor layer.
     for c in [a, b] {
-        crate::remote::hydrate_commit(
-            &mut l,
+        crate::remote::prefetch_checkpoints(
+            &l,
             &c,
-            Some(&crate::remote::is_checkpoint),
             &bat_ledger::NoProgress,
             &super::ledger_common::NEVER_CANCEL,
         )
-        .map_err(super::transfer_common::rerr)?;
+        .map_err(super::ledger_common::lerr)?;
     }
     let opts = DiffOptions {
         sections: args.sections,

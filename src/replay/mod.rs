@@ -234,31 +234,16 @@ pub enum ReplayError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
-    /// A partial clone could not fetch a checkpoint it needs from its remote.
-    #[error("cannot fetch checkpoint files of {commit} from the remote: {source}")]
-    Fetch {
-        /// The commit whose files were needed.
-        commit: String,
-        /// The remote's error.
-        source: bat_ledger::remote::RemoteError,
-    },
 }
 
-/// Check out `commit` into `dest`, first fetching (and verifying) its files
-/// from the promisor remote when this ledger is a partial clone.
+/// Check out `commit` into `dest`. In a partial clone the ledger's
+/// promisor layer fetches (and verifies) the files its remote keeps.
 fn checkout_hydrated(
     ledger: &mut Ledger,
     commit: &CommitId,
     dest: &Path,
 ) -> Result<(), ReplayError> {
-    let cancel = AtomicBool::new(false);
-    crate::remote::hydrate_commit(ledger, commit, None, &NoProgress, &cancel).map_err(
-        |source| ReplayError::Fetch {
-            commit: commit.to_string(),
-            source,
-        },
-    )?;
-    ledger.checkout(commit, dest, &NoProgress, &cancel)?;
+    ledger.checkout(commit, dest, &NoProgress, &AtomicBool::new(false))?;
     Ok(())
 }
 
