@@ -1,6 +1,6 @@
-//! The bounded parallel pipeline a commit streams its files through: read
-//! + CDC + whole-file hash on the calling thread, BLAKE3 + zstd on worker
-//! threads, one pack writer.
+//! The bounded parallel pipeline a commit streams its files through:
+//! reading, CDC and whole-file hashing on the calling thread, BLAKE3 and
+//! zstd on worker threads, one pack writer.
 
 use std::fs::File;
 use std::io::Read;

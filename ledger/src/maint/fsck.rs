@@ -145,6 +145,19 @@ impl Ledger {
         rep.objects_verified = reach.len() as u64;
 
         // 3. Refs and the commit index.
+        self.check_refs_and_index(&mut rep, &ids, &good, &reach)?;
+        Ok(rep)
+    }
+
+    /// fsck step 3: every ref names a stored commit, the commit index names
+    /// only stored commits, and every reachable commit is indexed.
+    fn check_refs_and_index(
+        &self,
+        rep: &mut FsckReport,
+        ids: &HashSet<ObjectId>,
+        good: &[ObjectRow],
+        reach: &HashSet<ObjectId>,
+    ) -> Result<()> {
         for (name, c) in self.root_commits()? {
             if !ids.contains(&c.0) {
                 rep.problems.push(Problem {
@@ -193,7 +206,7 @@ impl Ledger {
                 message: "reachable commit is missing from the commit index".into(),
             });
         }
-        Ok(rep)
+        Ok(())
     }
 }
 
