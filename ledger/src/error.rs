@@ -68,6 +68,18 @@ pub enum Error {
         /// The missing object.
         id: ObjectId,
     },
+    /// A partial clone could not fetch a file its promisor remote keeps.
+    #[error(
+        "object {id} is kept on the promisor remote {remote:?} and could not be fetched: {source}"
+    )]
+    PromisorFetch {
+        /// The object that was needed.
+        id: ObjectId,
+        /// The promisor remote's name.
+        remote: String,
+        /// What the remote (or opening it) said.
+        source: Box<crate::remote::RemoteError>,
+    },
     /// Stored bytes do not verify (digest, header, checksum, decompression).
     #[error("object {id} is corrupt in pack {pack} at offset {offset}: {reason}")]
     Corrupt {

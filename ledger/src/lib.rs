@@ -56,6 +56,7 @@ pub mod progress;
 pub mod read;
 pub mod refs;
 pub mod remote;
+pub mod source;
 pub mod store;
 pub mod validate;
 
@@ -68,4 +69,6 @@ pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, Tree
 pub use progress::{NoProgress, Progress};
 pub use read::{CheckoutStats, FileEntry, History};
 pub use refs::{Head, ReflogEntry};
+pub use remote::promisor::RemoteOpener;
+pub use source::ObjectSource;
 pub use store::{Ledger, LockMode, WriteConfig};

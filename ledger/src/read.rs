@@ -204,12 +204,15 @@ impl Ledger {
         let parent = abs.parent().ok_or_else(|| Error::DestinationNotEmpty {
             path: to.to_path_buf(),
         })?;
+        let files = self.walk_files(&c.tree)?;
+        // A partial clone fetches the promised files in one transfer before
+        // anything is written (verified on arrival), not one by one.
+        self.prefetch_tree(&c.tree, None, progress, cancel)?;
         std::fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
         let tmp = tempfile::Builder::new()
             .prefix(".bat-checkout-")
             .tempdir_in(parent)
             .map_err(io_err("create temporary directory in", parent))?;
-        let files = self.walk_files(&c.tree)?;
         let total: u64 = files
             .iter()
             .filter(|f| f.mode != Mode::Symlink)

@@ -21,13 +21,11 @@ pub struct CheckoutArgs {
 
 /// Run `bat checkout`.
 pub fn run(args: CheckoutArgs, g: &Session) -> CliResult {
-    let mut l = open(g)?;
+    let l = open(g)?;
     let id = resolve(&l, &args.rev)?;
     let bars = Bars::new(g);
-    // A partial clone fetches the commit's promised files first (verified
-    // on arrival).
-    let fetched = crate::remote::hydrate_commit(&mut l, &id, None, &bars, g.cancel())
-        .map_err(super::transfer_common::rerr)?;
+    // In a partial clone the checkout fetches the promised files (verified
+    // on arrival) through the ledger's promisor layer.
     let st = l
         .checkout(&id, &args.to, &bars, g.cancel())
         .map_err(|e| match e {
@@ -38,6 +36,7 @@ pub fn run(args: CheckoutArgs, g: &Session) -> CliResult {
             )),
             other => lerr(other),
         })?;
+    let fetched = l.fetched_on_demand();
     if g.json {
         print_json(
             &serde_json::json!({"commit": id, "to": display_path(&args.to), "stats": st, "fetched_on_demand": fetched}),

@@ -35,20 +35,14 @@ fn parse_section(s: &str) -> Result<Section, String> {
 
 /// Run `bat diff`.
 pub fn run(args: DiffArgs, g: &Session) -> CliResult {
-    let mut l = open(g)?;
+    let l = open(g)?;
     let a = resolve(&l, &args.a)?;
     let b = resolve(&l, &args.b)?;
-    // A partial clone fetches the checkpoints it compares (verified on
-    // arrival).
+    // A partial clone fetches the checkpoints it compares in one transfer
+    // per commit (verified on arrival) through its promisor layer.
     for c in [a, b] {
-        crate::remote::hydrate_commit(
-            &mut l,
-            &c,
-            Some(&crate::remote::is_checkpoint),
-            &bat_ledger::NoProgress,
-            g.cancel(),
-        )
-        .map_err(super::transfer_common::rerr)?;
+        crate::remote::prefetch_checkpoints(&l, &c, &bat_ledger::NoProgress, g.cancel())
+            .map_err(super::ledger_common::lerr)?;
     }
     let opts = DiffOptions {
         sections: args.sections,

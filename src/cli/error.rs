@@ -174,6 +174,9 @@ fn ledger_hint(e: &LedgerError) -> Option<&'static str> {
         LedgerError::Busy { .. } => "wait for the other bat process to finish",
         LedgerError::RefNotFound { .. } => "list branches with `bat branch`",
         LedgerError::TooManyOpenFiles { .. } => "raise the open-file limit (`ulimit -n`)",
+        LedgerError::PromisorFetch { .. } => {
+            "this partial clone needs its remote: pass --token / --endpoint (or BAT_TOKEN, AWS_*) as for `bat fetch`"
+        }
         _ => return None,
     })
 }
@@ -185,6 +188,7 @@ impl From<LedgerError> for CliError {
             LedgerError::Corrupt { .. }
             | LedgerError::ObjectMissing { .. }
             | LedgerError::Io { .. }
+            | LedgerError::PromisorFetch { .. }
             | LedgerError::Catalog { .. } => ErrorKind::User,
             _ => ErrorKind::Usage,
         };

@@ -16,8 +16,16 @@ pub fn lerr(e: Error) -> CliError {
 }
 
 /// Open the ledger found from the global start directory.
+/// In a partial clone, promised files are fetched on demand with the
+/// command line's remote options (`--token`, `--endpoint`, ...).
 pub fn open(g: &Session) -> Result<Ledger, CliError> {
-    Ledger::discover(&g.start_dir()).map_err(lerr)
+    let mut l = Ledger::discover(&g.start_dir()).map_err(lerr)?;
+    let options = crate::remote::RemoteOptions {
+        include_private: false,
+        net: g.net.clone(),
+    };
+    crate::remote::attach_promisor(&mut l, options).map_err(lerr)?;
+    Ok(l)
 }
 
 /// Open with an exclusive lock (gc).

@@ -172,6 +172,9 @@ pub fn prepare_resume(
 /// (plus `baseline-eval/summary.json`, the committed bytes). The current
 /// checkpoint is the recorded folder if it still has the recorded identity,
 /// else the promoted round's candidate checked out into `restore_dir`.
+/// Checkouts read through the ledger's object layers: in a partial clone
+/// whose handle has a remote opener ([`crate::remote::attach_promisor`]),
+/// checkpoint files the remote keeps are fetched and verified on demand.
 pub fn prepare_resume_with(
     ledger: &Ledger,
     recorded: &RecordedRound,

@@ -1,14 +1,15 @@
 //! bat's side of sharing: which backend a URL names, which files a
-//! `--filter` leaves on the remote, fetching promised files on demand, and
+//! `--filter` leaves on the remote, the remote opener through which a
+//! partial clone fetches promised files on demand ([`attach_promisor`]), and
 //! the private area (`.bat/private/`), which no transfer touches unless
 //! `--include-private` is given.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use bat_ledger::remote::transfer::{hydrate, PathFilter};
+use bat_ledger::remote::transfer::PathFilter;
 use bat_ledger::remote::{Bundle, DirRemote, Remote, RemoteError};
-use bat_ledger::{CommitId, Ledger, Progress, TreeEntry};
+use bat_ledger::{CommitId, Ledger, Progress, RemoteOpener, TreeEntry};
 
 pub mod frame;
 pub mod http;
@@ -115,24 +116,32 @@ pub fn filter_by_name(name: &str) -> Result<&'static PathFilter, String> {
     }
 }
 
-/// In a partial clone, fetch the promised files of `commit` (all of them,
-/// or those `select` accepts) from the promisor remote, verified on
-/// arrival. Returns how many files were fetched (0 in a full clone). For
-/// `checkout`, `diff` and replay.
-pub fn hydrate_commit(
-    ledger: &mut Ledger,
+/// The remote opener a partial clone's promisor layer uses
+/// ([`Ledger::set_remote_opener`]): it opens the promisor remote with the
+/// caller's options (token, timeouts, S3 endpoint and credentials), so a
+/// file fetched on demand is fetched as the caller would fetch it.
+pub fn opener(options: RemoteOptions) -> impl RemoteOpener {
+    move |url: &str| open_remote(url, &options)
+}
+
+/// In a partial clone, fetch the checkpoint files of `commit` (what
+/// [`is_checkpoint`] matches) in one transfer through the ledger's promisor
+/// layer, verified on arrival; for verbs that compare checkpoints (`diff`).
+/// Returns how many files were fetched.
+pub fn prefetch_checkpoints(
+    ledger: &Ledger,
     commit: &CommitId,
-    select: Option<&PathFilter>,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<u64, RemoteError> {
-    let Some(p) = ledger.promisor()? else {
-        return Ok(0);
-    };
+) -> bat_ledger::Result<u64> {
     let tree = ledger.read_commit(commit)?.tree;
-    if bat_ledger::remote::transfer::missing_files(ledger, &tree, select)?.is_empty() {
-        return Ok(0);
-    }
-    let mut remote = open_remote(&p.url, &RemoteOptions::default())?;
-    hydrate(ledger, remote.as_mut(), &tree, select, progress, cancel)
+    ledger.prefetch_tree(&tree, Some(&is_checkpoint), progress, cancel)
+}
+
+/// Give `ledger` its object layers for this caller: in a partial clone,
+/// promised files are then fetched on demand through [`opener`] with
+/// `options` (nothing changes in a full clone). Returns whether the ledger
+/// is a partial clone.
+pub fn attach_promisor(ledger: &mut Ledger, options: RemoteOptions) -> bat_ledger::Result<bool> {
+    ledger.set_remote_opener(opener(options))
 }

@@ -19,21 +19,14 @@ use crate::contract::round::BuildInputs;
 use crate::engine::r#loop::{Campaign, LoopError};
 use crate::round::provenance::{measured_compute, round_budget};
 
-/// Check out `commit` into `dest`, first fetching (and verifying) its files
-/// from the promisor remote when this ledger is a partial clone.
+/// Check out `commit` into `dest`. In a partial clone the ledger's
+/// promisor layer fetches (and verifies) the files its remote keeps.
 pub(super) fn checkout_hydrated(
     ledger: &mut Ledger,
     commit: &CommitId,
     dest: &Path,
 ) -> Result<(), ReplayError> {
-    let cancel = AtomicBool::new(false);
-    crate::remote::hydrate_commit(ledger, commit, None, &NoProgress, &cancel).map_err(
-        |source| ReplayError::Fetch {
-            commit: commit.to_string(),
-            source,
-        },
-    )?;
-    ledger.checkout(commit, dest, &NoProgress, &cancel)?;
+    ledger.checkout(commit, dest, &NoProgress, &AtomicBool::new(false))?;
     Ok(())
 }
 

@@ -229,14 +229,6 @@ pub enum ReplayError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
-    /// A partial clone could not fetch a checkpoint it needs from its remote.
-    #[error("cannot fetch checkpoint files of {commit} from the remote: {source}")]
-    Fetch {
-        /// The commit whose files were needed.
-        commit: String,
-        /// The remote's error.
-        source: bat_ledger::remote::RemoteError,
-    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {

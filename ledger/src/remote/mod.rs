@@ -20,6 +20,7 @@ use crate::object::Kind;
 pub mod bundle;
 pub mod dir;
 mod import;
+pub mod promisor;
 pub mod registry;
 pub mod transfer;
 pub mod wire;

@@ -2,7 +2,6 @@
 //! staging new objects into a pack segment.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,12 +10,21 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use crate::catalog::{self, Location, ObjectRow, StagedRow, FORMAT_VERSION};
+use crate::catalog::{self, Location, ObjectRow, FORMAT_VERSION};
 use crate::error::{db_err, io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Tree};
-use crate::pack::{self, Expect, PackWriter, RecordHeader};
-use crate::progress::check_cancel;
+use crate::pack::{self};
+
+mod chain;
+mod packcache;
+mod staging;
+
+pub use chain::MAX_CHAIN;
+pub(crate) use chain::{decode_chain, decode_in_order, name_damage, resolve_chain, RecordRef};
+pub use packcache::MAX_OPEN_PACKS;
+pub(crate) use packcache::{open_pack_with, PackCache};
+pub use staging::Staging;
 
 /// Name of the ledger directory inside a work directory.
 pub const LEDGER_DIR: &str = ".bat";
@@ -86,6 +94,8 @@ pub struct Ledger {
     pub(crate) lock_mode: LockMode,
     _lock: File,
     pack_files: RefCell<PackCache>,
+    /// The layer below the packs in a partial clone (see [`crate::source`]).
+    pub(crate) promisor: Option<Box<crate::remote::promisor::Promisor>>,
     /// Write-path tunables.
     pub config: WriteConfig,
 }
@@ -246,6 +256,7 @@ impl Ledger {
             lock_mode: mode,
             _lock: lock,
             pack_files: RefCell::new(PackCache::default()),
+            promisor: None,
             config: WriteConfig::default(),
         };
         if catalog::schema_version(&ledger.db)? < catalog::CATALOG_SCHEMA {
@@ -381,10 +392,22 @@ impl Ledger {
     }
 
     /// Stream a bytes object (file contents) to `out`, verifying every chunk
-    /// before it is written and the whole-file digest at the end. Chunks are
-    /// decoded on one thread per core, in order and in bounded memory.
-    /// Returns the byte count.
+    /// before it is written and the whole-file digest at the end. Reads
+    /// through every layer ([`Ledger::objects`]): in a partial clone with a
+    /// remote opener, a promised file is fetched first. Returns the byte
+    /// count.
     pub fn read_bytes_to(
+        &self,
+        id: &ObjectId,
+        out: &mut dyn Write,
+        cancel: &AtomicBool,
+    ) -> Result<u64> {
+        crate::source::ObjectSource::read_bytes_to(&self.objects(), id, out, cancel)
+    }
+
+    /// [`Ledger::read_bytes_to`] from the packs only. Chunks are decoded on
+    /// one thread per core, in order and in bounded memory.
+    pub(crate) fn read_stored_bytes_to(
         &self,
         id: &ObjectId,
         out: &mut dyn Write,
@@ -481,420 +504,4 @@ impl Ledger {
         self.read_bytes_to(id, &mut v, &AtomicBool::new(false))?;
         Ok(v)
     }
-}
-
-/// New objects being written by one process before they are committed to
-/// the catalog: a pack segment plus the rows that will reference it.
-pub struct Staging {
-    pub(crate) pack: Option<PackWriter>,
-    pub(crate) rows: Vec<StagedRow>,
-    pub(crate) seen: HashSet<ObjectId>,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
-    level: i32,
-    packs_dir: PathBuf,
-}
-
-impl Staging {
-    pub(crate) fn new(ledger: &Ledger) -> Staging {
-        Staging {
-            pack: None,
-            rows: Vec::new(),
-            seen: HashSet::new(),
-            compressor: None,
-            level: ledger.config.zstd_level,
-            packs_dir: ledger.packs_dir(),
-        }
-    }
-
-    pub(crate) fn pack(&mut self) -> Result<&mut PackWriter> {
-        if self.pack.is_none() {
-            self.pack = Some(PackWriter::create(&self.packs_dir)?);
-        }
-        Ok(self.pack.as_mut().expect("just created"))
-    }
-
-    /// Append an already-compressed record unless the object is known.
-    pub(crate) fn append_record(&mut self, header: &RecordHeader, payload: &[u8]) -> Result<()> {
-        self.append_record_with_base(header, payload, None)
-    }
-
-    /// Append a record that may be a delta against `base`.
-    pub(crate) fn append_record_with_base(
-        &mut self,
-        header: &RecordHeader,
-        payload: &[u8],
-        base: Option<ObjectId>,
-    ) -> Result<()> {
-        if !self.seen.insert(header.id) {
-            return Ok(());
-        }
-        let off = self.pack()?.append(header, payload)?;
-        self.rows.push(StagedRow {
-            id: header.id,
-            kind: header.kind,
-            raw_len: header.raw_len,
-            packed: Some((off, header.stored_len)),
-            chunk_list: None,
-            delta_base: base,
-        });
-        Ok(())
-    }
-
-    /// Stage one object from raw bytes (compressing here), deduplicated
-    /// against this session and the catalog.
-    pub(crate) fn put(&mut self, ledger: &Ledger, kind: Kind, raw: &[u8]) -> Result<ObjectId> {
-        let id = kind.id_of(raw);
-        if self.seen.contains(&id) || ledger.contains(&id)? {
-            return Ok(id);
-        }
-        if self.compressor.is_none() {
-            self.compressor =
-                Some(
-                    zstd::bulk::Compressor::new(self.level).map_err(|e| Error::InvalidInput {
-                        message: format!("zstd level {}: {e}", self.level),
-                    })?,
-                );
-        }
-        let (comp, payload) = pack::compress(self.compressor.as_mut().expect("set above"), raw);
-        let header = RecordHeader::for_payload(kind, comp, id, raw.len() as u64, &payload);
-        self.append_record(&header, &payload)?;
-        Ok(id)
-    }
-
-    /// Record that file `id` is stored as the chunks of `list`.
-    pub(crate) fn put_chunked(&mut self, id: ObjectId, raw_len: u64, list: ObjectId) {
-        if self.seen.insert(id) {
-            self.rows.push(StagedRow {
-                id,
-                kind: Kind::Bytes,
-                raw_len,
-                packed: None,
-                chunk_list: Some(list),
-                delta_base: None,
-            });
-        }
-    }
-
-    /// fsync the segment (data durable before any catalog reference).
-    pub(crate) fn sync(&mut self) -> Result<()> {
-        if let Some(p) = self.pack.as_mut() {
-            p.sync()?;
-        }
-        Ok(())
-    }
-
-    /// Bytes appended to the pack.
-    pub fn pack_len(&self) -> u64 {
-        self.pack.as_ref().map(|p| p.len()).unwrap_or(0)
-    }
-}
-
-/// One record to read: pack name, open pack file, what the catalog expects,
-/// and the delta base the catalog names (if a delta).
-pub(crate) type RecordRef = (String, Arc<File>, Expect, Option<ObjectId>);
-
-/// Decode `chains` (the pieces of one file) on worker threads, one per core,
-/// and hand each result to `each` on the calling thread in piece order.
-/// Workers take the next piece as soon as they are free (no batches that
-/// wait for their slowest piece) but stay at most a few pieces ahead of
-/// `each`, which bounds memory. Stops at the first error, from a worker or
-/// from `each`, or on cancellation.
-pub(crate) fn decode_in_order(
-    chains: &[Vec<RecordRef>],
-    cancel: &AtomicBool,
-    mut each: impl FnMut(Vec<u8>) -> Result<()>,
-) -> Result<()> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Condvar, Mutex};
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .min(chains.len().max(1));
-    let ahead = workers * 4;
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    // Pieces handed to `each` so far, and a wake-up for workers that are
-    // `ahead` pieces in front of it.
-    let done = (Mutex::new(0usize), Condvar::new());
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Result<Vec<u8>>)>(ahead);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (next, stop, done) = (&next, &stop, &done);
-            s.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= chains.len() {
-                    return;
-                }
-                {
-                    let mut n = done.0.lock().expect("no thread panics holding it");
-                    while i >= *n + ahead && !stop.load(Ordering::Relaxed) {
-                        n = done.1.wait(n).expect("no thread panics holding it");
-                    }
-                }
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                let d = decode_chain_unverified(&chains[i]);
-                if tx.send((i, d)).is_err() {
-                    return;
-                }
-            });
-        }
-        drop(tx);
-        let mut result = Ok(());
-        let mut waiting: HashMap<usize, Vec<u8>> = HashMap::new();
-        let mut want = 0usize;
-        for (i, d) in rx.iter() {
-            let step = check_cancel(cancel).and(d).and_then(|d| {
-                waiting.insert(i, d);
-                while let Some(d) = waiting.remove(&want) {
-                    each(d)?;
-                    want += 1;
-                }
-                Ok(())
-            });
-            if let Err(e) = step {
-                result = Err(e);
-                break;
-            }
-            *done.0.lock().expect("no thread panics holding it") = want;
-            done.1.notify_all();
-        }
-        {
-            // Under the lock, so a worker between its check and its wait
-            // cannot miss the wake-up.
-            let _held = done.0.lock().expect("no thread panics holding it");
-            stop.store(true, Ordering::Relaxed);
-        }
-        done.1.notify_all();
-        drop(rx);
-        result
-    })
-}
-
-/// After a fast read of `chains` failed (no payload checksums, no per-piece
-/// digests): decode each with every check, so the error names the damaged
-/// record. `Ok` if none fails.
-pub(crate) fn name_damage(chains: &[Vec<RecordRef>], cancel: &AtomicBool) -> Result<()> {
-    for chain in chains {
-        check_cancel(cancel)?;
-        decode_chain(chain)?;
-    }
-    Ok(())
-}
-
-/// Longest delta chain a reader follows (a guard against a damaged catalog
-/// forming a cycle; writers stay far below it).
-pub const MAX_CHAIN: usize = 64;
-
-/// Resolve the chain of records needed to decode `row`.
-#[allow(clippy::type_complexity)]
-pub(crate) fn resolve_chain(
-    row: ObjectRow,
-    locate: &mut dyn FnMut(&ObjectId) -> Result<Option<ObjectRow>>,
-    open: &mut dyn FnMut(i64, &ObjectId) -> Result<(String, Arc<File>)>,
-) -> Result<Vec<RecordRef>> {
-    let mut chain: Vec<RecordRef> = Vec::new();
-    let mut cur = row;
-    loop {
-        let (base, (pack_id, offset, stored_len)) = match &cur.location {
-            Location::Packed {
-                pack_id,
-                offset,
-                stored_len,
-            } => (None, (*pack_id, *offset, *stored_len)),
-            Location::Delta {
-                pack_id,
-                offset,
-                stored_len,
-                base,
-            } => (Some(*base), (*pack_id, *offset, *stored_len)),
-            Location::Chunked { .. } => {
-                return Err(Error::BadObject {
-                    id: cur.id,
-                    kind: "delta base",
-                    reason: "a delta base must be a single record, found a chunked file".into(),
-                })
-            }
-        };
-        let (name, file) = open(pack_id, &cur.id)?;
-        chain.push((
-            name.clone(),
-            file,
-            Expect {
-                id: cur.id,
-                kind: cur.kind,
-                offset,
-                raw_len: cur.raw_len,
-                stored_len,
-            },
-            base,
-        ));
-        let Some(b) = base else {
-            return Ok(chain);
-        };
-        if chain.len() > MAX_CHAIN {
-            return Err(Error::Corrupt {
-                id: cur.id,
-                pack: name,
-                offset,
-                reason: format!("delta chain longer than {MAX_CHAIN} records (cycle?)"),
-            });
-        }
-        cur = match locate(&b)? {
-            Some(r) => r,
-            None => {
-                return Err(Error::Corrupt {
-                    id: cur.id,
-                    pack: name,
-                    offset,
-                    reason: format!("its delta base {b} is missing"),
-                })
-            }
-        };
-        if cur.raw_len != chain.last().map_or(0, |c| c.2.raw_len) || cur.kind != Kind::Bytes {
-            return Err(Error::Corrupt {
-                id: chain.last().map_or(cur.id, |c| c.2.id),
-                pack: name,
-                offset,
-                reason: format!("its delta base {b} has another length or kind"),
-            });
-        }
-    }
-}
-
-/// Decode a resolved chain bottom-up. Only the final record's payload
-/// checksum and digest are computed on the fast path (every header is still
-/// checked); if anything fails, the chain is decoded again verifying every
-/// link, so the damage is reported at the record that has it.
-pub(crate) fn decode_chain(chain: &[RecordRef]) -> Result<Vec<u8>> {
-    match decode_chain_with(chain, false, true) {
-        Err(Error::Corrupt { .. }) if chain.len() > 1 => decode_chain_with(chain, true, true),
-        other => other,
-    }
-}
-
-/// Decode a chain without computing any digest or payload checksum (headers
-/// and lengths are still checked). Only where a digest covering the result
-/// is verified afterwards, with [`decode_chain`] run on a mismatch to name
-/// the damaged record; see [`Ledger::read_bytes_to`].
-pub(crate) fn decode_chain_unverified(chain: &[RecordRef]) -> Result<Vec<u8>> {
-    decode_chain_with(chain, false, false)
-}
-
-fn decode_chain_with(
-    chain: &[RecordRef],
-    verify_links: bool,
-    verify_final: bool,
-) -> Result<Vec<u8>> {
-    let mut prev: Option<(ObjectId, Vec<u8>)> = None;
-    let last = chain.len().saturating_sub(1);
-    for (depth, (name, file, e, base)) in chain.iter().rev().enumerate() {
-        let b = match (base, prev.take()) {
-            (Some(bid), Some((pid, bytes))) if *bid == pid => Some((bid, bytes)),
-            (None, _) => None,
-            _ => {
-                return Err(Error::Corrupt {
-                    id: e.id,
-                    pack: name.clone(),
-                    offset: e.offset,
-                    reason: "delta chain is inconsistent".into(),
-                })
-            }
-        };
-        let check = verify_links || (verify_final && depth == last);
-        let raw = pack::read_record_chained(file, name, e, b, check)?;
-        prev = Some((e.id, raw));
-    }
-    prev.map(|p| p.1).ok_or(Error::InvalidInput {
-        message: "empty record chain".into(),
-    })
-}
-
-/// Most pack files one cache keeps open. Reads need a handful at a time
-/// (a delta chain, a file's chunks in flight); a ledger can hold thousands
-/// of packs, and a process may have as few as 64 descriptors.
-pub const MAX_OPEN_PACKS: usize = 32;
-
-/// Open pack files by catalog id, least recently used evicted first. A
-/// handle still used by a reader (an `Arc` clone) stays open until that
-/// reader drops it.
-#[derive(Default)]
-pub(crate) struct PackCache {
-    open: HashMap<i64, (String, Arc<File>, u64)>,
-    tick: u64,
-}
-
-impl PackCache {
-    fn get(&mut self, pack_id: i64) -> Option<(String, Arc<File>)> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.open.get_mut(&pack_id).map(|e| {
-            e.2 = tick;
-            (e.0.clone(), e.1.clone())
-        })
-    }
-
-    fn insert(&mut self, pack_id: i64, name: String, file: Arc<File>) {
-        if self.open.len() >= MAX_OPEN_PACKS {
-            if let Some(oldest) = self.open.iter().min_by_key(|e| e.1 .2).map(|e| *e.0) {
-                self.open.remove(&oldest);
-            }
-        }
-        self.tick += 1;
-        self.open.insert(pack_id, (name, file, self.tick));
-    }
-
-    /// Number of pack files the cache holds open.
-    pub(crate) fn len(&self) -> usize {
-        self.open.len()
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.open.clear();
-    }
-}
-
-/// Open a pack file by catalog id through connection `conn` (worker threads).
-/// A pack the catalog names but the directory lacks is damage; any other
-/// failure to open it (out of descriptors, permissions) is an I/O error.
-pub(crate) fn open_pack_with(
-    conn: &Connection,
-    packs_dir: &Path,
-    cache: &mut PackCache,
-    pack_id: i64,
-    id: &ObjectId,
-) -> Result<(String, Arc<File>)> {
-    if let Some(p) = cache.get(pack_id) {
-        return Ok(p);
-    }
-    let name: String = conn
-        .prepare_cached("SELECT name FROM packs WHERE pack_id = ?1")
-        .and_then(|mut st| st.query_row([pack_id], |r| r.get(0)))
-        .map_err(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Error::Corrupt {
-                id: *id,
-                pack: format!("#{pack_id}"),
-                offset: 0,
-                reason: "catalog names a pack that is not registered".into(),
-            },
-            e => db_err("looking up a pack")(e),
-        })?;
-    let path = packs_dir.join(&name);
-    let f = File::open(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Corrupt {
-                id: *id,
-                pack: name.clone(),
-                offset: 0,
-                reason: format!("cannot open pack file: {e}"),
-            }
-        } else {
-            io_err("open pack file", &path)(e)
-        }
-    })?;
-    let f = Arc::new(f);
-    cache.insert(pack_id, name.clone(), f.clone());
-    Ok((name, f))
 }

@@ -1,0 +1,107 @@
+//! Scanning the directory to record: which files, in what order, and
+//! which symlinks may be recorded.
+
+use std::fs::File;
+use std::path::{Component, Path};
+
+use crate::error::{io_err, Error, Result};
+use crate::store::LEDGER_DIR;
+
+use super::*;
+
+pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let rd = std::fs::read_dir(dir).map_err(io_err("read directory", dir))?;
+    let mut names = Vec::new();
+    for e in rd {
+        let e = e.map_err(io_err("read directory", dir))?;
+        names.push(e.file_name());
+    }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut out = Vec::with_capacity(names.len());
+    for os in names {
+        let path = dir.join(&os);
+        let name = os.to_str().ok_or_else(|| Error::InvalidName {
+            path: path.clone(),
+            reason: "file name is not valid UTF-8".into(),
+        })?;
+        if name == LEDGER_DIR {
+            continue; // a ledger inside the committed directory is never recorded
+        }
+        crate::object::validate_name(name).map_err(|reason| Error::InvalidName {
+            path: path.clone(),
+            reason,
+        })?;
+        let md = std::fs::symlink_metadata(&path).map_err(io_err("stat", &path))?;
+        let ft = md.file_type();
+        let node = if ft.is_symlink() {
+            let target = std::fs::read_link(&path).map_err(io_err("read symlink", &path))?;
+            check_symlink(root, &path, &target)?;
+            Node::Symlink {
+                target: target.as_os_str().as_bytes().to_vec(),
+            }
+        } else if ft.is_dir() {
+            scan(root, &path, files)?
+        } else if ft.is_file() {
+            // Open now so unreadable files fail before anything is written.
+            File::open(&path).map_err(io_err("open", &path))?;
+            files.push(FileTask {
+                path: path.clone(),
+                size: md.len(),
+                mtime: md.modified().ok(),
+                base: None,
+            });
+            Node::File {
+                slot: files.len() - 1,
+                exec: md.permissions().mode() & 0o111 != 0,
+            }
+        } else {
+            let kind = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else if ft.is_block_device() || ft.is_char_device() {
+                "a device"
+            } else {
+                "an unknown file type"
+            };
+            return Err(Error::UnsupportedFileType { path, kind });
+        };
+        out.push((name.to_string(), node));
+    }
+    Ok(Node::Dir(out))
+}
+
+/// Refuse absolute symlinks and relative ones that climb above `root`.
+pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
+    let escapes = || Error::SymlinkEscapes {
+        path: link.to_path_buf(),
+        target: target.display().to_string(),
+    };
+    if target.is_absolute() {
+        return Err(escapes());
+    }
+    let rel_parent = link
+        .parent()
+        .and_then(|p| p.strip_prefix(root).ok())
+        .ok_or_else(escapes)?;
+    let mut depth: i64 = rel_parent
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count() as i64;
+    for c in target.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(escapes());
+                }
+            }
+            Component::CurDir => {}
+            _ => return Err(escapes()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! gc: drop unreachable objects and rewrite packs crash-safely.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+
+use rusqlite::params;
+
+use crate::catalog::{self, ObjectRow};
+use crate::commit::ImmediateTx;
+use crate::error::{db_err, io_err, Error, Result};
+use crate::id::ObjectId;
+use crate::pack::{self, PackWriter, PACK_HEADER_LEN, RECORD_HEADER_LEN};
+use crate::progress::{check_cancel, Progress};
+use crate::store::{Ledger, LockMode};
+
+use super::*;
+
+impl Ledger {
+    /// Delete every file in the packs directory the catalog does not
+    /// register. Only under the exclusive lock (gc).
+    pub(super) fn remove_orphan_packs(&self) -> Result<u64> {
+        let registered: HashSet<String> = catalog::packs(&self.db)?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
+        let dir = self.packs_dir();
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir)
+            .map_err(io_err("read directory", &dir))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !registered.contains(&name) {
+                std::fs::remove_file(e.path()).map_err(io_err("remove", e.path()))?;
+                n += 1;
+            }
+        }
+        pack::sync_dir(&dir)?;
+        Ok(n)
+    }
+
+    /// Remove objects unreachable from refs and the reflog and rewrite packs
+    /// that contain dead records. Needs a ledger opened with
+    /// [`LockMode::Exclusive`]. Crash-safe: new packs are fsynced before the
+    /// catalog switches to them in one transaction; old packs are deleted
+    /// only after that.
+    pub fn gc(&mut self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<GcReport> {
+        if self.lock_mode != LockMode::Exclusive {
+            return Err(Error::Busy {
+                reason: "gc needs the ledger opened with an exclusive lock".into(),
+            });
+        }
+        let mut rep = GcReport {
+            bytes_before: crate::maint::dir_size(&self.packs_dir()),
+            ..Default::default()
+        };
+        // First free what nothing references (segments of failed or killed
+        // commits; the exclusive lock means no writer is staging one now):
+        // on a full disk this is what makes room for the rest.
+        rep.deleted_packs += self.remove_orphan_packs()?;
+        let mut problems = Vec::new();
+        let (reach, _) = self.walk_reachable(false, &mut problems, progress, cancel)?;
+        if let Some(p) = problems.first() {
+            return Err(Error::InvalidInput {
+                message: format!("refusing to gc a damaged ledger ({p}); run bat fsck"),
+            });
+        }
+        let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
+            .into_iter()
+            .filter_map(|r| r.ok())
+            .collect();
+        let packs = self.stat_packs()?;
+        // Per pack: live records and whether anything dead is in it.
+        let mut live_by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
+        let mut dead: Vec<ObjectId> = Vec::new();
+        for r in &rows {
+            let live = reach.contains(&r.id);
+            if !live {
+                dead.push(r.id);
+            }
+            if let Some((pack_id, _, _)) = r.location.record() {
+                let v = live_by_pack.entry(pack_id).or_default();
+                if live {
+                    v.push(r);
+                }
+            }
+        }
+        let to_rewrite = packs_to_rewrite(&packs, &live_by_pack);
+        let written =
+            self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
+        let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
+        // Nothing to change: no transaction (on a full disk, or with a
+        // read-only catalog, there could be none).
+        if !(dead.is_empty() && to_rewrite.is_empty() && written.packs.is_empty()) {
+            let tx = ImmediateTx::begin(&self.db)?;
+            let mut new_pids = Vec::with_capacity(written.packs.len());
+            for n in &written.packs {
+                tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
+                    .map_err(db_err("registering a pack"))?;
+                new_pids.push(tx.last_insert_rowid());
+            }
+            for id in &dead {
+                let b = id.as_bytes().as_slice();
+                for sql in [
+                    "DELETE FROM objects WHERE id = ?1",
+                    "DELETE FROM commits WHERE id = ?1",
+                    "DELETE FROM commit_parents WHERE commit_id = ?1",
+                    "DELETE FROM commit_fields WHERE commit_id = ?1",
+                ] {
+                    tx.prepare_cached(sql)
+                        .and_then(|mut st| st.execute([b]))
+                        .map_err(db_err("deleting objects"))?;
+                }
+            }
+            let mut mv = tx
+                .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
+                .map_err(db_err("moving objects"))?;
+            for (id, pack, at) in &written.moved {
+                mv.execute(params![
+                    new_pids[*pack],
+                    *at as i64,
+                    id.as_bytes().as_slice()
+                ])
+                .map_err(db_err("moving objects"))?;
+            }
+            drop(mv);
+            for pid in &to_rewrite {
+                tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
+                    .map_err(db_err("dropping packs"))?;
+            }
+            tx.commit()?;
+        }
+        self.clear_pack_cache();
+        rep.removed_objects = dead_set.len() as u64;
+        rep.kept_objects = (rows.len() - dead_set.len()) as u64;
+        rep.rewritten_packs = to_rewrite.len() as u64;
+        // Now nothing references the old packs: delete them and any orphans.
+        rep.deleted_packs += self.remove_orphan_packs()?;
+        let dir = self.packs_dir();
+        let _ = self.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        rep.bytes_after = dir_size(&dir);
+        Ok(rep)
+    }
+}
+
+/// Packs gc rewrites: those holding dead records, and small ones (below
+/// [`GC_SMALL_PACK`]) to be merged. A lone small pack with nothing dead in
+/// it and nothing to merge with is left alone (rewriting it would change
+/// nothing but its name).
+pub(super) fn packs_to_rewrite(
+    packs: &HashMap<i64, PackInfo>,
+    live_by_pack: &HashMap<i64, Vec<&ObjectRow>>,
+) -> Vec<i64> {
+    let mut out: Vec<i64> = Vec::new();
+    let mut dirty = 0usize;
+    for (pid, info) in packs {
+        let live = live_by_pack.get(pid).map(|v| v.as_slice()).unwrap_or(&[]);
+        let live_bytes: u64 = live
+            .iter()
+            .filter_map(|r| r.location.record())
+            .map(|(_, _, stored_len)| RECORD_HEADER_LEN as u64 + stored_len)
+            .sum();
+        let size = info.size.unwrap_or(0);
+        if PACK_HEADER_LEN + live_bytes != size {
+            dirty += 1;
+            out.push(*pid);
+        } else if size < GC_SMALL_PACK {
+            out.push(*pid);
+        }
+    }
+    if out.len() == 1 && dirty == 0 {
+        out.clear();
+    }
+    out.sort();
+    out
+}
+
+/// What [`Ledger::copy_live_records`] wrote.
+pub(super) struct Written {
+    /// New pack names, fsynced, in order.
+    packs: Vec<String>,
+    /// (object, index into `packs`, offset) of every record copied.
+    moved: Vec<(ObjectId, usize, u64)>,
+}
+
+impl Ledger {
+    /// Copy the live records of `to_rewrite` (each verified: header, catalog
+    /// row, payload checksum) into new packs rolled at [`GC_PACK_TARGET`],
+    /// reading one old pack at a time. Every new pack is fsynced before this
+    /// returns; nothing names them yet, so a crash here leaves only
+    /// unreferenced files.
+    pub(super) fn copy_live_records(
+        &self,
+        to_rewrite: &[i64],
+        packs: &HashMap<i64, PackInfo>,
+        live_by_pack: &HashMap<i64, Vec<&ObjectRow>>,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<Written> {
+        let mut out = Written {
+            packs: Vec::new(),
+            moved: Vec::new(),
+        };
+        let mut cur: Option<PackWriter> = None;
+        progress.start("rewriting packs", Some(to_rewrite.len() as u64));
+        for pid in to_rewrite {
+            check_cancel(cancel)?;
+            let info = &packs[pid];
+            let mut live: Vec<&ObjectRow> = live_by_pack.get(pid).cloned().unwrap_or_default();
+            if live.is_empty() {
+                progress.inc(1);
+                continue;
+            }
+            live.sort_by_key(|r| r.location.record().map_or(0, |x| x.1));
+            if info.size.is_none() {
+                return Err(Error::Corrupt {
+                    id: live[0].id,
+                    pack: info.name.clone(),
+                    offset: 0,
+                    reason: "pack file is missing".into(),
+                });
+            }
+            let file = open_pack_once(&self.packs_dir(), info)?;
+            for r in live {
+                let Some((_, offset, stored_len)) = r.location.record() else {
+                    continue;
+                };
+                let e = pack::Expect {
+                    id: r.id,
+                    kind: r.kind,
+                    offset,
+                    raw_len: r.raw_len,
+                    stored_len,
+                };
+                let (h, payload) = pack::read_raw_record(&file, &info.name, &e)?;
+                let len = RECORD_HEADER_LEN as u64 + stored_len;
+                if cur
+                    .as_ref()
+                    .is_some_and(|w| !w.is_empty() && w.len() + len > GC_PACK_TARGET)
+                {
+                    let mut w = cur.take().expect("checked above");
+                    w.sync()?;
+                    out.packs.push(w.name().to_string());
+                }
+                if cur.is_none() {
+                    cur = Some(PackWriter::create(&self.packs_dir())?);
+                }
+                let w = cur.as_mut().expect("just created");
+                let at = w.append(&h, &payload)?;
+                out.moved.push((r.id, out.packs.len(), at));
+            }
+            progress.inc(1);
+        }
+        progress.finish();
+        if let Some(mut w) = cur {
+            w.sync()?;
+            out.packs.push(w.name().to_string());
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,258 @@
+//! The receiving side of a fetch: decoding walked records, asking the
+//! remote for ids in bounded requests, and importing leaf objects in
+//! verified batches (fetching delta bases neither side has).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+
+use super::{cancelled, FetchStats, BATCH_BYTES, REQUEST_IDS};
+use crate::id::ObjectId;
+use crate::object::{ChunkList, Kind};
+use crate::progress::Progress;
+use crate::remote::{Remote, RemoteError, WireBody, WireObject};
+use crate::store::Ledger;
+
+/// Decode a self-contained record received for walking (commits, trees and
+/// chunk lists): bounded decompression and id check.
+pub(super) fn decode_for_walk(o: &WireObject, want: Kind) -> Result<Vec<u8>, RemoteError> {
+    let bad = |reason: String| RemoteError::Corrupt { id: o.id, reason };
+    if o.kind != want {
+        return Err(bad(format!(
+            "expected a {}, got a {}",
+            want.name(),
+            o.kind.name()
+        )));
+    }
+    let WireBody::Record {
+        compression,
+        payload,
+    } = &o.body
+    else {
+        return Err(bad(format!(
+            "a {} must be sent as a plain record",
+            want.name()
+        )));
+    };
+    if o.raw_len > crate::pack::MAX_RECORD_RAW {
+        return Err(RemoteError::LimitExceeded {
+            what: format!("object {} declares {} bytes", o.id, o.raw_len),
+        });
+    }
+    let raw = match *compression {
+        crate::pack::COMPRESSION_NONE => payload.clone(),
+        crate::pack::COMPRESSION_ZSTD => zstd::bulk::decompress(payload, o.raw_len as usize)
+            .map_err(|e| {
+                bad(format!(
+                    "does not decompress within its declared length: {e}"
+                ))
+            })?,
+        c => {
+            return Err(bad(format!(
+                "unexpected compression {c} for a {}",
+                want.name()
+            )))
+        }
+    };
+    if raw.len() as u64 != o.raw_len || want.id_of(&raw) != o.id {
+        return Err(bad("content digest does not match the object id".into()));
+    }
+    Ok(raw)
+}
+
+/// Ask `remote` for `ids` (chunked into requests) and hand every object to
+/// `f`; every requested id must arrive.
+pub(super) fn get_all(
+    remote: &mut dyn Remote,
+    ids: &[ObjectId],
+    f: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
+) -> Result<(), RemoteError> {
+    for part in ids.chunks(REQUEST_IDS) {
+        let mut want: HashSet<ObjectId> = part.iter().copied().collect();
+        remote.get(part, &mut |o| {
+            want.remove(&o.id);
+            f(o)
+        })?;
+        if let Some(id) = want.into_iter().next() {
+            return Err(RemoteError::MissingObject {
+                url: remote.url(),
+                id,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Receives leaf objects, imports them in verified batches, and fetches
+/// delta bases that neither side of the batch has.
+struct Receiver<'a> {
+    local: &'a mut Ledger,
+    pending: Vec<WireObject>,
+    pending_bytes: u64,
+    deferred: Vec<WireObject>,
+    stats: FetchStats,
+    progress: &'a dyn Progress,
+    cancel: &'a AtomicBool,
+}
+
+impl Receiver<'_> {
+    fn accept(&mut self, o: WireObject) -> Result<(), RemoteError> {
+        cancelled(self.cancel)?;
+        self.stats.objects_received += 1;
+        self.stats.payload_bytes += o.payload_len();
+        self.progress.inc(o.payload_len());
+        self.pending_bytes += o.payload_len();
+        self.pending.push(o);
+        if self.pending_bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Import what can be imported; deltas whose base is missing wait.
+    fn flush(&mut self) -> Result<(), RemoteError> {
+        let batch = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let mut ready = Vec::with_capacity(batch.len());
+        let mut in_batch: HashSet<ObjectId> = HashSet::new();
+        let mut waiting: HashSet<ObjectId> = HashSet::new();
+        for o in batch {
+            let ok = match &o.body {
+                WireBody::Delta { base, .. } => {
+                    !waiting.contains(base)
+                        && (in_batch.contains(base) || self.local.contains(base)?)
+                }
+                _ => true,
+            };
+            if ok {
+                in_batch.insert(o.id);
+                ready.push(o);
+            } else {
+                waiting.insert(o.id);
+                self.deferred.push(o);
+            }
+        }
+        if !ready.is_empty() {
+            let s = self.local.import_wire(ready)?;
+            self.stats.objects_stored += s.stored;
+        }
+        Ok(())
+    }
+
+    /// Fetch missing bases of deferred deltas until all are imported.
+    fn resolve_deferred(&mut self, remote: &mut dyn Remote) -> Result<(), RemoteError> {
+        for _ in 0..crate::store::MAX_CHAIN + 1 {
+            self.flush()?;
+            if self.deferred.is_empty() {
+                return Ok(());
+            }
+            let waiting = std::mem::take(&mut self.deferred);
+            let ids: HashSet<ObjectId> = waiting.iter().map(|o| o.id).collect();
+            let mut missing = Vec::new();
+            for o in &waiting {
+                if let WireBody::Delta { base, .. } = &o.body {
+                    if !ids.contains(base) && !self.local.contains(base)? && !missing.contains(base)
+                    {
+                        missing.push(*base);
+                    }
+                }
+            }
+            get_all(remote, &missing, &mut |o| {
+                self.pending.push(o);
+                Ok(())
+            })?;
+            self.flush()?;
+            self.pending = waiting;
+        }
+        Err(RemoteError::Protocol {
+            reason: "delta bases do not resolve (chain too long or cyclic)".into(),
+        })
+    }
+}
+
+/// Fetch file objects (small files, chunked files with their lists and
+/// chunks, delta bases as needed), then store `last` (trees and commits,
+/// bottom-up) with the final batch.
+pub(super) fn receive_files(
+    local: &mut Ledger,
+    remote: &mut dyn Remote,
+    files: &[ObjectId],
+    last_objs: Vec<WireObject>,
+    seen: &mut HashSet<ObjectId>,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<FetchStats, RemoteError> {
+    let mut rx = Receiver {
+        local,
+        pending: Vec::new(),
+        pending_bytes: 0,
+        deferred: Vec::new(),
+        stats: FetchStats::default(),
+        progress,
+        cancel,
+    };
+    // Small files are records (imported in batches); large ones are
+    // chunked aliases whose lists and chunks come next.
+    let mut aliases: Vec<WireObject> = Vec::new();
+    let mut lists: Vec<ObjectId> = Vec::new();
+    get_all(remote, files, &mut |o| match &o.body {
+        WireBody::Chunked { list } => {
+            if seen.insert(*list) {
+                lists.push(*list);
+            }
+            rx.stats.objects_received += 1;
+            aliases.push(o);
+            Ok(())
+        }
+        _ => rx.accept(o),
+    })?;
+    let mut want_lists = Vec::new();
+    for l in lists {
+        if !rx.local.contains(&l)? {
+            want_lists.push(l);
+        }
+    }
+    let mut list_objs = Vec::new();
+    get_all(remote, &want_lists, &mut |o| {
+        list_objs.push(o);
+        Ok(())
+    })?;
+    let mut list_of: HashMap<ObjectId, ChunkList> = HashMap::new();
+    for o in list_objs {
+        let raw = decode_for_walk(&o, Kind::ChunkList)?;
+        let l = ChunkList::decode(&raw).map_err(|r| RemoteError::Corrupt {
+            id: o.id,
+            reason: format!("not a valid chunk list: {r}"),
+        })?;
+        list_of.insert(o.id, l);
+        rx.accept(o)?;
+    }
+    // Chunks in file order, files in history order.
+    let mut chunks: Vec<ObjectId> = Vec::new();
+    for a in &aliases {
+        let WireBody::Chunked { list } = &a.body else {
+            continue;
+        };
+        let l = match list_of.get(list) {
+            Some(l) => l.clone(),
+            None => rx.local.read_chunk_list(list)?,
+        };
+        for c in l.chunks {
+            if !rx.local.contains(&c.id)? && seen.insert(c.id) {
+                chunks.push(c.id);
+            }
+        }
+    }
+    get_all(remote, &chunks, &mut |o| rx.accept(o))?;
+    if !rx.deferred.is_empty() {
+        rx.resolve_deferred(remote)?;
+    }
+    // Bottom-up: what is still pending (all of a small transfer, so it is
+    // stored atomically), chunked files, then `last_objs`.
+    let mut last: Vec<WireObject> = std::mem::take(&mut rx.pending);
+    last.extend(aliases);
+    last.extend(last_objs);
+    let s = rx.local.import_wire(last)?;
+    let mut stats = rx.stats;
+    stats.objects_stored += s.stored;
+    Ok(stats)
+}
