@@ -38,15 +38,22 @@ pub enum SinkError {
     InitialCheckpoint {
         /// The checkpoint folder.
         path: PathBuf,
-        /// Why.
-        source: crate::round::RoundError,
+        /// Why (boxed: a round check carries paths and ids, and a sink's
+        /// result is returned on every round).
+        source: Box<crate::round::RoundError>,
     },
     /// The round commit was refused.
     #[error(transparent)]
-    Round(#[from] crate::round::RoundError),
+    Round(Box<crate::round::RoundError>),
     /// A sink of the caller's stopped the campaign.
     #[error("{0}")]
     Stopped(String),
+}
+
+impl From<crate::round::RoundError> for SinkError {
+    fn from(e: crate::round::RoundError) -> Self {
+        SinkError::Round(Box::new(e))
+    }
 }
 
 impl From<String> for SinkError {
@@ -98,7 +105,7 @@ impl RoundSink for LedgerSink<'_> {
             crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(
                 |source| SinkError::InitialCheckpoint {
                     path: initial.clone(),
-                    source,
+                    source: Box::new(source),
                 },
             )?;
         }
