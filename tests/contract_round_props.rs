@@ -43,7 +43,7 @@ fn build(round_id: &str, stage: &str, batches: i64, seed: Option<&str>) -> Built
     .expect("round builds")
 }
 
-fn verify(train: &[u8], manifest: &Value) -> Result<Value, round::RoundError> {
+fn verify(train: &[u8], manifest: &Value) -> Result<Value, round::ViewError> {
     let k = pack();
     round::verify_dataset(
         k,
@@ -133,7 +133,7 @@ proptest! {
                 // Any change without a matching manifest: the digest.
                 let mut t = b.train.clone();
                 t.push(b'\n');
-                prop_assert!(matches!(verify(&t, &b.manifest), Err(round::RoundError::TrainDigestMismatch)));
+                prop_assert!(matches!(verify(&t, &b.manifest), Err(round::ViewError::TrainDigestMismatch)));
                 return Ok(());
             }
             1 => {

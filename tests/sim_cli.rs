@@ -512,3 +512,70 @@ fn an_interrupted_simulator_campaign_resumes_to_the_same_rounds() {
     assert_eq!(logged_rounds(&l).len(), 3);
     ok(bat().arg("-C").arg(&l).arg("fsck").output().unwrap());
 }
+
+/// Whether process `pid` is gone (or a zombie waiting for its new parent).
+fn process_ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state letter follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[test]
+fn an_orphaned_simulator_trainer_ends_with_its_parent() {
+    let s = Setup::new("S3");
+    std::fs::create_dir_all(s.p("orphan")).unwrap();
+    // The dataset is a FIFO nobody writes to: the trainer blocks reading it,
+    // as a long training step would, for as long as it lives.
+    let fifo = s.p("orphan/train.fifo");
+    ok(Command::new("mkfifo").arg(&fifo).output().unwrap());
+    // A shell stands in for `bat run`: it starts the trainer and is then
+    // killed with SIGKILL, so it cannot pass anything on to its child.
+    let script = r#""$0" sim train --checkpoint "$1" --dataset "$2" --manifest "$3" \
+        --output "$4" --health "$5" --round-id r01 --target-stage S3 \
+        --runtime-tool-format hermes --reward-mode stage --seed 5 --threads 1 &
+        echo $!; wait"#;
+    let mut parent = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_bat"))
+        .arg(s.p("initial"))
+        .arg(&fifo)
+        .arg(s.p("data/manifest.json"))
+        .arg(s.p("orphan/candidate"))
+        .arg(s.p("orphan/health.json"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let trainer: u32 = line.trim().parse().expect("the trainer's pid");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        !process_ended(trainer),
+        "the trainer did not wait on its dataset"
+    );
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let start = std::time::Instant::now();
+    while !process_ended(trainer) {
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            // Do not leave it behind: it holds the test harness's output.
+            let _ = Command::new("kill")
+                .args(["-KILL", &trainer.to_string()])
+                .status();
+            panic!("the orphaned trainer {trainer} still ran 10 s after its parent died");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // It ended without writing anything.
+    assert!(!s.p("orphan/health.json").exists());
+    assert!(!s.p("orphan/candidate").exists());
+}

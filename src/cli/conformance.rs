@@ -1,5 +1,5 @@
-//! `bat conformance DIR`: run a vector directory laid out like
-//! `shared/conformance` and print a pass/fail table.
+//! `bat conformance DIR`: run a directory of the public BaT conformance
+//! vectors and print a pass/fail table.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

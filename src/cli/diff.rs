@@ -120,7 +120,10 @@ fn counts(out: &mut String, title: &str, m: &Value) {
     }
 }
 
-/// Render the diff document as text.
+/// Renders one section of the diff document.
+type RenderSection = fn(&mut String, &Value);
+
+/// Render the diff document as text, one section after another.
 fn render(d: &Value) -> String {
     let mut o = String::new();
     o.push_str(&format!(
@@ -128,170 +131,198 @@ fn render(d: &Value) -> String {
         short(&s(&d["a"])),
         short(&s(&d["b"]))
     ));
-    if let Some(c) = d.get("curriculum") {
-        o.push_str("\n[curriculum]\n");
-        for side in ["a", "b"] {
-            let x = &c[side];
-            let p = &x["prescription"];
-            let presc = if p.is_object() {
-                format!(
-                    "next {} ({}, {})",
-                    s(&p["target_stage"]),
-                    s(&p["reason"]),
-                    s(&p["promotion_status"])
-                )
-            } else {
-                "prescription absent".into()
-            };
-            o.push_str(&format!(
-                "  {side}: round {} target {}; {presc}\n",
-                s(&x["round_id"]),
-                s(&x["target_stage"])
-            ));
-        }
-    }
-    if let Some(m) = d.get("mixture") {
-        o.push_str("\n[mixture]\n");
-        let delta = &m["delta"];
-        if delta.is_object() {
-            o.push_str(&format!(
-                "  rows     {} -> {}\n",
-                s(&m["a"]["rows"]),
-                s(&m["b"]["rows"])
-            ));
-            for k in ["by_pool", "by_stage", "by_track", "by_outcome"] {
-                counts(&mut o, k.trim_start_matches("by_"), &delta[k]);
-            }
-            let sr = &m["source_rows"];
-            o.push_str(&format!(
-                "  source rows: {} in, {} out, {} common\n",
-                s(&sr["in_count"]),
-                s(&sr["out_count"]),
-                s(&sr["common"])
-            ));
-        } else {
-            o.push_str(&format!("  a: {}  b: {}\n", brief(&m["a"]), brief(&m["b"])));
-        }
-        let dg = &m["digests"];
-        o.push_str(&format!(
-            "  train.jsonl {}; source {}\n",
-            if dg["train_changed"] == Value::Bool(true) {
-                "changed"
-            } else {
-                "same"
-            },
-            if dg["source_changed"] == Value::Bool(true) {
-                "changed"
-            } else {
-                "same"
-            },
-        ));
-    }
-    if let Some(r) = d.get("reward") {
-        o.push_str("\n[reward]\n");
-        match r["by_stage"].as_object() {
-            Some(m) => {
-                for (stage, c) in m {
-                    o.push_str(&format!("  {stage:<6} {}\n", s(&c["status"])));
-                }
-                o.push_str(&format!(
-                    "  task definition version {}\n",
-                    if r["task_definition_version_changed"] == Value::Bool(true) {
-                        "changed"
-                    } else {
-                        "same"
-                    }
-                ));
-            }
-            None => o.push_str(&format!("  a: {}  b: {}\n", brief(&r["a"]), brief(&r["b"]))),
-        }
-    }
-    if let Some(c) = d.get("checkpoint") {
-        o.push_str("\n[checkpoint]\n");
-        for side in ["a", "b"] {
-            o.push_str(&format!(
-                "  {side}: {} ({})\n",
-                s(&c[side]["identity"]),
-                s(&c[side]["source"])
-            ));
-        }
-        match c["files"].as_array() {
-            Some(files) => {
-                for f in files {
-                    o.push_str(&format!("  {:<9} {}\n", s(&f["status"]), s(&f["path"])));
-                    for t in f["tensors"].as_array().into_iter().flatten() {
-                        let st = s(&t["status"]);
-                        if st == "changed" {
-                            o.push_str(&format!(
-                                "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
-                                s(&t["name"]),
-                                t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
-                                s(&t["elements"]),
-                                num(&t["max_abs_delta"]),
-                                num(&t["l2_delta"]),
-                                match t["nonfinite_changed"].as_u64() {
-                                    Some(n) if n > 0 => format!(", {n} non-finite"),
-                                    _ => String::new(),
-                                }
-                            ));
-                        } else {
-                            o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
-                        }
-                    }
-                }
-            }
-            None => o.push_str("  files: absent\n"),
-        }
-    }
-    if let Some(e) = d.get("eval") {
-        o.push_str("\n[eval]                      a          b      delta\n");
-        triples(&mut o, "", &e["means"]);
-        triples(&mut o, "", &e["stages"]);
-        triples(&mut o, "track ", &e["tracks"]);
-    }
-    if let Some(g) = d.get("gate") {
-        o.push_str("\n[gate]\n");
-        o.push_str(&format!(
-            "  decision {} -> {}\n",
-            brief_status(&g["a"]),
-            brief_status(&g["b"])
-        ));
-        match g["flipped"].as_array() {
-            Some(f) if f.is_empty() => o.push_str("  no check flipped\n"),
-            Some(f) => {
-                for x in f {
-                    o.push_str(&format!(
-                        "  flipped {}: {} -> {}\n",
-                        s(&x["check"]),
-                        s(&x["a"]),
-                        s(&x["b"])
-                    ));
-                }
-            }
-            None => o.push_str("  checks: absent\n"),
-        }
-    }
-    if let Some(a) = d.get("audit") {
-        o.push_str("\n[audit]  gap = audit − gating\n");
-        for side in ["a", "b"] {
-            let g = &a[side];
-            match g["audits"].as_array() {
-                Some(list) => {
-                    for x in list {
-                        o.push_str(&format!(
-                            "  {side}: {:<24} overall {} task {} agentic {}\n",
-                            s(&x["protocol_id"]),
-                            signed(&x["gap"]["overall"]),
-                            signed(&x["gap"]["task"]),
-                            signed(&x["gap"]["agentic"])
-                        ));
-                    }
-                }
-                None => o.push_str(&format!("  {side}: no audits\n")),
-            }
+    let sections: [(&str, RenderSection); 7] = [
+        ("curriculum", render_curriculum),
+        ("mixture", render_mixture),
+        ("reward", render_reward),
+        ("checkpoint", render_checkpoint),
+        ("eval", render_eval),
+        ("gate", render_gate),
+        ("audit", render_audit),
+    ];
+    for (name, render_section) in sections {
+        if let Some(v) = d.get(name) {
+            render_section(&mut o, v);
         }
     }
     o
+}
+
+/// The `[curriculum]` section.
+fn render_curriculum(o: &mut String, c: &Value) {
+    o.push_str("\n[curriculum]\n");
+    for side in ["a", "b"] {
+        let x = &c[side];
+        let p = &x["prescription"];
+        let presc = if p.is_object() {
+            format!(
+                "next {} ({}, {})",
+                s(&p["target_stage"]),
+                s(&p["reason"]),
+                s(&p["promotion_status"])
+            )
+        } else {
+            "prescription absent".into()
+        };
+        o.push_str(&format!(
+            "  {side}: round {} target {}; {presc}\n",
+            s(&x["round_id"]),
+            s(&x["target_stage"])
+        ));
+    }
+}
+
+/// The `[mixture]` section.
+fn render_mixture(o: &mut String, m: &Value) {
+    o.push_str("\n[mixture]\n");
+    let delta = &m["delta"];
+    if delta.is_object() {
+        o.push_str(&format!(
+            "  rows     {} -> {}\n",
+            s(&m["a"]["rows"]),
+            s(&m["b"]["rows"])
+        ));
+        for k in ["by_pool", "by_stage", "by_track", "by_outcome"] {
+            counts(o, k.trim_start_matches("by_"), &delta[k]);
+        }
+        let sr = &m["source_rows"];
+        o.push_str(&format!(
+            "  source rows: {} in, {} out, {} common\n",
+            s(&sr["in_count"]),
+            s(&sr["out_count"]),
+            s(&sr["common"])
+        ));
+    } else {
+        o.push_str(&format!("  a: {}  b: {}\n", brief(&m["a"]), brief(&m["b"])));
+    }
+    let dg = &m["digests"];
+    o.push_str(&format!(
+        "  train.jsonl {}; source {}\n",
+        if dg["train_changed"] == Value::Bool(true) {
+            "changed"
+        } else {
+            "same"
+        },
+        if dg["source_changed"] == Value::Bool(true) {
+            "changed"
+        } else {
+            "same"
+        },
+    ));
+}
+
+/// The `[reward]` section.
+fn render_reward(o: &mut String, r: &Value) {
+    o.push_str("\n[reward]\n");
+    match r["by_stage"].as_object() {
+        Some(m) => {
+            for (stage, c) in m {
+                o.push_str(&format!("  {stage:<6} {}\n", s(&c["status"])));
+            }
+            o.push_str(&format!(
+                "  task definition version {}\n",
+                if r["task_definition_version_changed"] == Value::Bool(true) {
+                    "changed"
+                } else {
+                    "same"
+                }
+            ));
+        }
+        None => o.push_str(&format!("  a: {}  b: {}\n", brief(&r["a"]), brief(&r["b"]))),
+    }
+}
+
+/// The `[checkpoint]` section.
+fn render_checkpoint(o: &mut String, c: &Value) {
+    o.push_str("\n[checkpoint]\n");
+    for side in ["a", "b"] {
+        o.push_str(&format!(
+            "  {side}: {} ({})\n",
+            s(&c[side]["identity"]),
+            s(&c[side]["source"])
+        ));
+    }
+    match c["files"].as_array() {
+        Some(files) => {
+            for f in files {
+                o.push_str(&format!("  {:<9} {}\n", s(&f["status"]), s(&f["path"])));
+                for t in f["tensors"].as_array().into_iter().flatten() {
+                    let st = s(&t["status"]);
+                    if st == "changed" {
+                        o.push_str(&format!(
+                            "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
+                            s(&t["name"]),
+                            t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
+                            s(&t["elements"]),
+                            num(&t["max_abs_delta"]),
+                            num(&t["l2_delta"]),
+                            match t["nonfinite_changed"].as_u64() {
+                                Some(n) if n > 0 => format!(", {n} non-finite"),
+                                _ => String::new(),
+                            }
+                        ));
+                    } else {
+                        o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
+                    }
+                }
+            }
+        }
+        None => o.push_str("  files: absent\n"),
+    }
+}
+
+/// The `[eval]` section.
+fn render_eval(o: &mut String, e: &Value) {
+    o.push_str("\n[eval]                      a          b      delta\n");
+    triples(o, "", &e["means"]);
+    triples(o, "", &e["stages"]);
+    triples(o, "track ", &e["tracks"]);
+}
+
+/// The `[gate]` section.
+fn render_gate(o: &mut String, g: &Value) {
+    o.push_str("\n[gate]\n");
+    o.push_str(&format!(
+        "  decision {} -> {}\n",
+        brief_status(&g["a"]),
+        brief_status(&g["b"])
+    ));
+    match g["flipped"].as_array() {
+        Some(f) if f.is_empty() => o.push_str("  no check flipped\n"),
+        Some(f) => {
+            for x in f {
+                o.push_str(&format!(
+                    "  flipped {}: {} -> {}\n",
+                    s(&x["check"]),
+                    s(&x["a"]),
+                    s(&x["b"])
+                ));
+            }
+        }
+        None => o.push_str("  checks: absent\n"),
+    }
+}
+
+/// The `[audit]` section.
+fn render_audit(o: &mut String, a: &Value) {
+    o.push_str("\n[audit]  gap = audit − gating\n");
+    for side in ["a", "b"] {
+        let g = &a[side];
+        match g["audits"].as_array() {
+            Some(list) => {
+                for x in list {
+                    o.push_str(&format!(
+                        "  {side}: {:<24} overall {} task {} agentic {}\n",
+                        s(&x["protocol_id"]),
+                        signed(&x["gap"]["overall"]),
+                        signed(&x["gap"]["task"]),
+                        signed(&x["gap"]["agentic"])
+                    ));
+                }
+            }
+            None => o.push_str(&format!("  {side}: no audits\n")),
+        }
+    }
 }
 
 fn brief(v: &Value) -> String {

@@ -369,7 +369,7 @@ failure_from!(
     crate::contract::binding::BindingError,
     crate::contract::firewall::FirewallError,
     crate::contract::gate::GateError,
-    crate::contract::round::RoundError,
+    crate::contract::round::ViewError,
     crate::contract::round::WriteError,
     crate::contract::source::SourceError,
     crate::contract::summary::SummaryError,

@@ -1,6 +1,7 @@
 //! Ctrl-C and SIGTERM: one process-wide flag that every cancellable library
 //! operation checks (the ledger checks it between chunks and before it
-//! moves a ref; the run and replay loops between rounds). The first signal
+//! moves a ref). `bat run` and `bat replay` do not install it yet: their
+//! children get the signal with them and `--resume` continues. The first signal
 //! sets the flag and the command stops at its next safe point with exit
 //! code 130; a second signal ends the process at once (still crash-safe:
 //! nothing is referenced before it is durable).

@@ -126,6 +126,7 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
             }
         }
         SimCommand::Train(a) => {
+            end_with_parent();
             let mode = RewardMode::parse(&a.reward_mode)
                 .map_err(|e| CliError::new(e.to_string()).usage())?;
             let report = train::train(
@@ -160,6 +161,7 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
             }
         }
         SimCommand::Evaluate(a) => {
+            end_with_parent();
             let report = evaluate::evaluate(
                 &evaluate::EvaluateRequest {
                     checkpoint: &a.checkpoint,
@@ -189,4 +191,19 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The simulator's trainer and evaluator are children of `bat run` or
+/// `bat replay`. When that parent dies without stopping them (kill -9), an
+/// orphan would go on writing into a round folder that a `--resume` is
+/// about to redo. A watcher notices the re-parenting (checked every 20 ms)
+/// and ends the process with the interrupted code.
+fn end_with_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if std::os::unix::process::parent_id() != parent {
+            std::process::exit(i32::from(super::error::EXIT_INTERRUPTED));
+        }
+    });
 }

@@ -1,5 +1,6 @@
-//! Running a conformance vector directory (laid out like
-//! `shared/conformance`) against this implementation.
+//! Running a conformance vector directory (the layout the public BaT
+//! reference publishes its vectors in, one folder per family) against this
+//! implementation.
 //!
 //! Each family of vectors (source and rounds, eval, leakage, binding,
 //! protocol) has its own function in its own module; this file only collects

@@ -1,4 +1,5 @@
-//! The BaT contract (`../shared/spec/BAT_CONTRACT.md`), reproduced exactly:
+//! The public BaT contract, reproduced exactly (its place among the parts:
+//! `docs/ARCHITECTURE.md`):
 //! encodings, source grid, round views, evaluation summary, promotion gate,
 //! firewall scan and model binding. Pure library code: no terminal I/O and no
 //! environment reads.

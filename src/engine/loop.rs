@@ -21,7 +21,7 @@ use crate::contract::json::{self, sha256_hex, Map, Value};
 use crate::contract::pack::{Pack, PackError};
 use crate::contract::prompt::Prompter;
 use crate::contract::protocol::{validate_runtime_protocol, ProtocolError};
-use crate::contract::round::{self as cround, BuildInputs, RoundError as MaterializeError};
+use crate::contract::round::{self as cround, BuildInputs, ViewError};
 use crate::contract::summary::{StageModel, SummaryError};
 
 /// Version of the `"loop"` metadata object recorded with each round commit
@@ -76,7 +76,7 @@ pub enum LoopError {
     Pack(#[from] PackError),
     /// Materializing the round failed.
     #[error(transparent)]
-    Materialize(#[from] MaterializeError),
+    Materialize(#[from] ViewError),
     /// The trainer template lacks a required placeholder.
     #[error("trainer_command_placeholders_missing")]
     TrainerPlaceholdersMissing,

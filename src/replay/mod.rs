@@ -1,5 +1,5 @@
 //! `bat replay`: run recorded rounds again from the ledger's own inputs
-//! (`../shared/DESIGN.md` §6), as a reproducibility check (`--verify`) or
+//! (`docs/ARCHITECTURE.md`), as a reproducibility check (`--verify`) or
 //! as a fixed-compute ablation recorded on a replay branch.
 //!
 //! # Inputs, all from the ledger

@@ -1,5 +1,6 @@
 //! The round record: a BaT round as a first-class ledger commit
-//! (`../shared/DESIGN.md` §5, issue 5).
+//! (`docs/ARCHITECTURE.md`, step 3 of a round; the metadata schema is in
+//! `docs/round-metadata.md`).
 //!
 //! [`commit_round`] validates a round directory and records it as one commit
 //! on a branch, moving `refs/promoted/<branch>` when the gate promoted.

@@ -50,7 +50,7 @@ impl RowTemplate {
         track: &Value,
         stage: &str,
         pool: &str,
-    ) -> Result<Option<RowTemplate>, RoundError> {
+    ) -> Result<Option<RowTemplate>, ViewError> {
         let probe = Map::new()
             .with("track", track.clone())
             .with("focus_stage", MARKS[1])
@@ -70,7 +70,7 @@ impl RowTemplate {
                 extra.insert("core_batch_slot", Value::Str(MARKS[6].into()));
             }
         }
-        let text = json::to_cj(&row).map_err(|_| RoundError::NotStableJson)?;
+        let text = json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?;
         let mut parts = Vec::new();
         let mut rest = text.as_str();
         let mut seen = [0usize; 7];
@@ -118,7 +118,7 @@ impl RowTemplate {
             view_index: 0,
         })?;
         let expected_sid = 1 + json::to_cj(&in_prompt)
-            .map_err(|_| RoundError::NotStableJson)?
+            .map_err(|_| ViewError::NotStableJson)?
             .matches(MARK_SID)
             .count();
         let prose_has_marker = p.k.system_prompt.contains("@@BAT")
@@ -154,7 +154,7 @@ pub fn build_round_jsonl(
     prompter: &Prompter<'_>,
     source_rows: &[Map],
     req: &RoundRequest<'_>,
-) -> Result<(Vec<u8>, Vec<Value>), RoundError> {
+) -> Result<(Vec<u8>, Vec<Value>), ViewError> {
     let plan = plan_round(k, source_rows, req)?;
     let projector = Projector {
         k,
@@ -169,7 +169,7 @@ pub fn build_round_jsonl(
     for s in plan.iter().flatten() {
         let track = s.row.get("track").cloned().unwrap_or(Value::Null);
         let key = (
-            json::to_cj(&track).map_err(|_| RoundError::NotStableJson)?,
+            json::to_cj(&track).map_err(|_| ViewError::NotStableJson)?,
             s.stage,
             s.pool,
         );
@@ -182,7 +182,7 @@ pub fn build_round_jsonl(
         }
     }
     let cj = |v: Option<&Value>| {
-        json::to_cj(v.unwrap_or(&Value::Null)).map_err(|_| RoundError::NotStableJson)
+        json::to_cj(v.unwrap_or(&Value::Null)).map_err(|_| ViewError::NotStableJson)
     };
     // Each source row's CJ fragments, encoded once (a round reuses each
     // of its 126 rows dozens of times). Keyed by the row's address, which
@@ -201,7 +201,7 @@ pub fn build_round_jsonl(
         }
     }
     let round_cj = cj(Some(&Value::Str(req.round_id.to_string())))?;
-    let per_batch: Vec<Result<(String, Vec<Value>), RoundError>> = plan
+    let per_batch: Vec<Result<(String, Vec<Value>), ViewError>> = plan
         .par_iter()
         .enumerate()
         .map(|(b, slots)| {
@@ -209,7 +209,7 @@ pub fn build_round_jsonl(
             let mut lite = Vec::with_capacity(ROWS_PER_BATCH);
             for (slot, s) in slots.iter().enumerate() {
                 let frag = fragments.get(&(s.row as *const Map as usize)).ok_or(
-                    RoundError::RowMalformed {
+                    ViewError::RowMalformed {
                         row: b * ROWS_PER_BATCH + slot,
                     },
                 )?;
@@ -219,7 +219,7 @@ pub fn build_round_jsonl(
                 let src_id = match s.row.get("source_state_id") {
                     Some(Value::Str(x)) => x.clone(),
                     _ => {
-                        return Err(RoundError::RowMalformed {
+                        return Err(ViewError::RowMalformed {
                             row: b * ROWS_PER_BATCH + slot,
                         })
                     }
@@ -247,7 +247,7 @@ pub fn build_round_jsonl(
                                 extra.insert("core_batch_slot", Value::from(slot));
                             }
                         }
-                        text.push_str(&json::to_cj(&row).map_err(|_| RoundError::NotStableJson)?);
+                        text.push_str(&json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?);
                     }
                 }
                 text.push('\n');
@@ -275,13 +275,13 @@ pub fn build_round_jsonl(
 }
 
 /// CJ lines, encoded in parallel, concatenated in order.
-pub fn encode_jsonl(rows: &[Value]) -> Result<Vec<u8>, RoundError> {
-    let parts: Vec<Result<String, RoundError>> = rows
+pub fn encode_jsonl(rows: &[Value]) -> Result<Vec<u8>, ViewError> {
+    let parts: Vec<Result<String, ViewError>> = rows
         .par_chunks(64)
         .map(|chunk| {
             let mut s = String::with_capacity(chunk.len() * 4096);
             for r in chunk {
-                s.push_str(&json::to_cj(r).map_err(|_| RoundError::NotStableJson)?);
+                s.push_str(&json::to_cj(r).map_err(|_| ViewError::NotStableJson)?);
                 s.push('\n');
             }
             Ok(s)

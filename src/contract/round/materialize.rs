@@ -119,24 +119,24 @@ pub fn prescribed_target(
     k: &ContractPack,
     prescription: Option<&[u8]>,
     target: Option<&str>,
-) -> Result<String, RoundError> {
+) -> Result<String, ViewError> {
     let mut value: Option<Value> = target.map(|t| Value::Str(t.to_string()));
     if let Some(bytes) = prescription {
         // The reference lets a JSON syntax error escape uncaught; reporting
         // it as an invalid prescription keeps the failure a coded one.
-        let payload = json::parse_bytes(bytes).map_err(|_| RoundError::PrescriptionInvalid)?;
-        let obj = payload.as_object().ok_or(RoundError::PrescriptionInvalid)?;
+        let payload = json::parse_bytes(bytes).map_err(|_| ViewError::PrescriptionInvalid)?;
+        let obj = payload.as_object().ok_or(ViewError::PrescriptionInvalid)?;
         let prescribed = obj.get("target_stage").cloned().unwrap_or(Value::Null);
         if let Some(v) = &value {
             if !json::python_eq(&prescribed, v) {
-                return Err(RoundError::TargetDisagrees);
+                return Err(ViewError::TargetDisagrees);
             }
         }
         value = Some(prescribed);
     }
     match value {
         Some(Value::Str(s)) if k.stages.contains(&s) => Ok(s),
-        _ => Err(RoundError::TargetStageRequired),
+        _ => Err(ViewError::TargetStageRequired),
     }
 }
 
@@ -146,10 +146,10 @@ pub fn materialize(
     k: &ContractPack,
     prompter: &Prompter<'_>,
     inp: &BuildInputs<'_>,
-) -> Result<BuiltRound, RoundError> {
+) -> Result<BuiltRound, ViewError> {
     let actual = json::sha256_hex(inp.source_bytes);
     if actual != inp.source_sha256 {
-        return Err(RoundError::SourceDigestMismatch);
+        return Err(ViewError::SourceDigestMismatch);
     }
     let target = prescribed_target(k, inp.prescription, inp.target_stage)?;
     let source_rows = source::read_source(inp.source_bytes, k)?;

@@ -49,9 +49,10 @@ pub const POOL_MIX: &str = "s_mix";
 /// Pool names.
 pub const POOL_E2E: &str = "e2e";
 
-/// A round-side failure; the message is the contract's code.
+/// Why a round's training view could not be built or verified; the message
+/// is the contract's error code.
 #[derive(Debug, thiserror::Error)]
-pub enum RoundError {
+pub enum ViewError {
     /// The source file's sha differs from `--source-sha256`.
     #[error("source_digest_mismatch")]
     SourceDigestMismatch,

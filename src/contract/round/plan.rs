@@ -33,9 +33,9 @@ pub(super) fn cycle(
     len: usize,
     count: usize,
     seedbase: &str,
-) -> Result<Vec<(usize, i64)>, RoundError> {
+) -> Result<Vec<(usize, i64)>, ViewError> {
     if len == 0 {
-        return Err(RoundError::SelectionInvalid);
+        return Err(ViewError::SelectionInvalid);
     }
     let mut out = Vec::with_capacity(count);
     let mut view = 0i64;
@@ -67,7 +67,7 @@ pub(super) fn state_id(
     pool: &str,
     stage: &str,
     ordinal: i64,
-) -> Result<String, RoundError> {
+) -> Result<String, ViewError> {
     let v = Value::Object(
         Map::new()
             .with("round_id", round_id)
@@ -76,7 +76,7 @@ pub(super) fn state_id(
             .with("target_stage", stage)
             .with("ordinal", ordinal),
     );
-    let d = json::digest(&v).map_err(|_| RoundError::NotStableJson)?;
+    let d = json::digest(&v).map_err(|_| ViewError::NotStableJson)?;
     Ok(format!("bat:{}", &d[..32]))
 }
 
@@ -109,12 +109,12 @@ pub(super) struct Projector<'a> {
 }
 
 impl Projector<'_> {
-    pub(super) fn project(&self, s: &Slot<'_>) -> Result<Value, RoundError> {
+    pub(super) fn project(&self, s: &Slot<'_>) -> Result<Value, ViewError> {
         let src_id = match s.row.get("source_state_id") {
             Some(Value::Str(x)) => x.clone(),
             // The reference applies str(); validated sources always hold strings.
-            Some(other) => json::to_cj(other).map_err(|_| RoundError::NotStableJson)?,
-            None => return Err(RoundError::RowMalformed { row: 0 }),
+            Some(other) => json::to_cj(other).map_err(|_| ViewError::NotStableJson)?,
+            None => return Err(ViewError::RowMalformed { row: 0 }),
         };
         let sid = state_id(self.round_id, &src_id, s.pool, s.stage, s.ordinal)?;
         self.assemble(s.row, sid, src_id, s.pool, s.stage, Value::Int(s.view))
@@ -130,13 +130,13 @@ impl Projector<'_> {
         pool: &str,
         stage: &str,
         view: Value,
-    ) -> Result<Value, RoundError> {
+    ) -> Result<Value, ViewError> {
         let field = |k: &str| row.get(k).cloned().unwrap_or(Value::Null);
         let reward = self
             .rewards
             .get(stage)
             .cloned()
-            .ok_or(RoundError::ArgumentsInvalid)?;
+            .ok_or(ViewError::ArgumentsInvalid)?;
         let extra = Map::new()
             .with("state_id", sid.as_str())
             .with("source_state_id", src_id.as_str())
@@ -197,13 +197,13 @@ pub(super) fn plan_round<'r>(
     k: &'r ContractPack,
     source_rows: &'r [Map],
     req: &'r RoundRequest<'_>,
-) -> Result<Vec<[Slot<'r>; ROWS_PER_BATCH]>, RoundError> {
+) -> Result<Vec<[Slot<'r>; ROWS_PER_BATCH]>, ViewError> {
     source::validate_source(source_rows, k)?;
     let target = req.target_stage;
     if !k.stages.iter().any(|s| s == target) || req.batches <= 0 || req.round_id.trim().is_empty() {
-        return Err(RoundError::ArgumentsInvalid);
+        return Err(ViewError::ArgumentsInvalid);
     }
-    let batches = usize::try_from(req.batches).map_err(|_| RoundError::ArgumentsInvalid)?;
+    let batches = usize::try_from(req.batches).map_err(|_| ViewError::ArgumentsInvalid)?;
     let seed = match req.seed {
         Some(s) if !s.is_empty() => s.to_string(),
         _ => format!("{}:{}:bat-core-v1", req.round_id, target),
@@ -223,7 +223,7 @@ pub(super) fn plan_round<'r>(
         .filter(|s| *s != target)
         .collect();
     if others.is_empty() {
-        return Err(RoundError::SelectionInvalid);
+        return Err(ViewError::SelectionInvalid);
     }
     let target_rows = cycle(
         target_src.len(),
@@ -264,9 +264,9 @@ pub(super) fn plan_round<'r>(
         }
         for m in 0..MIX_PER_BATCH {
             let stage = others[(b * MIX_PER_BATCH + m) % others.len()];
-            let (src, picks) = mix.get(stage).ok_or(RoundError::SelectionInvalid)?;
+            let (src, picks) = mix.get(stage).ok_or(ViewError::SelectionInvalid)?;
             let off = mix_offsets.entry(stage).or_default();
-            let &(i, view) = picks.get(*off).ok_or(RoundError::SelectionInvalid)?;
+            let &(i, view) = picks.get(*off).ok_or(ViewError::SelectionInvalid)?;
             *off += 1;
             slots.push(Slot {
                 row: src[i],
@@ -288,14 +288,14 @@ pub(super) fn plan_round<'r>(
             ordinal += 1;
         }
         let mut arr: [Slot<'_>; ROWS_PER_BATCH] =
-            slots.try_into().map_err(|_| RoundError::SelectionInvalid)?;
+            slots.try_into().map_err(|_| ViewError::SelectionInvalid)?;
         Mt19937::from_str_seed(&format!("{seed}:batch:{b}")).shuffle(&mut arr);
         plan.push(arr);
     }
     Ok(plan)
 }
 
-pub(super) fn reward_contracts(k: &ContractPack) -> Result<BTreeMap<String, Value>, RoundError> {
+pub(super) fn reward_contracts(k: &ContractPack) -> Result<BTreeMap<String, Value>, ViewError> {
     let mut rewards = BTreeMap::new();
     for s in std::iter::once(E2E).chain(k.stages.iter().map(String::as_str)) {
         rewards.insert(s.to_string(), reward::expected_reward_contract(k, s)?);
@@ -309,7 +309,7 @@ pub fn build_round(
     prompter: &Prompter<'_>,
     source_rows: &[Map],
     req: &RoundRequest<'_>,
-) -> Result<Vec<Value>, RoundError> {
+) -> Result<Vec<Value>, ViewError> {
     let plan = plan_round(k, source_rows, req)?;
     let batches = plan.len();
     let projector = Projector {
@@ -319,7 +319,7 @@ pub fn build_round(
         source_sha256: req.source_sha256,
         rewards: reward_contracts(k)?,
     };
-    let batches_out: Vec<Result<Vec<Value>, RoundError>> = plan
+    let batches_out: Vec<Result<Vec<Value>, ViewError>> = plan
         .par_iter()
         .enumerate()
         .map(|(b, slots)| {

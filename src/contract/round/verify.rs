@@ -11,18 +11,18 @@ use crate::contract::prompt::Prompter;
 use crate::contract::reward;
 use crate::contract::task::{ContractPack, E2E};
 
-pub(super) fn extra_of(row: &Value, i: usize) -> Result<&Map, RoundError> {
+pub(super) fn extra_of(row: &Value, i: usize) -> Result<&Map, ViewError> {
     row.get("extra_info")
         .and_then(Value::as_object)
-        .ok_or(RoundError::RowMalformed { row: i })
+        .ok_or(ViewError::RowMalformed { row: i })
 }
 
 /// `verify_round_rows` (§C.8): counts, pool composition, pool stages and
 /// state-id uniqueness. `target` is compared with Python equality.
-pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result<(), RoundError> {
+pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result<(), ViewError> {
     let expected_rows = batches.checked_mul(ROWS_PER_BATCH as i64);
     if expected_rows != Some(rows.len() as i64) {
-        return Err(RoundError::RowCountInvalid);
+        return Err(ViewError::RowCountInvalid);
     }
     let mut seen: HashSet<String> = HashSet::with_capacity(rows.len());
     for (b, batch) in rows.chunks(ROWS_PER_BATCH).enumerate() {
@@ -33,47 +33,47 @@ pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result
                 Some(POOL_TARGET) => counts[0] += 1,
                 Some(POOL_MIX) => counts[1] += 1,
                 Some(POOL_E2E) => counts[2] += 1,
-                Some(_) => return Err(RoundError::PoolCompositionInvalid),
+                Some(_) => return Err(ViewError::PoolCompositionInvalid),
                 None if extra.contains_key("source_pool") => {
-                    return Err(RoundError::PoolCompositionInvalid)
+                    return Err(ViewError::PoolCompositionInvalid)
                 }
                 None => {
-                    return Err(RoundError::RowMalformed {
+                    return Err(ViewError::RowMalformed {
                         row: b * ROWS_PER_BATCH + j,
                     })
                 }
             }
         }
         if counts != [TARGET_PER_BATCH, MIX_PER_BATCH, E2E_PER_BATCH] {
-            return Err(RoundError::PoolCompositionInvalid);
+            return Err(ViewError::PoolCompositionInvalid);
         }
         for (j, row) in batch.iter().enumerate() {
             let i = b * ROWS_PER_BATCH + j;
             let extra = extra_of(row, i)?;
             let stage = extra
                 .get("target_stage")
-                .ok_or(RoundError::RowMalformed { row: i })?;
+                .ok_or(ViewError::RowMalformed { row: i })?;
             let pool = extra
                 .get("source_pool")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let e2e = Value::Str(E2E.into());
             if pool == POOL_TARGET && !json::python_eq(stage, target) {
-                return Err(RoundError::TargetStageInvalid);
+                return Err(ViewError::TargetStageInvalid);
             }
             if pool == POOL_MIX && (json::python_eq(stage, target) || json::python_eq(stage, &e2e))
             {
-                return Err(RoundError::MixStageInvalid);
+                return Err(ViewError::MixStageInvalid);
             }
             if pool == POOL_E2E && !json::python_eq(stage, &e2e) {
-                return Err(RoundError::E2eStageInvalid);
+                return Err(ViewError::E2eStageInvalid);
             }
             let sid = extra
                 .get("state_id")
-                .ok_or(RoundError::RowMalformed { row: i })?;
-            let key = json::to_cj(sid).map_err(|_| RoundError::NotStableJson)?;
+                .ok_or(ViewError::RowMalformed { row: i })?;
+            let key = json::to_cj(sid).map_err(|_| ViewError::NotStableJson)?;
             if !seen.insert(key) {
-                return Err(RoundError::StateIdDuplicate);
+                return Err(ViewError::StateIdDuplicate);
             }
         }
     }
@@ -88,11 +88,11 @@ pub fn verify_dataset(
     prompter: &Prompter<'_>,
     train: &[u8],
     manifest: &[u8],
-) -> Result<Value, RoundError> {
-    let manifest = json::parse_bytes(manifest).map_err(|_| RoundError::ManifestInvalid)?;
-    let m = manifest.as_object().ok_or(RoundError::ManifestInvalid)?;
+) -> Result<Value, ViewError> {
+    let manifest = json::parse_bytes(manifest).map_err(|_| ViewError::ManifestInvalid)?;
+    let m = manifest.as_object().ok_or(ViewError::ManifestInvalid)?;
     if m.get("artifact_kind").and_then(Value::as_str) != Some(THREE_POOL_ARTIFACT_KIND) {
-        return Err(RoundError::ManifestInvalid);
+        return Err(ViewError::ManifestInvalid);
     }
     let sha = json::sha256_hex(train);
     let declared = m
@@ -100,14 +100,14 @@ pub fn verify_dataset(
         .and_then(|t| t.get("sha256"))
         .and_then(Value::as_str);
     if declared != Some(sha.as_str()) {
-        return Err(RoundError::TrainDigestMismatch);
+        return Err(ViewError::TrainDigestMismatch);
     }
-    let text = std::str::from_utf8(train).map_err(|_| RoundError::LineInvalidJson { line: 1 })?;
+    let text = std::str::from_utf8(train).map_err(|_| ViewError::LineInvalidJson { line: 1 })?;
     let mut rows = Vec::new();
     for (i, line) in text.split_inclusive('\n').enumerate() {
-        let v = json::parse(line).map_err(|_| RoundError::LineInvalidJson { line: i + 1 })?;
+        let v = json::parse(line).map_err(|_| ViewError::LineInvalidJson { line: i + 1 })?;
         if v.as_object().is_none() {
-            return Err(RoundError::LineNotObject { line: i + 1 });
+            return Err(ViewError::LineNotObject { line: i + 1 });
         }
         rows.push(v);
     }
@@ -115,20 +115,20 @@ pub fn verify_dataset(
     let batches_v = m.get("batches").cloned().unwrap_or(Value::Null);
     let batches = match batches_v {
         Value::Int(b) => b,
-        _ => return Err(RoundError::RowCountInvalid),
+        _ => return Err(ViewError::RowCountInvalid),
     };
     verify_round_rows(&rows, &target, batches)?;
-    let checked: Vec<Result<(), RoundError>> = rows
+    let checked: Vec<Result<(), ViewError>> = rows
         .par_iter()
         .map(|row| {
             let extra_v = row.get("extra_info").cloned().unwrap_or(Value::Null);
             let extra = extra_v
                 .as_object()
-                .ok_or(RoundError::RowTaskContractInvalid)?;
+                .ok_or(ViewError::RowTaskContractInvalid)?;
             if extra.get("task_definition_version").and_then(Value::as_str)
                 != Some(&k.task_definition_version)
             {
-                return Err(RoundError::RowTaskContractInvalid);
+                return Err(ViewError::RowTaskContractInvalid);
             }
             prompter.validate_binding(row.get("prompt").unwrap_or(&Value::Null), &extra_v)?;
             let stage = extra
@@ -140,10 +140,10 @@ pub fn verify_dataset(
                 .get("reward_contract")
                 .is_some_and(|r| json::python_eq(r, &expected))
             {
-                return Err(RoundError::RowRewardContractInvalid);
+                return Err(ViewError::RowRewardContractInvalid);
             }
             if !k.is_allowed_stage(stage) {
-                return Err(RoundError::RowStageInvalid);
+                return Err(ViewError::RowStageInvalid);
             }
             Ok(())
         })

@@ -52,9 +52,9 @@ pub fn write_immutable(path: &Path, content: &[u8]) -> Result<(), WriteError> {
 
 /// The validated identity of a row's extra_info, for callers that need the
 /// task contract of a built row.
-pub fn row_task_key(k: &ContractPack, row: &Value) -> Result<TaskKey, RoundError> {
+pub fn row_task_key(k: &ContractPack, row: &Value) -> Result<TaskKey, ViewError> {
     let extra = row
         .get("extra_info")
-        .ok_or(RoundError::RowTaskContractInvalid)?;
+        .ok_or(ViewError::RowTaskContractInvalid)?;
     Ok(task::validate_extra(k, extra)?)
 }

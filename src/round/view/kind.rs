@@ -4,7 +4,7 @@
 
 use crate::contract::json::Value;
 use crate::contract::prompt::Prompter;
-use crate::contract::round::{BuildInputs, BuiltRound, RoundError};
+use crate::contract::round::{BuildInputs, BuiltRound, ViewError};
 use crate::contract::task::ContractPack;
 
 /// The key of a round view in the registry: the mixture name, the word an
@@ -46,7 +46,7 @@ pub trait RoundView: Sync {
         k: &ContractPack,
         prompter: &Prompter<'_>,
         inp: &BuildInputs<'_>,
-    ) -> Result<BuiltRound, RoundError>;
+    ) -> Result<BuiltRound, ViewError>;
 
     /// Check a built view; returns the verifier's result object (`status`,
     /// `rows`, `batches`, `target_stage`, `train_sha256`).
@@ -56,7 +56,7 @@ pub trait RoundView: Sync {
         prompter: &Prompter<'_>,
         train: &[u8],
         manifest: &[u8],
-    ) -> Result<Value, RoundError>;
+    ) -> Result<Value, ViewError>;
 
     /// Whether `manifest` describes a view of this kind.
     fn recognizes(&self, manifest: &Value) -> bool {

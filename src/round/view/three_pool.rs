@@ -6,7 +6,7 @@ use super::kind::{RoundView, ViewKind};
 use crate::contract::json::Value;
 use crate::contract::prompt::Prompter;
 use crate::contract::round::{
-    materialize, verify_dataset, BuildInputs, BuiltRound, RoundError, THREE_POOL_ARTIFACT_KIND,
+    materialize, verify_dataset, BuildInputs, BuiltRound, ViewError, THREE_POOL_ARTIFACT_KIND,
 };
 use crate::contract::task::ContractPack;
 
@@ -32,7 +32,7 @@ impl RoundView for ThreePool {
         k: &ContractPack,
         prompter: &Prompter<'_>,
         inp: &BuildInputs<'_>,
-    ) -> Result<BuiltRound, RoundError> {
+    ) -> Result<BuiltRound, ViewError> {
         materialize(k, prompter, inp)
     }
 
@@ -42,7 +42,7 @@ impl RoundView for ThreePool {
         prompter: &Prompter<'_>,
         train: &[u8],
         manifest: &[u8],
-    ) -> Result<Value, RoundError> {
+    ) -> Result<Value, ViewError> {
         verify_dataset(k, prompter, train, manifest)
     }
 }

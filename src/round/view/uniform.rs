@@ -28,7 +28,7 @@ use crate::contract::prompt::Prompter;
 use crate::contract::reward;
 use crate::contract::round::{
     materialize, prescribed_target, view_manifest, BuildInputs, BuiltRound, ManifestSpec,
-    RoundError, E2E_PER_BATCH, POOL_E2E, POOL_TARGET, ROWS_PER_BATCH,
+    ViewError, E2E_PER_BATCH, POOL_E2E, POOL_TARGET, ROWS_PER_BATCH,
 };
 use crate::contract::task::{ContractPack, E2E};
 
@@ -56,7 +56,7 @@ impl RoundView for Uniform {
         k: &ContractPack,
         prompter: &Prompter<'_>,
         inp: &BuildInputs<'_>,
-    ) -> Result<BuiltRound, RoundError> {
+    ) -> Result<BuiltRound, ViewError> {
         uniform_view(k, prompter, inp)
     }
 
@@ -66,7 +66,7 @@ impl RoundView for Uniform {
         prompter: &Prompter<'_>,
         train: &[u8],
         manifest: &[u8],
-    ) -> Result<Value, RoundError> {
+    ) -> Result<Value, ViewError> {
         verify_uniform_view(k, prompter, train, manifest)
     }
 }
@@ -78,21 +78,21 @@ pub const POOL_UNIFORM: &str = "uniform";
 /// Stage rows per batch (the rest are E2E rows).
 pub const UNIFORM_PER_BATCH: usize = ROWS_PER_BATCH - E2E_PER_BATCH;
 
-fn lines(train: &[u8]) -> Result<Vec<Value>, RoundError> {
-    let text = std::str::from_utf8(train).map_err(|_| RoundError::LineInvalidJson { line: 1 })?;
+fn lines(train: &[u8]) -> Result<Vec<Value>, ViewError> {
+    let text = std::str::from_utf8(train).map_err(|_| ViewError::LineInvalidJson { line: 1 })?;
     text.split_inclusive('\n')
         .enumerate()
-        .map(|(i, l)| json::parse(l).map_err(|_| RoundError::LineInvalidJson { line: i + 1 }))
+        .map(|(i, l)| json::parse(l).map_err(|_| ViewError::LineInvalidJson { line: i + 1 }))
         .collect()
 }
 
-fn extra_mut(row: &mut Value, i: usize) -> Result<&mut Map, RoundError> {
+fn extra_mut(row: &mut Value, i: usize) -> Result<&mut Map, ViewError> {
     match row {
         Value::Object(m) => match m.get_mut("extra_info") {
             Some(Value::Object(e)) => Ok(e),
-            _ => Err(RoundError::RowMalformed { row: i }),
+            _ => Err(ViewError::RowMalformed { row: i }),
         },
-        _ => Err(RoundError::RowMalformed { row: i }),
+        _ => Err(ViewError::RowMalformed { row: i }),
     }
 }
 
@@ -107,9 +107,9 @@ pub fn uniform_view(
     k: &ContractPack,
     prompter: &Prompter<'_>,
     inp: &BuildInputs<'_>,
-) -> Result<BuiltRound, RoundError> {
+) -> Result<BuiltRound, ViewError> {
     let nominal = prescribed_target(k, inp.prescription, inp.target_stage)?;
-    let batches = usize::try_from(inp.batches).map_err(|_| RoundError::RowCountInvalid)?;
+    let batches = usize::try_from(inp.batches).map_err(|_| ViewError::RowCountInvalid)?;
     let mut stage_rows: Vec<std::collections::VecDeque<Value>> = Vec::new();
     let mut e2e_rows: Vec<Value> = Vec::new();
     let mut source_rows = 0usize;
@@ -138,7 +138,7 @@ pub fn uniform_view(
         stage_rows.push(mine);
     }
     if stage_rows.is_empty() || e2e_rows.len() != batches * E2E_PER_BATCH {
-        return Err(RoundError::PoolCompositionInvalid);
+        return Err(ViewError::PoolCompositionInvalid);
     }
     let n = stage_rows.len();
     let mut text = String::new();
@@ -150,16 +150,16 @@ pub fn uniform_view(
                 let s = (b * UNIFORM_PER_BATCH + slot) % n;
                 let mut r = stage_rows[s]
                     .pop_front()
-                    .ok_or(RoundError::PoolCompositionInvalid)?;
+                    .ok_or(ViewError::PoolCompositionInvalid)?;
                 extra_mut(&mut r, i)?.insert("source_pool", Value::from(POOL_UNIFORM));
                 r
             } else {
-                e2e.next().ok_or(RoundError::PoolCompositionInvalid)?
+                e2e.next().ok_or(ViewError::PoolCompositionInvalid)?
             };
             let extra = extra_mut(&mut row, i)?;
             extra.insert("core_batch_index", Value::from(b));
             extra.insert("core_batch_slot", Value::from(slot));
-            text.push_str(&json::to_cj(&row).map_err(|_| RoundError::NotStableJson)?);
+            text.push_str(&json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?);
             text.push('\n');
         }
     }
@@ -193,10 +193,10 @@ pub fn verify_uniform_view(
     prompter: &Prompter<'_>,
     train: &[u8],
     manifest: &[u8],
-) -> Result<Value, RoundError> {
-    let manifest = json::parse_bytes(manifest).map_err(|_| RoundError::ManifestInvalid)?;
+) -> Result<Value, ViewError> {
+    let manifest = json::parse_bytes(manifest).map_err(|_| ViewError::ManifestInvalid)?;
     if !is_uniform_manifest(&manifest) {
-        return Err(RoundError::ManifestInvalid);
+        return Err(ViewError::ManifestInvalid);
     }
     let sha = json::sha256_hex(train);
     if manifest
@@ -205,15 +205,15 @@ pub fn verify_uniform_view(
         .and_then(Value::as_str)
         != Some(sha.as_str())
     {
-        return Err(RoundError::TrainDigestMismatch);
+        return Err(ViewError::TrainDigestMismatch);
     }
     let batches = match manifest.get("batches") {
         Some(Value::Int(b)) if *b >= 1 => *b,
-        _ => return Err(RoundError::RowCountInvalid),
+        _ => return Err(ViewError::RowCountInvalid),
     };
     let rows = lines(train)?;
     if Some(rows.len() as i64) != batches.checked_mul(ROWS_PER_BATCH as i64) {
-        return Err(RoundError::RowCountInvalid);
+        return Err(ViewError::RowCountInvalid);
     }
     let mut seen = HashSet::with_capacity(rows.len());
     for (b, batch) in rows.chunks(ROWS_PER_BATCH).enumerate() {
@@ -223,22 +223,22 @@ pub fn verify_uniform_view(
             let extra_v = row.get("extra_info").cloned().unwrap_or(Value::Null);
             let extra = extra_v
                 .as_object()
-                .ok_or(RoundError::RowMalformed { row: i })?;
+                .ok_or(ViewError::RowMalformed { row: i })?;
             let stage = extra
                 .get("target_stage")
                 .and_then(Value::as_str)
-                .ok_or(RoundError::RowMalformed { row: i })?;
+                .ok_or(ViewError::RowMalformed { row: i })?;
             match extra.get("source_pool").and_then(Value::as_str) {
                 Some(POOL_E2E) if stage == E2E => e2e += 1,
-                Some(POOL_E2E) => return Err(RoundError::E2eStageInvalid),
+                Some(POOL_E2E) => return Err(ViewError::E2eStageInvalid),
                 Some(POOL_UNIFORM) if stage != E2E && k.is_allowed_stage(stage) => {}
-                Some(POOL_UNIFORM) => return Err(RoundError::RowStageInvalid),
-                _ => return Err(RoundError::PoolCompositionInvalid),
+                Some(POOL_UNIFORM) => return Err(ViewError::RowStageInvalid),
+                _ => return Err(ViewError::PoolCompositionInvalid),
             }
             if extra.get("task_definition_version").and_then(Value::as_str)
                 != Some(&k.task_definition_version)
             {
-                return Err(RoundError::RowTaskContractInvalid);
+                return Err(ViewError::RowTaskContractInvalid);
             }
             prompter.validate_binding(row.get("prompt").unwrap_or(&Value::Null), &extra_v)?;
             let expected = reward::expected_reward_contract(k, stage)?;
@@ -246,17 +246,17 @@ pub fn verify_uniform_view(
                 .get("reward_contract")
                 .is_some_and(|r| json::python_eq(r, &expected))
             {
-                return Err(RoundError::RowRewardContractInvalid);
+                return Err(ViewError::RowRewardContractInvalid);
             }
             let sid = extra
                 .get("state_id")
-                .ok_or(RoundError::RowMalformed { row: i })?;
-            if !seen.insert(json::to_cj(sid).map_err(|_| RoundError::NotStableJson)?) {
-                return Err(RoundError::StateIdDuplicate);
+                .ok_or(ViewError::RowMalformed { row: i })?;
+            if !seen.insert(json::to_cj(sid).map_err(|_| ViewError::NotStableJson)?) {
+                return Err(ViewError::StateIdDuplicate);
             }
         }
         if e2e != E2E_PER_BATCH {
-            return Err(RoundError::PoolCompositionInvalid);
+            return Err(ViewError::PoolCompositionInvalid);
         }
     }
     Ok(Value::Object(
@@ -333,7 +333,7 @@ mod tests {
         bad[10] ^= 1;
         assert!(matches!(
             verify_uniform_view(&k, &prompter, &bad, manifest.as_bytes()),
-            Err(RoundError::TrainDigestMismatch)
+            Err(ViewError::TrainDigestMismatch)
         ));
     }
 }
