@@ -148,6 +148,8 @@ fn fsck_reports_emfile_as_io_error() {
             assert!(stdout.contains("301 commits, 0 problems"), "{stdout}");
         } else if stderr.contains("Too many open files") {
             assert!(stderr.contains("ulimit -n"), "no hint: {stderr}");
+            // An I/O failure, not a usage error.
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
             hinted += 1;
         } else {
             // Too few to even open the catalog: still not damage.

@@ -188,6 +188,7 @@ impl From<LedgerError> for CliError {
             LedgerError::Corrupt { .. }
             | LedgerError::ObjectMissing { .. }
             | LedgerError::Io { .. }
+            | LedgerError::TooManyOpenFiles { .. }
             | LedgerError::PromisorFetch { .. }
             | LedgerError::Catalog { .. } => ErrorKind::User,
             _ => ErrorKind::Usage,
