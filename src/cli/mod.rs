@@ -80,7 +80,8 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Token for http(s):// remotes (clone/fetch/pull/push). Overrides the
+    /// Token for http(s):// remotes (clone/fetch/pull/push, and the files a
+    /// partial clone fetches on demand). Overrides the
     /// BAT_TOKEN environment variable.
     #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
