@@ -6,9 +6,11 @@
 //! ```
 //!
 //! Default sizes: 1000 10000 100000 plain commits, 5 runs each (3 at 100k).
+//! `--keep DIR` builds the ledgers under DIR and leaves them there (for
+//! profiling a command by hand afterwards).
 //! `--sim ROUNDS` adds simulator campaigns of that many rounds built by the
-//! real `bat run --backend sim` (slow: minutes per thousand rounds on
-//! today's round metadata; not in the default run).
+//! real `bat run --backend sim` (slow: minutes per thousand rounds; not in
+//! the default run), set against a git repository with as many commits.
 //!
 //! Plain ledgers are built through the library (`Ledger::commit_chain`, a
 //! library fast path: 1,000 commits per pack segment and per transaction,
@@ -248,8 +250,6 @@ fn build_sim(dir: &Path, rounds: u64) {
         .arg(dir)
         .args(["run", "--backend", "sim", "--seed", "2", "--rounds"])
         .arg(rounds.to_string())
-        .arg("--work-dir")
-        .arg(dir.join("work"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -357,10 +357,12 @@ fn main() {
     let mut sizes: Vec<u64> = Vec::new();
     let mut sims: Vec<u64> = Vec::new();
     let mut runs: Option<usize> = None;
+    let mut keep: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()),
+            "--keep" => keep = args.next().map(PathBuf::from),
             "--sim" => sims.extend(args.next().and_then(|v| v.parse::<u64>().ok())),
             other => sizes.push(other.parse().expect("sizes are numbers")),
         }
@@ -373,9 +375,10 @@ fn main() {
          1,000 commits per pack segment), git repositories through git fast-import; \
          then every command is a whole `bat`/`git` process."
     );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = keep.unwrap_or_else(|| tmp.path().to_path_buf());
     for &n in &sizes {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let (bd, gd) = (tmp.path().join("bat"), tmp.path().join("git"));
+        let (bd, gd) = (root.join(format!("bat-{n}")), root.join(format!("git-{n}")));
         let t = Instant::now();
         build_bat(&bd, n);
         let tb = t.elapsed().as_secs_f64();
@@ -387,15 +390,29 @@ fn main() {
         bench_ledger("plain commits", n, &bd, Some(&gd), r);
     }
     for &n in &sims {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let bd = tmp.path().join("sim");
+        let bd = root.join(format!("sim-{n}"));
         let t = Instant::now();
         build_sim(&bd, n);
         println!(
             "\nbuilt {n} simulator rounds with `bat run --backend sim` in {:.1} s",
             t.elapsed().as_secs_f64()
         );
+        // The git counterpart has as many commits as the campaign's history.
+        let commits = Ledger::open(&bd)
+            .and_then(|l| {
+                let head = l.resolve("HEAD")?;
+                Ok(l.history(head, None)?.count() as u64)
+            })
+            .expect("count the campaign's commits");
+        let gd = root.join(format!("git-sim-{n}"));
+        build_git(&gd, commits);
         let r = runs.unwrap_or(3);
-        bench_ledger("simulator rounds (no git counterpart)", n, &bd, None, r);
+        bench_ledger(
+            &format!("simulator rounds (git: {commits} plain commits)"),
+            n,
+            &bd,
+            Some(&gd),
+            r,
+        );
     }
 }

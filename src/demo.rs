@@ -201,6 +201,7 @@ pub fn run_demo(
                 opts.bat.to_string_lossy().into_owned(),
             )],
             work_dir: work.join("replay"),
+            prune_round_dirs: true,
             author: DEMO_AUTHOR.to_string(),
         },
         observer.replay_observer(),

@@ -190,6 +190,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         tolerance: a.tolerance,
         placeholder_overrides: overrides,
         work_dir,
+        prune_round_dirs: a.work_dir.is_none(),
         author: "bat replay".into(),
     };
     let mut progress = RoundProgress::new("bat replay", g.json, false);

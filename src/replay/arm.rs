@@ -28,7 +28,8 @@ use crate::round::{commit_round, CommitRoundOptions, ReplayLink};
 /// The arm's state between rounds of a chain.
 pub(super) struct Arm {
     checkpoint: PathBuf,
-    checkpoint_round: Option<String>,
+    /// The round whose folder holds `checkpoint` (`None`: the inputs).
+    pub(super) checkpoint_round: Option<String>,
     baseline: Value,
     baseline_file: PathBuf,
     target: String,

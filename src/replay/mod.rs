@@ -260,6 +260,10 @@ pub struct ReplayRequest {
     /// A new folder for the replay's work files (round folders, inputs,
     /// child logs).
     pub work_dir: PathBuf,
+    /// Remove each committed round's folder once the next round no longer
+    /// trains from it (its files are in the replay commit). For work
+    /// folders bat chose; a folder the user named is kept whole.
+    pub prune_round_dirs: bool,
     /// Author of the replay commits.
     pub author: String,
 }
@@ -337,7 +341,9 @@ pub struct RoundReplay {
     pub same_budget: bool,
     /// The verify result.
     pub verify: Option<RoundVerify>,
-    /// The round folder of the replay.
+    /// The round folder of the replay. With
+    /// [`ReplayRequest::prune_round_dirs`] it is removed once committed and
+    /// no longer trained from (the commit holds its files).
     pub work_dir: PathBuf,
 }
 
@@ -389,6 +395,12 @@ pub fn replay(
         let (r, next) =
             arm::replay_round(ledger, req, &plan, o, arm.take(), &mut history, observer)?;
         observer.round_replayed(&r);
+        if req.prune_round_dirs && r.commit.is_some() {
+            crate::engine::r#loop::prune_round_dirs(
+                &plan.rounds_dir,
+                next.checkpoint_round.as_deref(),
+            )?;
+        }
         rounds.push(r);
         arm = Some(next);
     }
