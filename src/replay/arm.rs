@@ -101,7 +101,7 @@ fn apply_overrides(campaign: &mut Campaign, req: &ReplayRequest) {
                 }
             }
             Ablation::Batches(n) => campaign.batches = *n,
-            Ablation::Target(_) | Ablation::GateOff | Ablation::MixtureUniform => {}
+            Ablation::Target(_) | Ablation::GateOff | Ablation::Mixture(_) => {}
         }
     }
 }

@@ -21,9 +21,10 @@ pub enum Ablation {
     Reward(String),
     /// `target=S3`: the same S-target every round.
     Target(String),
-    /// `mixture=uniform`: round views without an S-target pool
-    /// ([`crate::engine::mixture`]).
-    MixtureUniform,
+    /// `mixture=VIEW`: round views of another registered kind than the
+    /// recorded three-pool one, e.g. `mixture=uniform` (no S-target pool;
+    /// [`crate::round::view`]).
+    Mixture(Mixture),
     /// `gate=off`: every candidate becomes the next starting checkpoint.
     GateOff,
     /// `batches=N`: a different data budget (changes compute).
@@ -36,7 +37,7 @@ impl Ablation {
         match self {
             Ablation::Reward(v) => ("reward".into(), v.clone()),
             Ablation::Target(v) => ("target".into(), v.clone()),
-            Ablation::MixtureUniform => ("mixture".into(), "uniform".into()),
+            Ablation::Mixture(kind) => ("mixture".into(), kind.name().into()),
             Ablation::GateOff => ("gate".into(), "off".into()),
             Ablation::Batches(n) => ("batches".into(), n.to_string()),
         }
@@ -65,9 +66,9 @@ pub fn parse_ablations(args: &[String]) -> Result<Vec<Ablation>, ReplayError> {
             },
             "target" if !value.is_empty() => Ablation::Target(value.to_string()),
             "target" => return Err(bad("a stage name, e.g. target=S3")),
-            "mixture" => match value {
-                "uniform" => Ablation::MixtureUniform,
-                _ => return Err(bad("mixture=uniform")),
+            "mixture" => match crate::round::view::by_name(value) {
+                Some(kind) if kind != Mixture::THREE_POOL => Ablation::Mixture(kind),
+                _ => return Err(bad(&mixture_choices())),
             },
             "gate" => match value {
                 "off" => Ablation::GateOff,
@@ -91,6 +92,17 @@ pub fn parse_ablations(args: &[String]) -> Result<Vec<Ablation>, ReplayError> {
         out.push(ab);
     }
     Ok(out)
+}
+
+/// The `mixture=` values: every registered view but the recorded default.
+fn mixture_choices() -> String {
+    crate::round::view::views()
+        .iter()
+        .map(|v| v.kind())
+        .filter(|k| *k != Mixture::THREE_POOL)
+        .map(|k| format!("mixture={}", k.name()))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 /// The default replay branch: `replay/<short-id>[-<key>-<value>…]`.
@@ -277,11 +289,14 @@ pub(super) fn prepare(ledger: &Ledger, req: &ReplayRequest) -> Result<ReplayPlan
             _ => None,
         }),
         gate_off: req.ablations.contains(&Ablation::GateOff),
-        mixture: if req.ablations.contains(&Ablation::MixtureUniform) {
-            Mixture::UNIFORM
-        } else {
-            Mixture::THREE_POOL
-        },
+        mixture: req
+            .ablations
+            .iter()
+            .find_map(|a| match a {
+                Ablation::Mixture(kind) => Some(*kind),
+                _ => None,
+            })
+            .unwrap_or(Mixture::THREE_POOL),
         ablation_pairs: req.ablations.iter().map(Ablation::pair).collect(),
         run_id,
         originals,
@@ -333,4 +348,34 @@ fn check_templates(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Vec<Ablation>, ReplayError> {
+        parse_ablations(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn mixture_takes_every_registered_view_but_the_default() {
+        assert_eq!(
+            parse(&["mixture=uniform"]).expect("uniform is registered"),
+            vec![Ablation::Mixture(Mixture::UNIFORM)]
+        );
+        assert_eq!(
+            Ablation::Mixture(Mixture::UNIFORM).pair(),
+            ("mixture".to_string(), "uniform".to_string())
+        );
+        for bad in ["mixture=three_pool", "mixture=zipf"] {
+            match parse(&[bad]) {
+                Err(ReplayError::BadAblationValue { expected, .. }) => {
+                    assert!(expected.contains("mixture=uniform"), "{expected}");
+                    assert!(!expected.contains("three_pool"), "{expected}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 }
