@@ -42,15 +42,26 @@ fn resume_with_rounds_extends_a_finished_campaign() {
     // Shrinking is refused.
     let out = resume(&l, &["--rounds", "1"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("already completed 2 rounds"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already completed 2 rounds"),
+        "{}",
+        stderr(&out)
+    );
     // --rounds 3 runs one more round.
     let out = ok(resume(&l, &["--rounds", "3"]));
-    assert!(stderr(&out).contains("after round 2 of 3"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("after round 2 of 3"),
+        "{}",
+        stderr(&out)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["rounds"], 3);
     assert_eq!(v["history"].as_array().unwrap().len(), 3);
     let rounds = logged_rounds(&l);
-    let ids: Vec<&str> = rounds.iter().map(|r| r["round_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = rounds
+        .iter()
+        .map(|r| r["round_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["r03", "r02", "r01"]);
     assert_eq!(rounds[0]["loop"]["campaign"]["rounds"], 3);
     let log = ok(bat().arg("-C").arg(&l).arg("log").output().unwrap());
@@ -106,7 +117,9 @@ fn resume_after_two_reverts_starts_from_the_promoted_checkpoint() {
     );
     assert_ne!(
         expected,
-        promoted[n - 1]["candidate_checkpoint_sha256"].as_str().unwrap()
+        promoted[n - 1]["candidate_checkpoint_sha256"]
+            .as_str()
+            .unwrap()
     );
     fsck_ok(&l);
 }

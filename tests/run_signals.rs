@@ -172,10 +172,18 @@ fn break_lock_takes_over_a_live_lock_with_a_warning() {
     let args = t.run_args(&t.trainer, &t.evaluator, 1);
     let out = t.run(&args);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("bat run --pretend"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bat run --pretend"),
+        "{}",
+        stderr(&out)
+    );
     let mut args = args;
     args.push("--break-lock".into());
     let out = ok(t.run(&args));
-    assert!(stderr(&out).contains("broke the run lock"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("broke the run lock"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(logged_rounds(&t.ledger).len(), 1);
 }

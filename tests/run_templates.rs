@@ -57,7 +57,12 @@ fn an_unknown_placeholder_is_named_with_file_and_position() {
     // The evaluator's placeholders are checked too.
     let ev = write_json(
         &t.root.join("e-req.json"),
-        serde_json::json!([example("toy_evaluator"), "{checkpoint}", "{req}", "{output}"]),
+        serde_json::json!([
+            example("toy_evaluator"),
+            "{checkpoint}",
+            "{req}",
+            "{output}"
+        ]),
     );
     let err = refused(&t, &t.trainer, &ev);
     assert!(err.contains("evaluator template"), "{err}");

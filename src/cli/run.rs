@@ -213,10 +213,9 @@ fn read_template(
     let bytes = crate::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
     let file = p.display().to_string();
-    let t = parse_template_file(&file, &bytes).map_err(|e| CliError::from(e).usage())?;
+    let t = parse_template_file(&file, &bytes).map_err(|e| CliError::usage_error(e.to_string()))?;
     check_placeholders(kind, &file, &t, extra).map_err(|e| {
-        CliError::from(e)
-            .usage()
+        CliError::usage_error(e.to_string())
             .with_hint("fix the template; placeholders are listed in `bat run --help`")
     })?;
     Ok(t)
@@ -226,7 +225,10 @@ fn read_template(
 fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
     // The simulator refuses templates before anything is read.
     let template = |p: &Option<PathBuf>, kind| match a.backend {
-        Backend::Command => p.as_deref().map(|p| read_template(p, kind, &[])).transpose(),
+        Backend::Command => p
+            .as_deref()
+            .map(|p| read_template(p, kind, &[]))
+            .transpose(),
         Backend::Sim => Ok(p.as_ref().map(|_| Vec::new())),
     };
     Ok(FreshRequest {
@@ -347,7 +349,11 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
 
 /// The hint after a failed or interrupted run: `--resume` only when there
 /// is a committed round to resume from.
-fn next_step(resumable: bool, campaign: &crate::engine::r#loop::Campaign, user_work_dir: bool) -> String {
+fn next_step(
+    resumable: bool,
+    campaign: &crate::engine::r#loop::Campaign,
+    user_work_dir: bool,
+) -> String {
     if resumable {
         format!(
             "completed rounds stay committed; fix the cause and run `bat run --resume`{}",
@@ -428,11 +434,10 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
                     super::error::EXIT_INTERRUPTED
                 };
                 drop(lock);
-                let _ = CliError::interrupted(format!(
-                    "{e}; the round in progress was not committed"
-                ))
-                .with_hint(hint)
-                .report();
+                let _ =
+                    CliError::interrupted(format!("{e}; the round in progress was not committed"))
+                        .with_hint(hint)
+                        .report();
                 return Ok(ExitCode::from(code));
             }
             return Err(CliError::new(e.to_string()).with_hint(hint));

@@ -283,7 +283,11 @@ fn reward_mode_placeholder(
 ) -> Result<Vec<(String, String)>, CampaignError> {
     let mode =
         sim::RewardMode::parse(mode.unwrap_or("stage")).map_err(CampaignError::RewardMode)?;
-    if trainer.iter().chain(evaluator).any(|t| t == "{reward_mode}") {
+    if trainer
+        .iter()
+        .chain(evaluator)
+        .any(|t| t == "{reward_mode}")
+    {
         return Ok(vec![("{reward_mode}".into(), mode.as_str().into())]);
     }
     if mode != sim::RewardMode::Stage {

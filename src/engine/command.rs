@@ -28,6 +28,41 @@ pub enum ChildError {
     /// The template is not a JSON array of non-empty strings.
     #[error("command_template_invalid")]
     TemplateInvalid,
+    /// The child could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// argv[0].
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Reading the child's output, writing a log or waiting failed.
+    #[error("i/o error while running {program}: {source}")]
+    Io {
+        /// argv[0].
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The argv is empty.
+    #[error("empty command")]
+    Empty,
+    /// The caller was interrupted: the signal was forwarded to the child's
+    /// process group (and SIGKILL followed when it outlived the grace period).
+    #[error("{program} stopped: {} forwarded to its process group{}", signal.as_str(), if *killed { ", SIGKILL after the grace period" } else { "" })]
+    Interrupted {
+        /// argv[0].
+        program: String,
+        /// The signal forwarded.
+        signal: Signal,
+        /// Whether the group had to be killed.
+        killed: bool,
+    },
+}
+
+/// A template file that `bat run` refuses before anything runs.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
     /// The template file is not valid JSON.
     #[error("command_template_invalid: {file}:{line}:{column}: {reason}")]
     TemplateJson {
@@ -97,36 +132,6 @@ pub enum ChildError {
         /// Every required placeholder.
         required: Vec<String>,
     },
-    /// The child could not be started.
-    #[error("cannot start {program}: {source}")]
-    Spawn {
-        /// argv[0].
-        program: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// Reading the child's output, writing a log or waiting failed.
-    #[error("i/o error while running {program}: {source}")]
-    Io {
-        /// argv[0].
-        program: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The argv is empty.
-    #[error("empty command")]
-    Empty,
-    /// The caller was interrupted: the signal was forwarded to the child's
-    /// process group (and SIGKILL followed when it outlived the grace period).
-    #[error("{program} stopped: {} forwarded to its process group{}", signal.as_str(), if *killed { ", SIGKILL after the grace period" } else { "" })]
-    Interrupted {
-        /// argv[0].
-        program: String,
-        /// The signal forwarded.
-        signal: Signal,
-        /// Whether the group had to be killed.
-        killed: bool,
-    },
 }
 
 /// Parse a command template file's bytes: a non-empty JSON array of
@@ -148,15 +153,15 @@ pub fn parse_template(bytes: &[u8]) -> Result<Vec<String>, ChildError> {
 
 /// [`parse_template`] with the file named in every error, JSON syntax
 /// errors located by line and column and shape errors by argv position.
-pub fn parse_template_file(file: &str, bytes: &[u8]) -> Result<Vec<String>, ChildError> {
+pub fn parse_template_file(file: &str, bytes: &[u8]) -> Result<Vec<String>, TemplateError> {
     let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| ChildError::TemplateJson {
+        serde_json::from_slice(bytes).map_err(|e| TemplateError::TemplateJson {
             file: file.to_string(),
             line: e.line(),
             column: e.column(),
             reason: e.to_string(),
         })?;
-    let shape = |reason: String| ChildError::TemplateShape {
+    let shape = |reason: String| TemplateError::TemplateShape {
         file: file.to_string(),
         reason,
     };
@@ -258,9 +263,20 @@ fn closest<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
         .iter()
         .map(|k| {
             let k_in = inner(k);
-            let prefix = u.bytes().zip(k_in.bytes()).take_while(|(a, b)| a == b).count();
+            let prefix = u
+                .bytes()
+                .zip(k_in.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
             let contains = k_in.contains(&u) || u.contains(&k_in);
-            (if contains { prefix.max(3) + 100 } else { prefix }, *k)
+            (
+                if contains {
+                    prefix.max(3) + 100
+                } else {
+                    prefix
+                },
+                *k,
+            )
         })
         .filter(|(score, _)| *score >= 3)
         .max_by_key(|(score, _)| *score)
@@ -277,7 +293,7 @@ pub fn check_placeholders(
     file: &str,
     template: &[String],
     extra: &[&str],
-) -> Result<(), ChildError> {
+) -> Result<(), TemplateError> {
     let known: Vec<&str> = kind
         .placeholders()
         .iter()
@@ -289,7 +305,7 @@ pub fn check_placeholders(
             continue;
         }
         if placeholder_shaped(element) {
-            return Err(ChildError::UnknownPlaceholder {
+            return Err(TemplateError::UnknownPlaceholder {
                 kind: kind.as_str(),
                 file: file.to_string(),
                 position,
@@ -299,7 +315,7 @@ pub fn check_placeholders(
             });
         }
         if let Some(p) = known.iter().find(|k| element.contains(*k)) {
-            return Err(ChildError::EmbeddedPlaceholder {
+            return Err(TemplateError::EmbeddedPlaceholder {
                 kind: kind.as_str(),
                 file: file.to_string(),
                 position,
@@ -313,7 +329,7 @@ pub fn check_placeholders(
         .iter()
         .find(|r| !template.iter().any(|t| t == *r))
     {
-        return Err(ChildError::MissingPlaceholder {
+        return Err(TemplateError::MissingPlaceholder {
             kind: kind.as_str(),
             file: file.to_string(),
             placeholder: missing.to_string(),
@@ -759,20 +775,32 @@ mod tests {
         emb[3] = "--out={output}".into();
         assert!(matches!(
             check_placeholders(TemplateKind::Trainer, "t.json", &emb, &["{x}"]),
-            Err(ChildError::EmbeddedPlaceholder { position: 3, .. })
+            Err(TemplateError::EmbeddedPlaceholder { position: 3, .. })
         ));
         let ev = v(&["e", "{checkpoint}", "{output}"]);
         assert!(matches!(
             check_placeholders(TemplateKind::Evaluator, "e.json", &ev, &[]),
-            Err(ChildError::MissingPlaceholder { ref placeholder, .. }) if placeholder == "{request}"
+            Err(TemplateError::MissingPlaceholder { ref placeholder, .. }) if placeholder == "{request}"
         ));
     }
 
     #[test]
     fn template_files_report_line_and_column() {
         let e = parse_template_file("t.json", b"[\"a\",\n  }").unwrap_err();
-        assert!(matches!(e, ChildError::TemplateJson { line: 2, column: 3, .. }), "{e}");
-        assert!(e.to_string().starts_with("command_template_invalid: t.json:2:3"));
+        assert!(
+            matches!(
+                e,
+                TemplateError::TemplateJson {
+                    line: 2,
+                    column: 3,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e
+            .to_string()
+            .starts_with("command_template_invalid: t.json:2:3"));
         let e = parse_template_file("t.json", br#"["a", ""]"#).unwrap_err();
         assert!(e.to_string().contains("argv[1] is an empty string"), "{e}");
     }
@@ -816,7 +844,14 @@ mod tests {
         let t = Instant::now();
         let e = run_child(&spec, &mut sink).unwrap_err();
         assert!(
-            matches!(e, ChildError::Interrupted { signal: Signal::SIGTERM, killed: true, .. }),
+            matches!(
+                e,
+                ChildError::Interrupted {
+                    signal: Signal::SIGTERM,
+                    killed: true,
+                    ..
+                }
+            ),
             "{e}"
         );
         assert!(t.elapsed() >= Duration::from_millis(300));

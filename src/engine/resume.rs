@@ -46,7 +46,9 @@ pub enum ResumeError {
     #[error(transparent)]
     Loop(#[from] LoopError),
     /// `--rounds N` below the rounds already completed.
-    #[error("the campaign already completed {completed} rounds; --rounds {requested} cannot shrink it")]
+    #[error(
+        "the campaign already completed {completed} rounds; --rounds {requested} cannot shrink it"
+    )]
     RoundsBelowCompleted {
         /// Rounds committed.
         completed: i64,

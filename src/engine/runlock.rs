@@ -93,8 +93,8 @@ pub enum LockError {
     Held {
         /// The lock file.
         path: PathBuf,
-        /// Its content.
-        info: LockInfo,
+        /// Its content (boxed: errors stay small).
+        info: Box<LockInfo>,
         /// What still runs.
         living: Vec<String>,
     },
@@ -202,7 +202,7 @@ impl RunLock {
             if !living.is_empty() && !break_lock {
                 return Err(LockError::Held {
                     path: path.to_path_buf(),
-                    info: held,
+                    info: Box::new(held),
                     living,
                 });
             }
@@ -237,7 +237,7 @@ impl RunLock {
             Some(held) => Err(LockError::Held {
                 path: path.to_path_buf(),
                 living: held.living(),
-                info: held,
+                info: Box::new(held),
             }),
             None => Err(LockError::Unreadable {
                 path: path.to_path_buf(),
@@ -348,7 +348,10 @@ mod tests {
         assert!(matches!(how, Acquired::Free));
         // This process lives: a second acquire refuses and names it.
         let err = RunLock::acquire(dir.path(), me.clone(), false).unwrap_err();
-        assert!(err.to_string().contains(&format!("pid {}", me.pid)), "{err}");
+        assert!(
+            err.to_string().contains(&format!("pid {}", me.pid)),
+            "{err}"
+        );
         drop(lock);
         assert!(!dir.path().join(LOCK_FILE).exists());
         // A lock of a process that is gone is stale.

@@ -93,7 +93,9 @@ impl Toy {
             ]),
         );
         // The source grid of the embedded pack.
-        let k = bat::contract::pack::Pack::default_pack().contract().unwrap();
+        let k = bat::contract::pack::Pack::default_pack()
+            .contract()
+            .unwrap();
         let built = bat::contract::source::build_source(&k).unwrap();
         let source = root.join("source.jsonl");
         std::fs::write(&source, &built.jsonl).unwrap();
@@ -155,7 +157,12 @@ impl Toy {
     }
 
     pub fn run(&self, args: &[String]) -> Output {
-        bat().arg("-C").arg(&self.ledger).args(args).output().unwrap()
+        bat()
+            .arg("-C")
+            .arg(&self.ledger)
+            .args(args)
+            .output()
+            .unwrap()
     }
 }
 
@@ -210,9 +217,8 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            stat(&pid.to_string()).is_some_and(|f| {
-                f.get(2) == Some(&want) && !matches!(f[0].as_str(), "Z" | "X")
-            })
+            stat(&pid.to_string())
+                .is_some_and(|f| f.get(2) == Some(&want) && !matches!(f[0].as_str(), "Z" | "X"))
         })
         .collect()
 }
@@ -220,16 +226,18 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 /// Wait for a file to appear (the child writes it), failing after `secs`.
 pub fn wait_for_file(p: &Path, secs: u64, child: &mut std::process::Child) {
     let start = Instant::now();
-    while !p.is_file() || std::fs::read_to_string(p).unwrap_or_default().trim().is_empty() {
+    while !p.is_file()
+        || std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+    {
         assert!(
             start.elapsed() < Duration::from_secs(secs),
             "{} never appeared",
             p.display()
         );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "bat run ended early"
-        );
+        assert!(child.try_wait().unwrap().is_none(), "bat run ended early");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
