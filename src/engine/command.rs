@@ -484,6 +484,27 @@ pub struct ChildOutcome {
     pub logs: Vec<PathBuf>,
 }
 
+/// The log files of a child (stdout, stderr; `None` when no logs are kept)
+/// and their paths.
+type LogFiles = (Vec<Option<std::fs::File>>, Vec<PathBuf>);
+
+fn open_logs(spec: &ChildSpec<'_>) -> std::io::Result<LogFiles> {
+    let Some(dir) = spec.log_dir else {
+        return Ok((vec![None, None], Vec::new()));
+    };
+    let mut logs = Vec::new();
+    let mut files = Vec::new();
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        let path = dir.join(format!("{}.{}", spec.label, stream.as_str()));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        files.push(Some(std::fs::File::create(&path)?));
+        logs.push(path);
+    }
+    Ok((files, logs))
+}
+
 /// Run a child directly (no shell) with stdin from /dev/null and the
 /// caller's environment and working directory; its stdout and stderr are
 /// passed to `sink` as they arrive and saved in the log folder.
@@ -496,21 +517,7 @@ pub fn run_child(
         program: program.clone(),
         source,
     };
-    let mut logs = Vec::new();
-    let mut files = Vec::new();
-    if let Some(dir) = spec.log_dir {
-        for stream in [Stream::Stdout, Stream::Stderr] {
-            let path = dir.join(format!("{}.{}", spec.label, stream.as_str()));
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io)?;
-            }
-            files.push(Some(std::fs::File::create(&path).map_err(io)?));
-            logs.push(path);
-        }
-    } else {
-        files.push(None);
-        files.push(None);
-    }
+    let (mut files, logs) = open_logs(spec).map_err(io)?;
     let supervision = sink.supervision();
     if supervision.is_some() {
         if let Some(signal) = sink.stop_signal() {

@@ -248,6 +248,26 @@ fn promoted_override(
     }
 }
 
+/// The promoted state of `branch` when a revert was committed after the
+/// last round `last` and it differs from the recorded checkpoint `sha`.
+fn follow_promoted(
+    ledger: &Ledger,
+    branch: &str,
+    last: CommitId,
+    sha: &str,
+    initial: &meta::LoadedSummary,
+) -> Result<Option<Override>, ResumeError> {
+    if !reverted_since(ledger, branch, last)? {
+        return Ok(None);
+    }
+    let initial_sha = initial
+        .value
+        .get("checkpoint_sha256")
+        .and_then(crate::contract::json::Value::as_str)
+        .unwrap_or_default();
+    promoted_override(ledger, branch, sha, initial_sha)
+}
+
 /// [`prepare_resume_with`] for a work dir that keeps every round folder.
 pub fn prepare_resume(
     ledger: &Ledger,
@@ -303,18 +323,7 @@ pub fn prepare_resume_with(
     let mut round_commit_override = None;
     let mut followed_promoted = None;
     if let Some(branch) = &opts.follow_promoted {
-        let initial_sha = initial
-            .value
-            .get("checkpoint_sha256")
-            .and_then(crate::contract::json::Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let o = if reverted_since(ledger, branch, *c)? {
-            promoted_override(ledger, branch, &sha, &initial_sha)?
-        } else {
-            None
-        };
-        if let Some(o) = o {
+        if let Some(o) = follow_promoted(ledger, branch, *c, &sha, &initial)? {
             sha = o.sha256;
             match o.round {
                 Some((rid, commit)) => {
