@@ -187,3 +187,39 @@ fn break_lock_takes_over_a_live_lock_with_a_warning() {
     );
     assert_eq!(logged_rounds(&t.ledger).len(), 1);
 }
+
+#[test]
+fn sigint_stops_a_cooperative_trainer_without_waiting_for_the_grace_period() {
+    let t = Toy::new();
+    // The toy trainer sleeps in r02 and dies of SIGINT's default action.
+    let root = t.root.display();
+    let trainer = t.shell_trainer(&format!(
+        "if [ \"$6\" = r02 ]; then\n\
+         echo $$ > '{root}/trainer.pid.tmp' && mv '{root}/trainer.pid.tmp' '{root}/trainer.pid'\n\
+         exec \"$TOY\" \"$@\" --sleep-on r02:1000\n\
+         fi"
+    ));
+    let mut args = t.run_args(&trainer, &t.evaluator, 2);
+    args.extend(["--grace-period".into(), "60".into()]);
+    let mut child = spawn_run(&t, &args);
+    wait_for_file(&t.root.join("trainer.pid"), 120, &mut child);
+    let pgid = trainer_pgid(&t);
+    let sent = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "waited the grace period"
+    );
+    assert!(err.contains("SIGINT forwarded"), "{err}");
+    assert!(!err.contains("SIGKILL"), "{err}");
+    assert!(group_members(pgid).is_empty());
+    assert_eq!(logged_rounds(&t.ledger).len(), 1);
+    fsck_ok(&t.ledger);
+}
