@@ -434,10 +434,12 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
                     super::error::EXIT_INTERRUPTED
                 };
                 drop(lock);
-                let _ =
-                    CliError::interrupted(format!("{e}; the round in progress was not committed"))
-                        .with_hint(hint)
-                        .report();
+                let msg = match e {
+                    // Between rounds: nothing was in progress.
+                    crate::engine::r#loop::LoopError::Interrupted { .. } => e.to_string(),
+                    _ => format!("{e}; the round in progress was not committed"),
+                };
+                let _ = CliError::interrupted(msg).with_hint(hint).report();
                 return Ok(ExitCode::from(code));
             }
             return Err(CliError::new(e.to_string()).with_hint(hint));
