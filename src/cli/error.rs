@@ -66,7 +66,8 @@ Exit codes:
   2    usage: bad arguments, or a bad input named on the command line
   101  internal error (a bug in bat)
   130  interrupted (Ctrl-C / SIGTERM); nothing half-done is left behind
-  141  stdout was closed by its reader (`bat log` ends with 0 instead)";
+  141  stdout was closed by its reader (`bat log` ends with 0 instead)
+  143  `bat run` stopped by SIGTERM (its children stopped too)";
 
 /// A failure the CLI reports: its kind, the message and hints for the user.
 #[derive(Debug)]

@@ -1,7 +1,10 @@
 //! Ctrl-C and SIGTERM: one process-wide flag that every cancellable library
 //! operation checks (the ledger checks it between chunks and before it
-//! moves a ref). `bat run` and `bat replay` do not install it yet: their
-//! children get the signal with them and `--resume` continues. The first signal
+//! moves a ref). `bat run` installs it too: its children run in their own
+//! process group, the signal is forwarded to that group (see
+//! [`crate::engine::command::Supervision`]) and a second signal kills the
+//! group before bat exits. `bat replay` does not install it yet: its
+//! children get the signal with it and `--resume` continues. The first signal
 //! sets the flag and the command stops at its next safe point with exit
 //! code 130; a second signal ends the process at once (still crash-safe:
 //! nothing is referenced before it is durable).
@@ -9,12 +12,35 @@
 //! The signal plumbing is tokio's (already a dependency for `bat serve` and
 //! the network remotes), so no unsafe code lives in this crate.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use nix::sys::signal::Signal;
 
 use super::error::EXIT_INTERRUPTED;
 
 /// Set once SIGINT or SIGTERM arrived (after [`install`]).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The first signal received (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// The process group of the child `bat run` is running (0: none), killed
+/// when a second signal ends bat at once.
+static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// The first signal received, once one arrived.
+pub fn signal() -> Option<Signal> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        n => Signal::try_from(n).ok(),
+    }
+}
+
+/// Record the process group of the running child (`None`: none).
+pub fn set_child_group(pgid: Option<u32>) {
+    let g = pgid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    CHILD_GROUP.store(g, Ordering::SeqCst);
+}
 
 /// The process-wide cancel flag handed to library operations.
 pub fn flag() -> &'static AtomicBool {
@@ -57,11 +83,20 @@ pub fn install() {
                 };
                 let _ = ready_tx.send(true);
                 loop {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
+                    let sig = tokio::select! {
+                        _ = int.recv() => Signal::SIGINT,
+                        _ = term.recv() => Signal::SIGTERM,
+                    };
+                    let _ = SIGNAL.compare_exchange(0, sig as i32, Ordering::SeqCst, Ordering::SeqCst);
                     if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                        let g = CHILD_GROUP.load(Ordering::SeqCst);
+                        if g > 0 {
+                            // Leave no child of `bat run` behind.
+                            let _ = nix::sys::signal::killpg(
+                                nix::unistd::Pid::from_raw(g),
+                                Signal::SIGKILL,
+                            );
+                        }
                         // A second signal: the user means it. Still safe,
                         // as a kill is: nothing is referenced before it is
                         // durable.

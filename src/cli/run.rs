@@ -2,6 +2,18 @@
 //! evaluator commands, committing every finished round; `bat run --resume`
 //! continues an interrupted campaign from the ledger.
 //!
+//! Children: the trainer and evaluator run in a process group of their
+//! own. SIGINT/SIGTERM received by `bat run` are forwarded to that group;
+//! what still lives after `--grace-period` seconds (default 10) is killed
+//! with SIGKILL, and bat exits 130 (SIGINT) or 143 (SIGTERM). The round in
+//! progress is not committed; `bat run --resume` redoes it. A second signal
+//! kills the group and exits at once.
+//!
+//! Lock: `.bat/run.lock` names the running `bat run` (pid, command, start
+//! time, child process group); a second `bat run` on the ledger refuses
+//! while that process or its child group lives. A lock whose processes are
+//! all gone is taken over with a note; `--break-lock` takes over a live one.
+//!
 //! Files: the work dir (`--work-dir W`, else `.bat/runs/<run-id>/work`) is
 //! exactly the reference loop's; child output logs go to
 //! `.bat/runs/<run-id>/logs/<round>/{trainer,evaluator}.{stdout,stderr}`
@@ -21,8 +33,11 @@ use crate::engine::campaign::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
     RunsLayout,
 };
-use crate::engine::command::{parse_template, Stream};
+use crate::engine::command::{
+    check_placeholders, parse_template_file, Stream, Supervision, TemplateKind,
+};
 use crate::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
+use crate::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
 
 /// Run the evaluate → train → evaluate → gate loop and commit each round.
 #[derive(Debug, Args)]
@@ -33,13 +48,20 @@ pub struct RunArgs {
     /// The starting model folder.
     #[arg(long, value_name = "D")]
     pub initial_checkpoint: Option<PathBuf>,
-    /// Trainer argv template (JSON array of strings; placeholders
-    /// {checkpoint} {dataset} {manifest} {output} {health} {round_id}
-    /// {target_stage} {runtime_tool_format}).
+    /// Trainer argv template: a JSON array of strings, argv[0] the program
+    /// (no shell). Elements equal to a placeholder are replaced whole:
+    /// {checkpoint} (model folder to start from), {dataset} (train.jsonl),
+    /// {manifest}, {output} (candidate folder to write), {health}
+    /// (training-health.json to write), {round_id}, {target_stage},
+    /// {runtime_tool_format}, {reward_mode} (`stage` or `terminal`).
+    /// Required: {checkpoint} {dataset} {output} {health}
+    /// {runtime_tool_format}. Unknown or embedded placeholders are refused
+    /// before anything runs.
     #[arg(long, alias = "trainer-command", value_name = "T.json")]
     pub trainer: Option<PathBuf>,
     /// Evaluator argv template (JSON array of strings; placeholders
-    /// {checkpoint} {output} {request}).
+    /// {checkpoint} {output} (raw-evaluation.json to write) {request}
+    /// {reward_mode}; the first three are required).
     #[arg(long, alias = "evaluator-command", value_name = "E.json")]
     pub evaluator: Option<PathBuf>,
     /// Evaluation protocol id.
@@ -48,14 +70,10 @@ pub struct RunArgs {
     /// Runtime tool format of the serving runtime (passed to the trainer).
     #[arg(long, value_name = "F")]
     pub runtime_tool_format: Option<String>,
-    /// Number of rounds.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 10,
-        allow_negative_numbers = true
-    )]
-    pub rounds: i64,
+    /// Number of rounds [default: 10]. With --resume: run the campaign to
+    /// N rounds in total (extends a finished campaign).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub rounds: Option<i64>,
     /// Batches (of 8 rows) per round [default: 378 (the contract's); with
     /// --backend sim: 50].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -100,12 +118,53 @@ pub struct RunArgs {
         ]
     )]
     pub resume: bool,
+    /// Seconds a child's process group has to end after a forwarded
+    /// SIGINT/SIGTERM before it is killed with SIGKILL.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub grace_period: f64,
+    /// Take over the run lock (.bat/run.lock) even though the `bat run` or
+    /// child process group it names still lives. Stop those first: two runs
+    /// would train the same round at once.
+    #[arg(long)]
+    pub break_lock: bool,
 }
 
-/// Progress lines and child output on stderr (stdout carries the result).
-struct CliObserver;
+/// Exit code of a run stopped by SIGTERM (128 + 15, the shell convention;
+/// SIGINT gives 130 as every interrupted verb).
+const EXIT_TERMINATED: u8 = 143;
 
-impl Observer for CliObserver {
+/// Progress lines and child output on stderr (stdout carries the result);
+/// supervises the children and keeps the run lock naming the current one.
+struct CliObserver<'a> {
+    grace: std::time::Duration,
+    lock: &'a mut RunLock,
+    /// Rounds committed by this process.
+    recorded: usize,
+}
+
+impl Observer for CliObserver<'_> {
+    fn supervision(&self) -> Option<Supervision> {
+        Some(Supervision { grace: self.grace })
+    }
+
+    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
+        super::interrupt::signal()
+    }
+
+    fn child_started(&mut self, label: &str, pgid: u32) {
+        super::interrupt::set_child_group(Some(pgid));
+        if let Err(e) = self.lock.set_child(Some(pgid), Some(label)) {
+            eprintln!("bat run: warning: cannot record child {label} in the run lock: {e}");
+        }
+    }
+
+    fn child_ended(&mut self, _label: &str, _pgid: u32) {
+        super::interrupt::set_child_group(None);
+        if let Err(e) = self.lock.set_child(None, None) {
+            eprintln!("bat run: warning: cannot update the run lock: {e}");
+        }
+    }
+
     fn event(&mut self, e: &LoopEvent<'_>) {
         let line = match e {
             LoopEvent::Evaluating { context } => format!("evaluating {context}"),
@@ -128,7 +187,10 @@ impl Observer for CliObserver {
                 gate_status,
                 next_target_stage,
             } => format!("{round_id}: gate {gate_status}, next target {next_target_stage}"),
-            LoopEvent::Recorded { round_id, note } => format!("{round_id}: {note}"),
+            LoopEvent::Recorded { round_id, note } => {
+                self.recorded += 1;
+                format!("{round_id}: {note}")
+            }
         };
         eprintln!("bat run: {line}");
     }
@@ -141,28 +203,43 @@ impl Observer for CliObserver {
     }
 }
 
-fn read_template(p: &std::path::Path) -> Result<Vec<String>, CliError> {
+/// Read a template file and check its placeholders (`extra`: ones the
+/// campaign adds) before anything runs.
+fn read_template(
+    p: &std::path::Path,
+    kind: TemplateKind,
+    extra: &[&str],
+) -> Result<Vec<String>, CliError> {
     let bytes = crate::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
-    Ok(parse_template(&bytes)?)
+    let file = p.display().to_string();
+    let t = parse_template_file(&file, &bytes).map_err(|e| CliError::usage_error(e.to_string()))?;
+    check_placeholders(kind, &file, &t, extra).map_err(|e| {
+        CliError::usage_error(e.to_string())
+            .with_hint("fix the template; placeholders are listed in `bat run --help`")
+    })?;
+    Ok(t)
 }
 
 /// The typed inputs of a fresh campaign.
 fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
     // The simulator refuses templates before anything is read.
-    let template = |p: &Option<PathBuf>| match a.backend {
-        Backend::Command => p.as_deref().map(read_template).transpose(),
+    let template = |p: &Option<PathBuf>, kind| match a.backend {
+        Backend::Command => p
+            .as_deref()
+            .map(|p| read_template(p, kind, &[]))
+            .transpose(),
         Backend::Sim => Ok(p.as_ref().map(|_| Vec::new())),
     };
     Ok(FreshRequest {
         backend: a.backend,
         source: a.source.clone(),
         initial_checkpoint: a.initial_checkpoint.clone(),
-        trainer: template(&a.trainer)?,
-        evaluator: template(&a.evaluator)?,
+        trainer: template(&a.trainer, TemplateKind::Trainer)?,
+        evaluator: template(&a.evaluator, TemplateKind::Evaluator)?,
         protocol_id: a.protocol_id.clone(),
         runtime_tool_format: a.runtime_tool_format.clone(),
-        rounds: a.rounds,
+        rounds: a.rounds.unwrap_or(10),
         batches: a.batches,
         pack: a.pack.clone(),
         work_dir: a.work_dir.clone(),
@@ -183,11 +260,23 @@ fn plan(
     if a.resume {
         let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
         let exe = std::env::current_exe().ok();
-        let planned = plan_resume(ledger, layout, &rev, a.branch.clone(), exe.as_deref())?;
+        let planned = plan_resume(
+            ledger,
+            layout,
+            &rev,
+            a.branch.clone(),
+            exe.as_deref(),
+            a.rounds,
+        )?;
         if let Start::Resume(state) = &planned.start {
             eprintln!(
                 "bat run: resuming {} after round {} of {}",
                 planned.run_id, state.completed_rounds, planned.campaign.rounds
+            );
+        }
+        if let Some(from) = &planned.followed_promoted {
+            eprintln!(
+                "bat run: a revert moved the promoted ref after the last round; continuing from {from}"
             );
         }
         return Ok(planned);
@@ -215,15 +304,94 @@ fn plan(
     Ok(planned)
 }
 
+/// Take the ledger's run lock, or refuse naming its holder.
+fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock, CliError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let info = LockInfo::for_current_process(g.argv.join(" "), secs);
+    match RunLock::acquire(dir, info, a.break_lock) {
+        Ok((lock, how)) => {
+            match how {
+                Acquired::Free => {}
+                Acquired::Stale(old) => eprintln!(
+                    "bat run: note: took over the stale run lock of pid {} ({}); none of its processes runs any more",
+                    old.pid, old.command
+                ),
+                Acquired::Broken(old) => eprintln!(
+                    "bat run: warning: broke the run lock of pid {} ({}), which still runs: {}",
+                    old.pid,
+                    old.command,
+                    old.living().join(", ")
+                ),
+            }
+            Ok(lock)
+        }
+        Err(e @ LockError::Held { .. }) => {
+            let LockError::Held { path, info, .. } = &e else {
+                unreachable!("matched above")
+            };
+            let group = info
+                .child_pgid
+                .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
+                .unwrap_or_default();
+            let hint = format!(
+                "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
+                info.pid,
+                path.display()
+            );
+            Err(CliError::new(e.to_string()).with_hint(hint))
+        }
+        Err(e) => Err(CliError::new(e.to_string())),
+    }
+}
+
+/// The hint after a failed or interrupted run: `--resume` only when there
+/// is a committed round to resume from.
+fn next_step(
+    resumable: bool,
+    campaign: &crate::engine::r#loop::Campaign,
+    user_work_dir: bool,
+) -> String {
+    if resumable {
+        format!(
+            "completed rounds stay committed; fix the cause and run `bat run --resume`{}",
+            campaign
+                .branch
+                .as_ref()
+                .map(|b| format!(" --branch {b}"))
+                .unwrap_or_default()
+        )
+    } else if user_work_dir {
+        format!(
+            "no round of this campaign was committed, so there is nothing to resume: fix the cause, remove {} (or pick another --work-dir) and start the campaign again",
+            campaign.work_dir.display()
+        )
+    } else {
+        "no round of this campaign was committed, so there is nothing to resume: fix the cause and start the campaign again".into()
+    }
+}
+
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
+    if !a.grace_period.is_finite() || a.grace_period < 0.0 {
+        return Err(CliError::usage_error(format!(
+            "--grace-period must be a number of seconds ≥ 0, not {}",
+            a.grace_period
+        )));
+    }
     let mut ledger = open(g)?;
+    let mut lock = take_lock(&a, g, ledger.dir())?;
+    // From here on SIGINT/SIGTERM are caught and forwarded to the child.
+    super::interrupt::install();
     let layout = RunsLayout::new(ledger.dir());
     let PlannedRun {
         campaign,
         run_id,
         start,
         prune_round_dirs: prune,
+        followed_promoted: _,
     } = plan(&a, &ledger, &layout)?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = layout.log_dir(&run_id);
@@ -232,8 +400,12 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         ledger: &mut ledger,
         options,
     };
-    let mut observer = CliObserver;
-    let outcome = run_loop(
+    let mut observer = CliObserver {
+        grace: std::time::Duration::from_secs_f64(a.grace_period),
+        lock: &mut lock,
+        recorded: 0,
+    };
+    let result = run_loop(
         &campaign,
         start,
         &RunOptions {
@@ -244,18 +416,35 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         },
         &mut observer,
         &mut sink,
-    )
-    .map_err(|e| {
-        CliError::new(e.to_string()).with_hint(format!(
-            "completed rounds stay committed; fix the cause and run `bat run --resume`{} (logs: {})",
-            campaign
-                .branch
-                .as_ref()
-                .map(|b| format!(" --branch {b}"))
-                .unwrap_or_default(),
-            log_dir.display()
-        ))
-    })?;
+    );
+    let resumable = a.resume || observer.recorded > 0;
+    let user_work_dir = !a.resume && a.work_dir.is_some();
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            let hint = format!(
+                "{} (logs: {})",
+                next_step(resumable, &campaign, user_work_dir),
+                log_dir.display()
+            );
+            if let Some(sig) = super::interrupt::signal() {
+                let code = if sig == nix::sys::signal::Signal::SIGTERM {
+                    EXIT_TERMINATED
+                } else {
+                    super::error::EXIT_INTERRUPTED
+                };
+                drop(lock);
+                let msg = match e {
+                    // Between rounds: nothing was in progress.
+                    crate::engine::r#loop::LoopError::Interrupted { .. } => e.to_string(),
+                    _ => format!("{e}; the round in progress was not committed"),
+                };
+                let _ = CliError::interrupted(msg).with_hint(hint).report();
+                return Ok(ExitCode::from(code));
+            }
+            return Err(CliError::new(e.to_string()).with_hint(hint));
+        }
+    };
     if g.json {
         out!("{}", json::to_pj_file(&outcome));
     } else {

@@ -134,6 +134,9 @@ pub struct PlannedRun {
     pub start: Start,
     /// Remove committed round folders from the work dir (bat owns it).
     pub prune_round_dirs: bool,
+    /// A resume that follows the promoted ref after a revert: what the next
+    /// round starts from (for the progress output).
+    pub followed_promoted: Option<String>,
 }
 
 /// Why a campaign could not be set up.
@@ -199,6 +202,7 @@ pub fn plan_fresh(
         run_id,
         start: Start::Fresh,
         prune_round_dirs: req.work_dir.is_none(),
+        followed_promoted: None,
     })
 }
 
@@ -209,7 +213,8 @@ fn command_campaign(
 ) -> Result<Campaign, CampaignError> {
     let trainer = need(&req.trainer, "--trainer")?;
     let evaluator = need(&req.evaluator, "--evaluator")?;
-    let extra_placeholders = reward_mode_placeholder(&trainer, req.reward_mode.as_deref())?;
+    let extra_placeholders =
+        reward_mode_placeholder(&trainer, &evaluator, req.reward_mode.as_deref())?;
     Ok(Campaign {
         source: need(&req.source, "--source")?,
         initial_checkpoint: need(&req.initial_checkpoint, "--initial-checkpoint")?,
@@ -266,17 +271,23 @@ fn sim_campaign(
 }
 
 /// `{reward_mode}` of a command campaign: recorded (default `stage`) when
-/// the trainer template uses it, so that `bat replay --ablate
+/// the trainer (or evaluator) template uses it, and substituted in every
+/// round of `bat run` as in replays, so that `bat replay --ablate
 /// reward=terminal` has a value to override and a verify re-runs the same
 /// one; `--reward-mode` without the placeholder would be silently ignored,
 /// so it is refused.
 fn reward_mode_placeholder(
     trainer: &[String],
+    evaluator: &[String],
     mode: Option<&str>,
 ) -> Result<Vec<(String, String)>, CampaignError> {
     let mode =
         sim::RewardMode::parse(mode.unwrap_or("stage")).map_err(CampaignError::RewardMode)?;
-    if trainer.iter().any(|t| t == "{reward_mode}") {
+    if trainer
+        .iter()
+        .chain(evaluator)
+        .any(|t| t == "{reward_mode}")
+    {
         return Ok(vec![("{reward_mode}".into(), mode.as_str().into())]);
     }
     if mode != sim::RewardMode::Stage {
@@ -288,13 +299,17 @@ fn reward_mode_placeholder(
 /// Continue the campaign of the last round `bat run` committed on `rev`.
 /// `bat_exe` replaces the recorded `{bat}` placeholder (a resumed
 /// simulator campaign runs this binary, wherever it is now); `branch`, when
-/// given, overrides the recorded branch.
+/// given, overrides the recorded branch; `rounds`, when given, replaces the
+/// recorded number of rounds (extending a finished campaign). When a
+/// `bat revert` was committed after the last round, the next round starts
+/// from the branch's promoted checkpoint.
 pub fn plan_resume(
     ledger: &Ledger,
     layout: &RunsLayout,
     rev: &str,
     branch: Option<String>,
     bat_exe: Option<&Path>,
+    rounds: Option<i64>,
 ) -> Result<PlannedRun, CampaignError> {
     let recorded = find_last_round(ledger, rev)?.ok_or_else(|| CampaignError::NothingToResume {
         rev: rev.to_string(),
@@ -303,11 +318,20 @@ pub fn plan_resume(
         .map(|l| l.run_id)
         .unwrap_or_else(|_| "unknown".into());
     let prune_round_dirs = layout.owns_work_dir(&recorded.loop_metadata);
+    let follow = match &branch {
+        Some(b) => b.clone(),
+        None => crate::round::current_branch(ledger)
+            .map_err(|e| CampaignError::Resume(ResumeError::Round(Box::new(e))))?,
+    };
     let point = prepare_resume_with(
         ledger,
         &recorded,
         &layout.restore_dir(&run_id),
-        ResumeOptions { prune_round_dirs },
+        ResumeOptions {
+            prune_round_dirs,
+            rounds,
+            follow_promoted: Some(follow),
+        },
     )?;
     let mut campaign = point.campaign;
     if let Some(entry) = campaign
@@ -326,6 +350,7 @@ pub fn plan_resume(
         run_id: point.run_id,
         start: Start::Resume(point.state),
         prune_round_dirs,
+        followed_promoted: point.followed_promoted,
     })
 }
 

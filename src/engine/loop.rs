@@ -13,7 +13,7 @@ pub use state::{
     LoopState, Start,
 };
 
-use super::command::{self, ChildError, ChildSpec, OutputSink, Stream};
+use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
 use crate::contract::binding::Arm;
 use crate::contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
@@ -32,13 +32,7 @@ pub const EXPERIMENT: &str = "bat-loop";
 /// Gate step of candidate evaluations.
 pub const CANDIDATE_GATE_STEP: u64 = 50;
 /// Placeholders the trainer template must use.
-pub const TRAINER_REQUIRED: [&str; 5] = [
-    "{checkpoint}",
-    "{dataset}",
-    "{output}",
-    "{health}",
-    "{runtime_tool_format}",
-];
+pub use super::command::TRAINER_REQUIRED;
 
 /// A loop failure. Contract codes are the messages where the contract has one.
 #[derive(Debug, thiserror::Error)]
@@ -116,9 +110,17 @@ pub enum LoopError {
     /// Target selection on the baseline failed.
     #[error(transparent)]
     Summary(#[from] SummaryError),
-    /// The trainer could not be run.
+    /// The trainer could not be run (or was stopped by a signal).
     #[error(transparent)]
     Command(#[from] ChildError),
+    /// The caller asked the loop to stop before `round_id` started.
+    #[error("stopped by {} before {round_id} started", signal.as_str())]
+    Interrupted {
+        /// The round that did not start (`baseline` for the baseline).
+        round_id: String,
+        /// The signal received.
+        signal: nix::sys::signal::Signal,
+    },
     /// The finished round could not be recorded.
     #[error("round {round_id} finished but was not committed: {source}")]
     Commit {
@@ -185,12 +187,26 @@ pub enum LoopEvent<'a> {
     },
 }
 
-/// Receives progress and child output. Implemented by the CLI.
+/// Receives progress and child output, and may supervise the children
+/// (see [`OutputSink`]). Implemented by the CLI.
 pub trait Observer {
     /// A progress event.
     fn event(&mut self, event: &LoopEvent<'_>);
     /// A chunk of a child's output.
     fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]);
+    /// See [`OutputSink::supervision`] (default: unsupervised children).
+    fn supervision(&self) -> Option<Supervision> {
+        None
+    }
+    /// See [`OutputSink::stop_signal`]; also checked before the baseline and
+    /// before every round, so a stop between children ends the loop there.
+    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
+        None
+    }
+    /// See [`OutputSink::child_started`].
+    fn child_started(&mut self, _label: &str, _pgid: u32) {}
+    /// See [`OutputSink::child_ended`].
+    fn child_ended(&mut self, _label: &str, _pgid: u32) {}
 }
 
 struct SinkAdapter<'a>(&'a mut dyn Observer);
@@ -198,6 +214,29 @@ struct SinkAdapter<'a>(&'a mut dyn Observer);
 impl OutputSink for SinkAdapter<'_> {
     fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
         self.0.child_output(label, stream, bytes);
+    }
+    fn supervision(&self) -> Option<Supervision> {
+        self.0.supervision()
+    }
+    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
+        self.0.stop_signal()
+    }
+    fn child_started(&mut self, label: &str, pgid: u32) {
+        self.0.child_started(label, pgid);
+    }
+    fn child_ended(&mut self, label: &str, pgid: u32) {
+        self.0.child_ended(label, pgid);
+    }
+}
+
+/// Stop before `round_id` when the observer asks.
+fn check_stop(observer: &dyn Observer, round_id: &str) -> Result<(), LoopError> {
+    match observer.stop_signal() {
+        Some(signal) => Err(LoopError::Interrupted {
+            round_id: round_id.to_string(),
+            signal,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -376,10 +415,14 @@ pub fn run_loop(
     let stage_model = StageModel::from_pack(opts.pack)?;
     let mut state = match start {
         Start::Resume(s) => s,
-        Start::Fresh => baseline_state(campaign, opts, observer, &stage_model)?,
+        Start::Fresh => {
+            check_stop(observer, "baseline")?;
+            baseline_state(campaign, opts, observer, &stage_model)?
+        }
     };
     for n in state.completed_rounds + 1..=campaign.rounds {
         let rid = round_id(n);
+        check_stop(observer, &rid)?;
         let root = w.join(&rid);
         let target = state.target_stage.clone();
         let done = run_round(

@@ -13,3 +13,4 @@ pub mod evaluation;
 pub mod r#loop;
 pub mod mixture;
 pub mod resume;
+pub mod runlock;

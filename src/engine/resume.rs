@@ -45,6 +45,19 @@ pub enum ResumeError {
     /// Preparing the work dir failed.
     #[error(transparent)]
     Loop(#[from] LoopError),
+    /// `--rounds N` below the rounds already completed.
+    #[error(
+        "the campaign already completed {completed} rounds; --rounds {requested} cannot shrink it"
+    )]
+    RoundsBelowCompleted {
+        /// Rounds committed.
+        completed: i64,
+        /// Rounds asked for.
+        requested: i64,
+    },
+    /// The promoted state of the branch could not be read.
+    #[error(transparent)]
+    Round(#[from] Box<crate::round::RoundError>),
     /// A file operation failed.
     #[error("cannot prepare {}: {source}", path.display())]
     Io {
@@ -127,6 +140,10 @@ pub struct ResumePoint {
     pub run_id: String,
     /// The state after the last committed round.
     pub state: LoopState,
+    /// Set when the branch's promoted state was followed instead of the
+    /// recorded current checkpoint (a `bat revert` after the last round):
+    /// what the next round starts from.
+    pub followed_promoted: Option<String>,
 }
 
 fn bad(commit: &CommitId, reason: impl Into<String>) -> ResumeError {
@@ -148,13 +165,107 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResumeError + '_ {
 }
 
 /// How [`prepare_resume_with`] treats the work dir.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ResumeOptions {
     /// The work dir is bat's own and keeps only the current checkpoint's
     /// round folder (see [`super::r#loop::RunOptions::prune_round_dirs`]):
     /// a lost work dir is rebuilt with that folder only, and round folders
     /// left by an interruption after their commit are removed.
     pub prune_round_dirs: bool,
+    /// Run the campaign to this many rounds instead of the recorded number
+    /// (extends a finished campaign; may not be below the rounds done).
+    pub rounds: Option<i64>,
+    /// The branch whose promoted state (`refs/promoted/<branch>`) the next
+    /// round starts from when a `bat revert` was committed after the last
+    /// round; `None` keeps the recorded current checkpoint.
+    pub follow_promoted: Option<String>,
+}
+
+/// Whether a `bat revert` commit lies on the first-parent chain from `rev`
+/// down to (not including) the round commit `last`.
+fn reverted_since(ledger: &Ledger, rev: &str, last: CommitId) -> Result<bool, ResumeError> {
+    let Ok(mut id) = ledger.resolve(rev) else {
+        return Ok(false);
+    };
+    while id != last {
+        let c = ledger.read_commit(&id)?;
+        if c.metadata.get("kind").and_then(serde_json::Value::as_str) == Some("bat_revert") {
+            return Ok(true);
+        }
+        match c.parents.first() {
+            Some(p) => id = *p,
+            None => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
+/// Where the next round starts when it is not the recorded current
+/// checkpoint.
+struct Override {
+    sha256: String,
+    round: Option<(String, CommitId)>,
+    baseline: Option<meta::LoadedSummary>,
+}
+
+/// The branch's promoted state after a revert, when it differs from the
+/// recorded current checkpoint (`initial_sha` is the campaign's initial
+/// checkpoint identity).
+fn promoted_override(
+    ledger: &Ledger,
+    branch: &str,
+    recorded_sha: &str,
+    initial_sha: &str,
+) -> Result<Option<Override>, ResumeError> {
+    use crate::round::StartingCheckpoint;
+    let start = crate::round::next_starting_checkpoint(ledger, branch).map_err(Box::new)?;
+    match start {
+        StartingCheckpoint::Promoted(p) if p.candidate_checkpoint_sha256 != recorded_sha => {
+            let tree = ledger.read_commit(&p.commit)?.tree;
+            let path = "candidate-eval/summary.json";
+            let entry = ledger
+                .lookup_path(&tree, path)?
+                .ok_or_else(|| bad(&p.commit, format!("the round commit has no {path}")))?;
+            let bytes = ledger.read_bytes(&entry.id)?;
+            let value = crate::contract::json::parse_bytes(&bytes)
+                .map_err(|e| bad(&p.commit, format!("{path} is not valid JSON: {e}")))?;
+            Ok(Some(Override {
+                sha256: p.candidate_checkpoint_sha256,
+                round: Some((p.round_id, p.commit)),
+                baseline: Some(meta::LoadedSummary {
+                    bytes,
+                    value,
+                    id: entry.id,
+                }),
+            }))
+        }
+        StartingCheckpoint::Initial { .. } if recorded_sha != initial_sha => Ok(Some(Override {
+            sha256: initial_sha.to_string(),
+            round: None,
+            baseline: None,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// The promoted state of `branch` when a revert was committed after the
+/// last round `last` and it differs from the recorded checkpoint `sha`.
+fn follow_promoted(
+    ledger: &Ledger,
+    branch: &str,
+    last: CommitId,
+    sha: &str,
+    initial: &meta::LoadedSummary,
+) -> Result<Option<Override>, ResumeError> {
+    if !reverted_since(ledger, branch, last)? {
+        return Ok(None);
+    }
+    let initial_sha = initial
+        .value
+        .get("checkpoint_sha256")
+        .and_then(crate::contract::json::Value::as_str)
+        .unwrap_or_default();
+    promoted_override(ledger, branch, sha, initial_sha)
 }
 
 /// [`prepare_resume_with`] for a work dir that keeps every round folder.
@@ -183,21 +294,53 @@ pub fn prepare_resume_with(
 ) -> Result<ResumePoint, ResumeError> {
     let c = &recorded.commit;
     let lm = LoopMeta::from_value(&recorded.loop_metadata).map_err(|e| bad(c, e.to_string()))?;
-    let campaign: Campaign = lm.campaign.clone();
+    let mut campaign: Campaign = lm.campaign.clone();
     let run_id = lm.run_id.clone();
     let completed = lm.completed_rounds();
+    if let Some(n) = opts.rounds {
+        if n < completed {
+            return Err(ResumeError::RoundsBelowCompleted {
+                completed,
+                requested: n,
+            });
+        }
+        campaign.rounds = n;
+    }
     let target = lm.next_target_stage("").to_string();
     if target.is_empty() {
         return Err(bad(c, "next target stage missing"));
     }
     let history = lm.history(ledger, *c).map_err(|e| bad(c, e.to_string()))?;
     let w = &campaign.work_dir;
-    let (baseline, initial) = lm
+    let (mut baseline, initial) = lm
         .summaries(ledger, *c, w)
         .map_err(|e| bad(c, e.to_string()))?;
-    let sha = lm.current_checkpoint.sha256.clone();
-    let cur_round = lm.current_checkpoint.round_id.clone();
-    let recorded_path = PathBuf::from(&lm.current_checkpoint.path);
+    let mut sha = lm.current_checkpoint.sha256.clone();
+    let mut cur_round = lm.current_checkpoint.round_id.clone();
+    let mut recorded_path = PathBuf::from(&lm.current_checkpoint.path);
+    // A revert after the last round moved the promoted ref: the next round
+    // starts from what it points at, not from the recorded checkpoint.
+    let mut round_commit_override = None;
+    let mut followed_promoted = None;
+    if let Some(branch) = &opts.follow_promoted {
+        if let Some(o) = follow_promoted(ledger, branch, *c, &sha, &initial)? {
+            sha = o.sha256;
+            match o.round {
+                Some((rid, commit)) => {
+                    recorded_path = w.join(&rid).join("candidate");
+                    followed_promoted = Some(format!("the candidate of {rid} ({commit})"));
+                    cur_round = Some(rid);
+                    round_commit_override = Some(commit);
+                }
+                None => {
+                    recorded_path = campaign.initial_checkpoint.clone();
+                    followed_promoted = Some("the initial checkpoint".into());
+                    cur_round = None;
+                }
+            }
+            baseline = o.baseline.unwrap_or_else(|| initial.clone());
+        }
+    }
     // A lost work dir is rebuilt from the ledger: the committed rounds of
     // this run are checked out into W/<round> (only the current
     // checkpoint's when bat owns the work dir), and the baseline summary is
@@ -243,8 +386,11 @@ pub fn prepare_resume_with(
             sha256: sha.clone(),
             reason,
         };
-        let commit = find_round_commit(ledger, *c, &run_id, &rid)?
-            .ok_or_else(|| unavailable("its round commit is not on this branch".into()))?;
+        let commit = match round_commit_override {
+            Some(commit) => commit,
+            None => find_round_commit(ledger, *c, &run_id, &rid)?
+                .ok_or_else(|| unavailable("its round commit is not on this branch".into()))?,
+        };
         let dest = restore_dir.join(&rid);
         if dest.exists() {
             std::fs::remove_dir_all(&dest).map_err(io(&dest))?;
@@ -284,5 +430,6 @@ pub fn prepare_resume_with(
             target_stage: target,
             history,
         },
+        followed_promoted,
     })
 }
