@@ -320,6 +320,21 @@ impl From<CloneError> for CliError {
                 "run the same `bat clone` again to resume into {}",
                 dest.display()
             )),
+            CloneError::Refused {
+                dest,
+                removed,
+                source,
+            } => {
+                let e = CliError::from(source);
+                if removed {
+                    e.with_hint(format!(
+                        "removed the unfinished clone {}; clone again with the right token",
+                        dest.display()
+                    ))
+                } else {
+                    e
+                }
+            }
             CloneError::Remote(re) => re.into(),
             CloneError::Ledger(le) => le.into(),
             CloneError::Io { .. } | CloneError::Private { .. } => CliError::new(msg),
