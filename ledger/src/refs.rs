@@ -612,7 +612,10 @@ impl Ledger {
             return Ok(());
         }
         let reason = if names.len() == 1 {
-            format!("no local branch or tag {base}; the remote-tracking branch is {}", names[0])
+            format!(
+                "no local branch or tag {base}; the remote-tracking branch is {}",
+                names[0]
+            )
         } else {
             format!(
                 "ambiguous: no local branch or tag {base}, and several remotes have it ({}); name one",

@@ -33,8 +33,7 @@ pub struct BranchArgs {
 /// a remote's promoted-round refs below `refs/remotes/<remote>/promoted/`;
 /// those are not branches.
 fn remote_branches(l: &bat_ledger::Ledger) -> Result<Vec<(String, CommitId)>, CliError> {
-    Ok(l
-        .list_refs(REMOTES)
+    Ok(l.list_refs(REMOTES)
         .map_err(lerr)?
         .into_iter()
         .filter(|(n, _)| {

@@ -479,7 +479,10 @@ fn round_identity(round: &RoundTree<'_>) -> Result<Option<(String, String)>, Ins
         .round_str(|m| &m.candidate_checkpoint_sha256)
         .filter(|s| !s.is_empty())
     {
-        return Ok(Some((id.to_string(), "candidate_checkpoint_sha256 metadata".into())));
+        return Ok(Some((
+            id.to_string(),
+            "candidate_checkpoint_sha256 metadata".into(),
+        )));
     }
     Ok(round
         .json(SUMMARY_PATH)?

@@ -20,6 +20,7 @@
 
 pub mod audit;
 pub mod diff;
+pub mod files;
 pub mod tensors;
 
 use crate::round::meta::RoundMeta;

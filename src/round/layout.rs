@@ -97,7 +97,10 @@ pub fn near_round_missing(dir: &Path) -> Option<Vec<&'static str>> {
         return None;
     }
     let missing: Vec<&'static str> = [
-        ("data/manifest.json", dir.join("data").join("manifest.json").is_file()),
+        (
+            "data/manifest.json",
+            dir.join("data").join("manifest.json").is_file(),
+        ),
         ("candidate-eval/", dir.join("candidate-eval").is_dir()),
         ("gate.json", dir.join("gate.json").is_file()),
     ]
