@@ -328,7 +328,7 @@ impl From<CloneError> for CliError {
                 let e = CliError::from(source);
                 if removed {
                     e.with_hint(format!(
-                        "removed the unfinished clone {}; clone again with the right token",
+                        "removed what the clone had made in {}; clone again with a token the server accepts (--token or $BAT_TOKEN)",
                         dest.display()
                     ))
                 } else {
