@@ -722,6 +722,9 @@ fn audit_attach_shows_gap_and_never_moves_branches() {
         "audit",
         "--protocol-id",
         "audit-p1",
+        "--allow-mismatch",
+        "--reason",
+        "fixture summary",
     ]);
     let ledger = bat_ledger::Ledger::discover(&l.root().join("ledger")).expect("open");
     let trend = bat::inspect::audit::audit_trend(&ledger, exp, None).expect("trend");
