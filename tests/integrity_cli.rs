@@ -165,6 +165,23 @@ fn bundle_of_main_keeps_the_promoted_ref_through_a_clone() {
     // The clone's promoted round is the one the next round starts from.
     let log = ok_json(&dest, &["log", "main", "-n", "1"]);
     assert_ne!(log[0]["id"], back["id"]);
+
+    // A fetch from the bundle keeps it below the remote's namespace, which
+    // is no remote-tracking branch.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    assert!(run(&other, &["init"]).status.success());
+    assert!(run(&other, &["remote", "add", "b", p(&bundle)])
+        .status
+        .success());
+    let f = run(&other, &["fetch", "b"]);
+    assert!(f.status.success(), "{}", stderr(&f));
+    let fetched = ok_json(&other, &["show", "refs/remotes/b/promoted/main"]);
+    assert_eq!(fetched["id"], ids[2].as_str());
+    let r = run(&other, &["branch", "-r"]);
+    let r = String::from_utf8_lossy(&r.stdout);
+    assert!(r.contains("b/main"), "{r}");
+    assert!(!r.contains("promoted"), "{r}");
 }
 
 #[test]
@@ -197,6 +214,14 @@ fn a_directory_that_is_almost_a_round_gets_a_hint() {
         "{err}"
     );
     assert!(err.contains("--plain"), "{err}");
+    // With a message it is recorded as a plain directory, with a warning.
+    let out = run(&c.ledger, &["commit", p(&near), "-m", "near"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: ") && stderr(&out).contains("data/manifest.json"),
+        "{}",
+        stderr(&out)
+    );
     // A folder with nothing of a round keeps the plain message.
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(&plain).expect("mkdir");

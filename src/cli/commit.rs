@@ -120,6 +120,16 @@ pub fn run(args: CommitArgs, g: &Session) -> CliResult {
             .with_hint("pass -m MSG")
             .usage());
     };
+    if !args.plain {
+        if let Some(missing) = crate::round::layout::near_round_missing(&args.source) {
+            eprintln!(
+                "warning: {} looks like a round directory but is missing {}; recording it as a \
+                 plain directory (--plain silences this)",
+                args.source.display(),
+                missing.join(", ")
+            );
+        }
+    }
     let mut req = CommitRequest::new(message);
     req.branch = args.branch;
     req.author = author;
