@@ -114,6 +114,18 @@ pub enum CloneError {
         /// The cause.
         source: RemoteError,
     },
+    /// The remote refused the credentials; `removed` tells whether the
+    /// destination this run created was removed again (a resumed clone's
+    /// ledger stays).
+    #[error("{source}")]
+    Refused {
+        /// The destination.
+        dest: PathBuf,
+        /// This run created the destination and removed it again.
+        removed: bool,
+        /// The cause ([`RemoteError::Unauthorized`]).
+        source: RemoteError,
+    },
     /// Opening the remote failed before anything was created.
     #[error(transparent)]
     Remote(#[from] RemoteError),
@@ -178,6 +190,16 @@ pub fn clone(
                 e,
                 RemoteError::Cancelled | RemoteError::Ledger(bat_ledger::Error::Cancelled)
             );
+            if let RemoteError::Unauthorized { .. } = e {
+                // Nothing a rerun could resume: the remote refused before
+                // anything arrived, so this run's half-made ledger goes.
+                let removed = created && remove_new_clone(&req.dest, dest_existed);
+                return Err(CloneError::Refused {
+                    dest: req.dest.clone(),
+                    removed,
+                    source: e,
+                });
+            }
             if !cancelled {
                 return Err(CloneError::Transfer {
                     dest: req.dest.clone(),

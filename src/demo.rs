@@ -196,6 +196,7 @@ pub fn run_demo(
             branch: None,
             allow_compute_change: false,
             tolerance: DEFAULT_TOLERANCE,
+            strict: false,
             placeholder_overrides: vec![(
                 sim::BAT_PLACEHOLDER.to_string(),
                 opts.bat.to_string_lossy().into_owned(),

@@ -13,6 +13,8 @@ use crate::store::Ledger;
 pub const HEADS: &str = "refs/heads/";
 /// Prefix of tag refs.
 pub const TAGS: &str = "refs/tags/";
+/// Prefix of remote-tracking refs (`refs/remotes/<remote>/<branch>`).
+pub const REMOTES: &str = "refs/remotes/";
 
 /// Where HEAD points.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -533,6 +535,13 @@ impl Ledger {
                 return Ok(c);
             }
         }
+        // `origin/main`: a remote-tracking branch, after local branches and
+        // tags (as in git, a local name wins).
+        if base.contains('/') {
+            if let Some(c) = ref_target(&self.db, &format!("{REMOTES}{base}"))? {
+                return Ok(c);
+            }
+        }
         if base.len() >= 4 && base.len() <= 64 && base.bytes().all(|c| hex_val(c).is_some()) {
             let lower = base.to_ascii_lowercase();
             let lo = ObjectId::from_hex(&format!("{lower:0<64}")).expect("valid hex");
@@ -566,8 +575,56 @@ impl Ledger {
                 }
             }
         }
+        self.remote_only_name(base, rev)?;
         Err(Error::UnknownRevision {
             rev: rev.to_string(),
+        })
+    }
+
+    /// A name that is no local branch or tag but a branch of one or more
+    /// remotes (`main` with only `origin/main`): refused with the
+    /// remote-tracking names to choose from, never guessed.
+    fn remote_only_name(&self, base: &str, rev: &str) -> Result<()> {
+        let mut st = self
+            .db
+            .prepare_cached("SELECT name FROM refs WHERE name LIKE ?1 ESCAPE '\\'")
+            .map_err(db_err("looking up remote-tracking refs"))?;
+        let escaped: String = base
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let rows = st
+            .query_map([format!("{REMOTES}%/{escaped}")], |r| r.get::<_, String>(0))
+            .map_err(db_err("looking up remote-tracking refs"))?;
+        let mut names = Vec::new();
+        for r in rows {
+            let full = r.map_err(db_err("looking up remote-tracking refs"))?;
+            let short = full.trim_start_matches(REMOTES);
+            // Only `<remote>/<base>`, not `<remote>/x/<base>`.
+            if short.split_once('/').map(|x| x.1) == Some(base) {
+                names.push(short.to_string());
+            }
+        }
+        if names.is_empty() {
+            return Ok(());
+        }
+        let reason = if names.len() == 1 {
+            format!(
+                "no local branch or tag {base}; the remote-tracking branch is {}",
+                names[0]
+            )
+        } else {
+            format!(
+                "ambiguous: no local branch or tag {base}, and several remotes have it ({}); name one",
+                names.join(", ")
+            )
+        };
+        Err(Error::BadRevision {
+            rev: rev.into(),
+            reason,
         })
     }
 }

@@ -1,14 +1,16 @@
-//! `bat branch [NAME [REV]] [-d NAME]`
+//! `bat branch [NAME [REV]] [-d NAME] [-r | -a]`
 
 use std::process::ExitCode;
 
-use bat_ledger::Head;
+use bat_ledger::refs::REMOTES;
+use bat_ledger::{CommitId, Head};
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve};
-use super::{print_json, CliResult, Session};
+use super::{print_json, CliError, CliResult, Session};
 
-/// List branches, create one at REV (default HEAD), or delete one.
+/// List branches (-r: remote-tracking ones, -a: both), create one at REV
+/// (default HEAD), or delete one.
 #[derive(Debug, Args)]
 pub struct BranchArgs {
     /// Branch to create.
@@ -18,6 +20,27 @@ pub struct BranchArgs {
     /// Delete this branch (its reflog is kept).
     #[arg(short = 'd', long = "delete", value_name = "NAME", conflicts_with_all = ["name", "rev"])]
     pub delete: Option<String>,
+    /// List the remote-tracking branches (`origin/main`, written by fetch
+    /// and clone) instead of the local ones.
+    #[arg(short = 'r', long = "remotes", conflicts_with_all = ["name", "rev", "delete", "all"])]
+    pub remotes: bool,
+    /// List local and remote-tracking branches.
+    #[arg(short = 'a', long = "all", conflicts_with_all = ["name", "rev", "delete"])]
+    pub all: bool,
+}
+
+/// Remote-tracking branches as (`remote/branch`, commit). Fetch also keeps
+/// a remote's promoted-round refs below `refs/remotes/<remote>/promoted/`;
+/// those are not branches.
+fn remote_branches(l: &bat_ledger::Ledger) -> Result<Vec<(String, CommitId)>, CliError> {
+    Ok(l.list_refs(REMOTES)
+        .map_err(lerr)?
+        .into_iter()
+        .filter(|(n, _)| {
+            !n.split_once('/')
+                .is_some_and(|(_, rest)| rest.starts_with("promoted/"))
+        })
+        .collect())
 }
 
 /// Run `bat branch`.
@@ -47,21 +70,44 @@ pub fn run(args: BranchArgs, g: &Session) -> CliResult {
         Head::Branch { name, .. } => name.strip_prefix("refs/heads/").map(str::to_string),
         Head::Detached { .. } => None,
     };
-    let list = l.list_refs("refs/heads/").map_err(lerr)?;
-    if g.json {
-        let arr: Vec<_> = list
-            .iter()
-            .map(|(n, c)| serde_json::json!({"name": n, "commit": c, "current": current.as_deref() == Some(n.as_str())}))
-            .collect();
-        print_json(&serde_json::json!({"head": head, "branches": arr}))?;
+    let local = if args.remotes {
+        Vec::new()
     } else {
-        for (n, c) in list {
-            let mark = if current.as_deref() == Some(n.as_str()) {
-                "*"
-            } else {
-                " "
-            };
+        l.list_refs("refs/heads/").map_err(lerr)?
+    };
+    let remote = if args.remotes || args.all {
+        remote_branches(&l)?
+    } else {
+        Vec::new()
+    };
+    let is_current = |n: &str| current.as_deref() == Some(n);
+    if g.json {
+        let arr: Vec<_> = local
+            .iter()
+            .map(|(n, c)| serde_json::json!({"name": n, "commit": c, "current": is_current(n)}))
+            .collect();
+        let mut doc = serde_json::json!({"head": head, "branches": arr});
+        if args.remotes || args.all {
+            let rarr: Vec<_> = remote
+                .iter()
+                .map(|(n, c)| serde_json::json!({"name": n, "ref": format!("{REMOTES}{n}"), "commit": c}))
+                .collect();
+            doc["remote_branches"] = serde_json::Value::Array(rarr);
+        }
+        print_json(&doc)?;
+    } else {
+        for (n, c) in &local {
+            let mark = if is_current(n) { "*" } else { " " };
             outln!("{mark} {n} {c}");
+        }
+        for (n, c) in &remote {
+            // `-a` marks them as git does, so they cannot be mistaken for
+            // local branches of the same name.
+            if args.all {
+                outln!("  remotes/{n} {c}");
+            } else {
+                outln!("  {n} {c}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use super::ledger_common::{display_path, lerr, open};
 use super::transfer_common::{ok, rerr, TransferProgress};
 use super::{print_json, CliError, CliResult, Session};
+use crate::round::promote::PROMOTED_PREFIX;
 
 /// Single self-verifying files holding refs and everything they reach —
 /// for attaching a campaign to a paper. `bat clone FILE` restores one.
@@ -25,6 +26,8 @@ pub struct BundleArgs {
 #[derive(Debug, Subcommand)]
 pub enum BundleAction {
     /// Write a bundle of branches/tags (default: every branch and tag).
+    /// A bundled branch brings its promoted-round ref
+    /// (`refs/promoted/<branch>`) along.
     Create {
         /// The bundle file to write.
         file: PathBuf,
@@ -80,6 +83,17 @@ fn create(file: PathBuf, revs: Vec<String>, g: &Session) -> CliResult {
             refs.push((full, c));
         }
     }
+    // A branch's promoted round (`refs/promoted/<branch>`) is part of the
+    // branch's record: without it a clone would start the next round from
+    // the wrong checkpoint.
+    let promoted: Vec<(String, bat_ledger::CommitId)> = refs
+        .iter()
+        .filter_map(|(n, _)| n.strip_prefix(HEADS))
+        .map(|b| format!("{PROMOTED_PREFIX}{b}"))
+        .filter(|p| !refs.iter().any(|(n, _)| n == p))
+        .filter_map(|p| all.iter().find(|(n, _)| *n == p).cloned())
+        .collect();
+    refs.extend(promoted);
     if refs.is_empty() {
         return Err(CliError::new("nothing to bundle: the ledger has no branches").usage());
     }

@@ -101,10 +101,35 @@ pub fn run(args: CommitArgs, g: &Session) -> CliResult {
         return run_round(args, author, g);
     }
     let Some(message) = args.message else {
+        if let Some(missing) = (!args.plain)
+            .then(|| crate::round::layout::near_round_missing(&args.source))
+            .flatten()
+        {
+            return Err(CliError::new(format!(
+                "{} looks like a round directory but is missing {}",
+                args.source.display(),
+                missing.join(", ")
+            ))
+            .with_hint(
+                "a round needs data/manifest.json (from `bat round build`), candidate-eval/ \
+                 and gate.json; to record the folder as it is, pass --plain -m MSG",
+            )
+            .usage());
+        }
         return Err(CliError::new("a commit message is required")
             .with_hint("pass -m MSG")
             .usage());
     };
+    if !args.plain {
+        if let Some(missing) = crate::round::layout::near_round_missing(&args.source) {
+            eprintln!(
+                "warning: {} looks like a round directory but is missing {}; recording it as a \
+                 plain directory (--plain silences this)",
+                args.source.display(),
+                missing.join(", ")
+            );
+        }
+    }
     let mut req = CommitRequest::new(message);
     req.branch = args.branch;
     req.author = author;

@@ -10,9 +10,12 @@ use super::ledger_common::{open, resolve, short};
 use super::{print_json, CliError, CliResult, Session};
 use crate::inspect::diff::{diff_commits, DiffOptions, Section};
 
-/// Compare two commits (rounds), on the same or different branches:
-/// curriculum, mixture, reward, checkpoint, eval, gate and audit sections.
-/// Deltas are B − A; a side without the files says "absent".
+/// Compare two commits (rounds or plain directories), on the same or
+/// different branches: curriculum, mixture, reward, checkpoint, eval, gate,
+/// audit and files sections. Deltas are B − A; a side without the files
+/// says "absent". The files section lists every added, removed and changed
+/// file with sizes, and per-tensor changes of safetensors files anywhere
+/// in the tree.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The first (older) revision.
@@ -20,7 +23,7 @@ pub struct DiffArgs {
     /// The second (newer) revision.
     pub b: String,
     /// Only these sections (repeatable): curriculum, mixture, reward,
-    /// checkpoint, eval, gate, audit.
+    /// checkpoint, eval, gate, audit, files.
     #[arg(long = "section", value_name = "S", value_parser = parse_section)]
     pub sections: Vec<Section>,
     /// Folder for scratch copies of large safetensors files (default: the
@@ -131,7 +134,7 @@ fn render(d: &Value) -> String {
         short(&s(&d["a"])),
         short(&s(&d["b"]))
     ));
-    let sections: [(&str, RenderSection); 7] = [
+    let sections: [(&str, RenderSection); 8] = [
         ("curriculum", render_curriculum),
         ("mixture", render_mixture),
         ("reward", render_reward),
@@ -139,6 +142,7 @@ fn render(d: &Value) -> String {
         ("eval", render_eval),
         ("gate", render_gate),
         ("audit", render_audit),
+        ("files", render_files),
     ];
     for (name, render_section) in sections {
         if let Some(v) = d.get(name) {
@@ -211,13 +215,43 @@ fn render_mixture(o: &mut String, m: &Value) {
     ));
 }
 
+/// `terminal (ablation reward=terminal)`, `stage (default)`, `-`.
+fn reward_mode_text(m: &Value) -> String {
+    if m["mode"].is_null() {
+        return "-".into();
+    }
+    match m["ablation"].as_str() {
+        Some(a) => format!("{} (ablation {a})", s(&m["mode"])),
+        None => format!("{} ({})", s(&m["mode"]), s(&m["source"])),
+    }
+}
+
 /// The `[reward]` section.
 fn render_reward(o: &mut String, r: &Value) {
     o.push_str("\n[reward]\n");
+    let m = &r["mode"];
+    if m.is_object() {
+        o.push_str(&format!(
+            "  mode   {} -> {}{}\n",
+            reward_mode_text(&m["a"]),
+            reward_mode_text(&m["b"]),
+            if m["changed"] == Value::Bool(true) {
+                "  CHANGED"
+            } else {
+                ""
+            }
+        ));
+    }
     match r["by_stage"].as_object() {
-        Some(m) => {
-            for (stage, c) in m {
-                o.push_str(&format!("  {stage:<6} {}\n", s(&c["status"])));
+        Some(by) => {
+            // Per stage this compares the contracts in the rows; the mode
+            // line above says how the trainer used them.
+            for (stage, c) in by {
+                let st = match s(&c["status"]).as_str() {
+                    "unchanged" => "same".to_string(),
+                    other => other.to_string(),
+                };
+                o.push_str(&format!("  {stage:<6} contracts {st}\n"));
             }
             o.push_str(&format!(
                 "  task definition version {}\n",
@@ -246,28 +280,72 @@ fn render_checkpoint(o: &mut String, c: &Value) {
         Some(files) => {
             for f in files {
                 o.push_str(&format!("  {:<9} {}\n", s(&f["status"]), s(&f["path"])));
-                for t in f["tensors"].as_array().into_iter().flatten() {
-                    let st = s(&t["status"]);
-                    if st == "changed" {
-                        o.push_str(&format!(
-                            "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
-                            s(&t["name"]),
-                            t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
-                            s(&t["elements"]),
-                            num(&t["max_abs_delta"]),
-                            num(&t["l2_delta"]),
-                            match t["nonfinite_changed"].as_u64() {
-                                Some(n) if n > 0 => format!(", {n} non-finite"),
-                                _ => String::new(),
-                            }
-                        ));
-                    } else {
-                        o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
-                    }
-                }
+                render_tensors(o, &f["tensors"]);
             }
         }
         None => o.push_str("  files: absent\n"),
+    }
+}
+
+/// Per-tensor lines of one safetensors file.
+fn render_tensors(o: &mut String, tensors: &Value) {
+    for t in tensors.as_array().into_iter().flatten() {
+        let st = s(&t["status"]);
+        if st == "changed" {
+            o.push_str(&format!(
+                "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
+                s(&t["name"]),
+                t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
+                s(&t["elements"]),
+                num(&t["max_abs_delta"]),
+                num(&t["l2_delta"]),
+                match t["nonfinite_changed"].as_u64() {
+                    Some(n) if n > 0 => format!(", {n} non-finite"),
+                    _ => String::new(),
+                }
+            ));
+        } else {
+            o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
+        }
+    }
+}
+
+/// The `[files]` section: the files that differ, with sizes.
+fn render_files(o: &mut String, f: &Value) {
+    let c = &f["file_counts"];
+    o.push_str(&format!(
+        "\n[files]  {} added, {} removed, {} changed, {} unchanged; {} -> {} bytes\n",
+        s(&c["added"]),
+        s(&c["removed"]),
+        s(&c["changed"]),
+        s(&c["unchanged"]),
+        s(&f["bytes"]["a"]),
+        s(&f["bytes"]["b"])
+    ));
+    for x in f["files"].as_array().into_iter().flatten() {
+        let size = |side: &str| s(&x[side]["size"]);
+        let sizes = match s(&x["status"]).as_str() {
+            "added" => format!("{} bytes", size("b")),
+            "removed" => format!("{} bytes", size("a")),
+            _ => format!(
+                "{} -> {} bytes ({})",
+                size("a"),
+                size("b"),
+                x["size_delta"]
+                    .as_i64()
+                    .map(|d| format!("{d:+}"))
+                    .unwrap_or_default()
+            ),
+        };
+        o.push_str(&format!(
+            "  {:<9} {}  {sizes}\n",
+            s(&x["status"]),
+            s(&x["path"])
+        ));
+        if let Some(e) = x["tensors_error"].as_str() {
+            o.push_str(&format!("      tensors not compared: {e}\n"));
+        }
+        render_tensors(o, &x["tensors"]);
     }
 }
 

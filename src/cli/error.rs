@@ -321,6 +321,21 @@ impl From<CloneError> for CliError {
                 "run the same `bat clone` again to resume into {}",
                 dest.display()
             )),
+            CloneError::Refused {
+                dest,
+                removed,
+                source,
+            } => {
+                let e = CliError::from(source);
+                if removed {
+                    e.with_hint(format!(
+                        "removed what the clone had made in {}; clone again with a token the server accepts (--token or $BAT_TOKEN)",
+                        dest.display()
+                    ))
+                } else {
+                    e
+                }
+            }
             CloneError::Remote(re) => re.into(),
             CloneError::Ledger(le) => le.into(),
             CloneError::Io { .. } | CloneError::Private { .. } => CliError::new(msg),

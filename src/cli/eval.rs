@@ -52,6 +52,14 @@ pub struct AttachArgs {
     /// Author (default: $BAT_AUTHOR, else $USER, else "unknown").
     #[arg(long)]
     pub author: Option<String>,
+    /// Record the audit although the summary's `checkpoint_sha256` is not
+    /// the round's candidate identity (refused otherwise); needs --reason,
+    /// which is kept in the audit's metadata.
+    #[arg(long, requires = "reason")]
+    pub allow_mismatch: bool,
+    /// Why a mismatching checkpoint identity is accepted (--allow-mismatch).
+    #[arg(long, value_name = "TEXT", requires = "allow_mismatch")]
+    pub reason: Option<String>,
 }
 
 /// `bat eval summarize` arguments (the reference summarizer's flags).
@@ -101,15 +109,25 @@ fn attach(a: AttachArgs, g: &Session) -> CliResult {
         pack: &pack,
         author,
         time: None,
+        allow_mismatch: a.reason.as_deref().filter(|_| a.allow_mismatch),
     };
     let out = attach_audit(&mut l, &req).map_err(|e| {
         let kind = match e {
-            InspectError::InvalidSummary { .. } | InspectError::InvalidAudit { .. } => {
-                ErrorKind::Usage
-            }
+            InspectError::InvalidSummary { .. }
+            | InspectError::InvalidAudit { .. }
+            | InspectError::CheckpointMismatch { .. } => ErrorKind::Usage,
             _ => ErrorKind::User,
         };
-        CliError::with_kind(kind, e.to_string())
+        let mismatch = matches!(e, InspectError::CheckpointMismatch { .. });
+        let err = CliError::with_kind(kind, e.to_string());
+        if mismatch {
+            err.with_hint(
+                "audit the round's own candidate checkpoint, or pass --allow-mismatch \
+                 --reason TEXT to record it anyway (the reason is kept with the audit)",
+            )
+        } else {
+            err
+        }
     })?;
     if g.json {
         super::print_json(&out)?;
@@ -121,6 +139,16 @@ fn attach(a: AttachArgs, g: &Session) -> CliResult {
             short(&out.audit_commit),
             out.tag
         );
+        match out.checkpoint_check["status"].as_str() {
+            Some("mismatch_allowed") => outln!(
+                "checkpoint identity mismatch accepted: {}",
+                out.checkpoint_check["reason"].as_str().unwrap_or("")
+            ),
+            Some("unchecked") => {
+                outln!("checkpoint identity not checked: the round records no candidate identity")
+            }
+            _ => {}
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

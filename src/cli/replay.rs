@@ -45,6 +45,10 @@ pub struct ReplayArgs {
     /// Per-score tolerance of a verify with external backends.
     #[arg(long, value_name = "X", default_value_t = DEFAULT_TOLERANCE)]
     pub tolerance: f64,
+    /// With --verify: fail (exit 1) on any difference, even one within
+    /// --tolerance — a differing artifact or any score delta.
+    #[arg(long, requires = "verify")]
+    pub strict: bool,
     /// Folder for the replay's work files; must not exist (default:
     /// .bat/replays/<id>).
     #[arg(long, value_name = "W")]
@@ -123,6 +127,19 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
         );
         outln!("              replay   {}", compute_text(&x.compute));
         if let Some(v) = &x.verify {
+            if v.strict && !v.passed {
+                outln!(
+                    "     verify   DIFFERS (strict): max |Δscore| {:.6}; {} of {} artifacts differ{}",
+                    v.max_score_delta,
+                    v.differing.len(),
+                    v.compared,
+                    v.differing
+                        .first()
+                        .map(|p| format!(", first {p}"))
+                        .unwrap_or_default()
+                );
+                continue;
+            }
             match (v.passed, v.mode) {
                 (true, crate::replay::VerifyMode::Exact) => outln!(
                     "     verify   reproduced bit for bit: {}/{} artifacts identical",
@@ -188,6 +205,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         branch: a.branch.clone(),
         allow_compute_change: a.allow_compute_change,
         tolerance: a.tolerance,
+        strict: a.strict,
         placeholder_overrides: overrides,
         work_dir,
         prune_round_dirs: a.work_dir.is_none(),
@@ -221,7 +239,8 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
                         .map(|p| format!("first differing artifact {p}"))
                         .unwrap_or_else(|| format!(
                             "max |Δscore| {:.6} exceeds {}",
-                            v.max_score_delta, v.tolerance
+                            v.max_score_delta,
+                            if v.strict { 0.0 } else { v.tolerance }
                         ))
                 )
             })

@@ -429,6 +429,9 @@ pub struct AttachRequest<'a> {
     pub author: String,
     /// Commit time (default: now).
     pub time: Option<i64>,
+    /// Record the audit even when the summary's checkpoint identity is not
+    /// the round's candidate; the reason is kept in the audit's metadata.
+    pub allow_mismatch: Option<&'a str>,
 }
 
 /// What [`attach_audit`] recorded.
@@ -442,6 +445,9 @@ pub struct AttachOutcome {
     pub audits: CommitId,
     /// The audit's scores.
     pub scores: Scores,
+    /// How the summary's checkpoint identity compared with the round's
+    /// (`status` `match`, `mismatch_allowed` or `unchecked`), as recorded.
+    pub checkpoint_check: serde_json::Value,
 }
 
 fn check_protocol_id(p: &str) -> Result<(), InspectError> {
@@ -463,6 +469,84 @@ fn check_protocol_id(p: &str) -> Result<(), InspectError> {
             ),
         })
     }
+}
+
+/// The candidate identity a round records, and where it was read: the
+/// round metadata's `candidate_checkpoint_sha256`, else the gating
+/// summary's `checkpoint_sha256`.
+fn round_identity(round: &RoundTree<'_>) -> Result<Option<(String, String)>, InspectError> {
+    if let Some(id) = round
+        .round_str(|m| &m.candidate_checkpoint_sha256)
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(Some((
+            id.to_string(),
+            "candidate_checkpoint_sha256 metadata".into(),
+        )));
+    }
+    Ok(round
+        .json(SUMMARY_PATH)?
+        .and_then(|v| v.get("checkpoint_sha256")?.as_str().map(str::to_string))
+        .map(|id| (id, SUMMARY_PATH.to_string())))
+}
+
+/// Compare the summary's `checkpoint_sha256` with the round's candidate
+/// identity. An audit of another checkpoint would put a foreign score next
+/// to the round's, so a mismatch is refused unless the request carries a
+/// reason; the outcome is recorded in the audit's metadata.
+fn check_checkpoint(
+    ledger: &Ledger,
+    req: &AttachRequest<'_>,
+) -> Result<serde_json::Value, InspectError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(req.summary).map_err(|e| bad(format!("not JSON: {e}")))?;
+    // validate_summary has checked that it is a 64-character string.
+    let summary_identity = v
+        .get("checkpoint_sha256")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let round = RoundTree::open(ledger, req.rev)?;
+    let Some((round_id, source)) = round_identity(&round)? else {
+        return Ok(serde_json::json!({
+            "status": "unchecked",
+            "summary_checkpoint_sha256": summary_identity,
+            "round_checkpoint_sha256": null,
+            "reason": "the round records no candidate identity",
+        }));
+    };
+    if round_id.eq_ignore_ascii_case(&summary_identity) {
+        return Ok(serde_json::json!({
+            "status": "match",
+            "summary_checkpoint_sha256": summary_identity,
+            "round_checkpoint_sha256": round_id,
+            "source": source,
+        }));
+    }
+    let Some(reason) = req.allow_mismatch else {
+        let belongs_to = ledger
+            .commits_with_field(
+                "candidate_checkpoint_sha256",
+                &bat_ledger::FieldValue::Str(summary_identity.clone()),
+            )?
+            .into_iter()
+            .find(|c| *c != req.rev)
+            .map(|c| c.to_string());
+        return Err(InspectError::CheckpointMismatch {
+            rev: req.rev.to_string(),
+            summary_identity,
+            round_identity: round_id,
+            source_of: source,
+            belongs_to,
+        });
+    };
+    Ok(serde_json::json!({
+        "status": "mismatch_allowed",
+        "summary_checkpoint_sha256": summary_identity,
+        "round_checkpoint_sha256": round_id,
+        "source": source,
+        "reason": reason,
+    }))
 }
 
 /// Put `entry` into `tree`, replacing an entry of the same name.
@@ -509,6 +593,7 @@ pub fn attach_audit(
             ),
         });
     }
+    let checkpoint_check = check_checkpoint(ledger, req)?;
     let round = ledger.read_commit(&req.rev)?;
 
     // Tree: REV's tree + audit/<P>/summary.json.
@@ -559,6 +644,7 @@ pub fn attach_audit(
         "summary_sha256": hex::encode(sha2::Sha256::digest(req.summary)),
         "scores": scores.to_metadata(),
         "tracks": scores.tracks,
+        "checkpoint_check": checkpoint_check.clone(),
     });
     let staging = format!("bat-audit-staging/{hex}/{}", req.protocol_id);
     let mut creq = CommitRequest::new(format!(
@@ -582,5 +668,6 @@ pub fn attach_audit(
         tag: tag_full,
         audits: req.rev,
         scores,
+        checkpoint_check,
     })
 }

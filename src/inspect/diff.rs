@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 use sha2::Digest as _;
 
 use super::audit::audit_gap;
-use super::tensors::diff_safetensors;
+use super::files::{files, TensorMemo};
 use super::{InspectError, RoundTree, BINDING_PATH, SUMMARY_PATH};
 
 /// The sections of a diff, in output order.
@@ -42,11 +42,14 @@ pub enum Section {
     Gate,
     /// Gating-vs-audit gap of each side.
     Audit,
+    /// Every file of the trees: added, removed, changed, with sizes and
+    /// per-tensor summaries of changed safetensors files ([`super::files`]).
+    Files,
 }
 
 impl Section {
     /// Every section, in output order.
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Curriculum,
         Section::Mixture,
         Section::Reward,
@@ -54,6 +57,7 @@ impl Section {
         Section::Eval,
         Section::Gate,
         Section::Audit,
+        Section::Files,
     ];
 
     /// The `--section` / JSON key name.
@@ -66,6 +70,7 @@ impl Section {
             Section::Eval => "eval",
             Section::Gate => "gate",
             Section::Audit => "audit",
+            Section::Files => "files",
         }
     }
 }
@@ -133,18 +138,20 @@ pub fn diff_commits(
     };
     let no_rows = (None, None);
     let rows = rows.as_ref().unwrap_or(&no_rows);
+    let mut memo = TensorMemo::default();
     for s in sections {
         let v = match s {
             Section::Curriculum => curriculum(&ra, &rb)?,
             Section::Mixture => mixture(&ra, &rb, rows)?,
-            Section::Reward => reward(rows),
-            Section::Checkpoint => checkpoint(&ra, &rb, opts)?,
+            Section::Reward => reward(rows, (&ra, &rb)),
+            Section::Checkpoint => checkpoint(&ra, &rb, opts, &mut memo)?,
             Section::Eval => eval(&ra, &rb)?,
             Section::Gate => gate(&ra, &rb)?,
             Section::Audit => json!({
                 "a": audit_gap(ledger, &a)?,
                 "b": audit_gap(ledger, &b)?,
             }),
+            Section::Files => files(&ra, &rb, opts, &mut memo)?,
         };
         out.insert(s.name().into(), v);
     }
@@ -394,8 +401,49 @@ fn reward_side(r: &Option<Rows>) -> Value {
     }
 }
 
-fn reward((ra, rb): &(Option<Rows>, Option<Rows>)) -> Value {
+/// How a side's rows were rewarded: the replay override
+/// (`ablation_overrides.reward`), else the campaign's recorded
+/// `{reward_mode}`, else `stage` for a round commit (the BaT default);
+/// null for a commit without round metadata. With its source and the
+/// side's whole ablation (`reward=terminal,…`, null for none).
+fn reward_mode(r: &RoundTree<'_>) -> Value {
+    let Some(m) = &r.round else {
+        return json!({"mode": null, "source": ABSENT, "ablation": null});
+    };
+    let ablation = m.ablation.as_deref().filter(|x| !x.is_empty());
+    let (mode, source) = if let Some(x) = m
+        .ablation_overrides
+        .as_ref()
+        .and_then(|o| o.get("reward"))
+        .and_then(Value::as_str)
+    {
+        (x.to_string(), "ablation")
+    } else if let Some((_, x)) = m.loop_meta.as_ref().and_then(|l| {
+        l.campaign
+            .extra_placeholders
+            .iter()
+            .find(|(k, _)| k == "{reward_mode}")
+    }) {
+        (x.clone(), "campaign")
+    } else {
+        ("stage".to_string(), "default")
+    };
+    json!({"mode": mode, "source": source, "ablation": ablation})
+}
+
+fn reward(
+    (ra, rb): &(Option<Rows>, Option<Rows>),
+    (a, b): (&RoundTree<'_>, &RoundTree<'_>),
+) -> Value {
     let mut out = json!({"a": reward_side(ra), "b": reward_side(rb)});
+    let (ma, mb) = (reward_mode(a), reward_mode(b));
+    let mode_changed = ma["mode"] != mb["mode"];
+    out["mode"] = json!({
+        "a": ma,
+        "b": mb,
+        "changed": mode_changed,
+        "ablation_changed": ma["ablation"] != mb["ablation"],
+    });
     if let (Some(x), Some(y)) = (ra, rb) {
         let stages: BTreeSet<&String> = x.contracts.keys().chain(y.contracts.keys()).collect();
         let mut changes = Map::new();
@@ -446,7 +494,9 @@ fn reward((ra, rb): &(Option<Rows>, Option<Rows>)) -> Value {
             );
         }
         out["by_stage"] = Value::Object(changes);
-        out["changed"] = json!(changed_any || x.task_versions != y.task_versions);
+        // The contracts in the rows can be identical while the trainer was
+        // told to reward only the terminal outcome: that is a change.
+        out["changed"] = json!(changed_any || x.task_versions != y.task_versions || mode_changed);
         out["task_definition_version_changed"] = json!(x.task_versions != y.task_versions);
     } else {
         out["by_stage"] = absent();
@@ -494,7 +544,7 @@ fn identity_side(r: &RoundTree<'_>, tree: Option<&TreeId>) -> Result<Value, Insp
 }
 
 /// A materialised side of a safetensors comparison.
-enum Side {
+pub(super) enum Side {
     Mem(Cursor<Vec<u8>>),
     Disk(File),
 }
@@ -517,7 +567,7 @@ impl Seek for Side {
     }
 }
 
-fn materialise(
+pub(super) fn materialise(
     l: &Ledger,
     id: &ObjectId,
     size: u64,
@@ -545,6 +595,7 @@ fn checkpoint(
     a: &RoundTree<'_>,
     b: &RoundTree<'_>,
     opts: &DiffOptions,
+    memo: &mut TensorMemo,
 ) -> Result<Value, InspectError> {
     let fa = candidate_files(a)?;
     let fb = candidate_files(b)?;
@@ -579,15 +630,7 @@ fn checkpoint(
         });
         if let (Some(x), Some(y), "changed", true) = (x, y, status, p.ends_with(".safetensors")) {
             let full = format!("candidate/{p}");
-            let mut sa = materialise(a.ledger(), &x.0, x.1, &full, opts)?;
-            let mut sb = materialise(b.ledger(), &y.0, y.1, &full, opts)?;
-            let t = diff_safetensors(&mut sa, x.1, &mut sb, y.1).map_err(|source| {
-                InspectError::Tensors {
-                    path: full.clone(),
-                    source,
-                }
-            })?;
-            f["tensors"] = json!(t);
+            f["tensors"] = memo.get((a, b), &full, *x, *y, opts)?;
         }
         files.push(f);
     }

@@ -20,6 +20,7 @@
 
 pub mod audit;
 pub mod diff;
+pub mod files;
 pub mod tensors;
 
 use crate::round::meta::RoundMeta;
@@ -72,6 +73,25 @@ pub enum InspectError {
     InvalidAudit {
         /// What is wrong.
         reason: String,
+    },
+    /// The audit summary evaluated another checkpoint than the round's
+    /// candidate.
+    #[error(
+        "the summary evaluated checkpoint {summary_identity}, but round {rev} recorded candidate \
+         {round_identity} ({source_of}){}",
+        belongs_to.as_ref().map(|c| format!("; {} is the candidate of commit {c}", summary_identity)).unwrap_or_default()
+    )]
+    CheckpointMismatch {
+        /// The audited commit.
+        rev: String,
+        /// `checkpoint_sha256` of the summary.
+        summary_identity: String,
+        /// The round's candidate identity.
+        round_identity: String,
+        /// Where the round's identity was read.
+        source_of: String,
+        /// A round commit whose candidate has the summary's identity.
+        belongs_to: Option<String>,
     },
 }
 

@@ -11,7 +11,7 @@ use super::inputs::{
     check_view, find_checkpoint, original_compute, source_for, tree_file, tree_json, write_file,
 };
 use super::plan::{campaign_of, Ablation, Original, ReplayPlan};
-use super::verify::{is_simulator, summary_scores, verify_round};
+use super::verify::{is_simulator, summary_scores, verify_round, Criteria};
 use super::{
     io_err, ComputeSide, ReplayError, ReplayObserver, ReplayRequest, RoundReplay, VerifyMode,
 };
@@ -267,8 +267,11 @@ pub(super) fn replay_round(
             ledger,
             o,
             &root,
-            mode,
-            req.tolerance,
+            Criteria {
+                mode,
+                tolerance: req.tolerance,
+                strict: req.strict,
+            },
             &s.original_scores,
             &scores,
         )?)

@@ -37,7 +37,9 @@
 //! identical ([`VerifyMode::Exact`]); with external backends the
 //! candidate's scores (overall, task, agentic, S1–S5) must agree within a
 //! tolerance ([`VerifyMode::Tolerance`]) and differing files are listed.
-//! Nothing is committed by a verify.
+//! A strict verify (`--strict`) fails on any difference: a differing
+//! artifact or any score delta, tolerance or not. Nothing is committed by
+//! a verify.
 //!
 //! # Fixed compute
 //!
@@ -253,6 +255,9 @@ pub struct ReplayRequest {
     pub allow_compute_change: bool,
     /// Per-score tolerance of an external backend's verify.
     pub tolerance: f64,
+    /// A verify passes only when every artifact is identical and every
+    /// score equal, whatever the backend (`--strict`).
+    pub strict: bool,
     /// Placeholder values to use instead of the recorded ones, applied only
     /// to placeholders the recorded campaign has (for example `{bat}`, the
     /// path of the running binary).
@@ -294,6 +299,8 @@ pub struct RoundVerify {
     pub max_score_delta: f64,
     /// The tolerance applied (`0` in exact mode).
     pub tolerance: f64,
+    /// Whether any difference at all fails the round (`--strict`).
+    pub strict: bool,
     /// Whether the round reproduced.
     pub passed: bool,
 }

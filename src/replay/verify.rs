@@ -50,12 +50,25 @@ pub(super) const NOT_ARTIFACTS: [&str; 4] = [
     "baseline-summary.json",
 ];
 
+/// How a verify judges differences.
+pub(super) struct Criteria {
+    /// Exact (simulator) or by scores (external backends).
+    pub mode: VerifyMode,
+    /// Per-score tolerance in [`VerifyMode::Tolerance`].
+    pub tolerance: f64,
+    /// Any difference fails.
+    pub strict: bool,
+}
+
 pub(super) fn verify_round(
     ledger: &Ledger,
     o: &Original,
     root: &Path,
-    mode: VerifyMode,
-    tolerance: f64,
+    Criteria {
+        mode,
+        tolerance,
+        strict,
+    }: Criteria,
     original_scores: &BTreeMap<String, f64>,
     scores: &BTreeMap<String, f64>,
 ) -> Result<RoundVerify, ReplayError> {
@@ -103,6 +116,8 @@ pub(super) fn verify_round(
         }
     }
     let passed = match mode {
+        // Strict: a difference within tolerance is still a difference.
+        _ if strict => differing.is_empty() && !missing_score && max_delta == 0.0,
         VerifyMode::Exact => differing.is_empty(),
         VerifyMode::Tolerance => !missing_score && max_delta <= tolerance,
     };
@@ -117,6 +132,7 @@ pub(super) fn verify_round(
         } else {
             tolerance
         },
+        strict,
         passed,
     })
 }

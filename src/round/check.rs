@@ -188,8 +188,11 @@ impl RoundCheck {
             RoundCheck::Summary { .. } | RoundCheck::RawEvaluation { .. } => {
                 "re-summarize the raw evaluation with `bat eval summarize`"
             }
+            RoundCheck::RoundId { .. } => {
+                "nothing to do: the round is recorded (`bat show` the named commit); \
+                 commit it with --branch NAME to record it on another branch"
+            }
             RoundCheck::Layout { .. }
-            | RoundCheck::RoundId { .. }
             | RoundCheck::Checkpoint { .. }
             | RoundCheck::TrainingHealth { .. }
             | RoundCheck::Markers { .. } => "fix the named file and commit again",

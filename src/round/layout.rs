@@ -70,6 +70,47 @@ pub fn looks_like_round(dir: &Path) -> bool {
         && dir.join("gate.json").is_file()
 }
 
+/// For a directory that is almost a round — it has some of a round's
+/// files (`candidate/`, `candidate-eval/`, `gate.json`, `prescription.json`,
+/// `training-health.json`, `data/`) but not all that [`looks_like_round`]
+/// needs — the missing ones, so the CLI can say what is missing instead of
+/// treating it as a plain folder. `None` for a round or a folder with no
+/// round files at all.
+pub fn near_round_missing(dir: &Path) -> Option<Vec<&'static str>> {
+    if looks_like_round(dir) {
+        return None;
+    }
+    let present = [
+        dir.join("candidate").is_dir(),
+        dir.join("candidate-eval").is_dir(),
+        dir.join("gate.json").is_file(),
+        dir.join("prescription.json").is_file(),
+        dir.join("training-health.json").is_file(),
+        dir.join("data").is_dir(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    // Two of them is a pattern, not a coincidence (a folder with a
+    // `data/` alone is common).
+    if present < 2 {
+        return None;
+    }
+    let missing: Vec<&'static str> = [
+        (
+            "data/manifest.json",
+            dir.join("data").join("manifest.json").is_file(),
+        ),
+        ("candidate-eval/", dir.join("candidate-eval").is_dir()),
+        ("gate.json", dir.join("gate.json").is_file()),
+    ]
+    .into_iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(n, _)| n)
+    .collect();
+    Some(missing)
+}
+
 /// Recognise `dir`'s layout; fails with the first missing file.
 pub fn detect(dir: &Path) -> Result<RoundLayout, RoundError> {
     if !looks_like_round(dir) {

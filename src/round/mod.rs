@@ -288,6 +288,12 @@ pub fn commit_round(
         Some(b) => b.clone(),
         None => current_branch(ledger)?,
     };
+    // A round already on the branch is reported as such before validation:
+    // validated against the branch's later promoted round, its gate would
+    // look recomputed wrongly, which hides the real cause.
+    if let Some(round_id) = manifest_round_id(&lay) {
+        refuse_recorded_round(ledger, &lay, &branch, &round_id)?;
+    }
     let promoted = promoted_round(ledger, &branch)?;
     let checked = validate::validate(ledger, &lay, opts, promoted.as_ref())?;
     refuse_hostile_round(ledger, &lay, &branch, &checked.round_id)?;
@@ -308,6 +314,24 @@ fn refuse_hostile_round(
         path: e.path.clone(),
         reason: e.reason,
     })?;
+    refuse_recorded_round(ledger, lay, branch, round_id)
+}
+
+/// The `round_id` of the round's manifest, if it can be read (validation
+/// reports an unreadable manifest).
+fn manifest_round_id(lay: &layout::RoundLayout) -> Option<String> {
+    let bytes = std::fs::read(&lay.manifest).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(v.get("round_id")?.as_str()?.to_string())
+}
+
+/// Refuse a round id that a commit on `branch` already records.
+fn refuse_recorded_round(
+    ledger: &Ledger,
+    lay: &layout::RoundLayout,
+    branch: &str,
+    round_id: &str,
+) -> Result<(), RoundError> {
     let Ok(tip) = ledger.resolve(&format!("refs/heads/{branch}")) else {
         return Ok(());
     };
