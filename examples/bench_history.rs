@@ -7,7 +7,8 @@
 //!
 //! Default sizes: 1000 10000 100000 plain commits, 5 runs each (3 at 100k).
 //! `--keep DIR` builds the ledgers under DIR and leaves them there (for
-//! profiling a command by hand afterwards).
+//! profiling a command by hand afterwards); a simulator campaign already
+//! kept there is reused.
 //! `--sim ROUNDS` adds simulator campaigns of that many rounds built by the
 //! real `bat run --backend sim` (slow: minutes per thousand rounds; not in
 //! the default run), set against a git repository with as many commits.
@@ -391,20 +392,26 @@ fn main() {
     }
     for &n in &sims {
         let bd = root.join(format!("sim-{n}"));
-        let t = Instant::now();
-        build_sim(&bd, n);
-        println!(
-            "\nbuilt {n} simulator rounds with `bat run --backend sim` in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
+        if bd.join(".bat").is_dir() {
+            // A campaign kept by an earlier `--keep` run: minutes to rebuild.
+            println!("\nreusing the {n}-round campaign in {}", bd.display());
+        } else {
+            let t = Instant::now();
+            build_sim(&bd, n);
+            println!(
+                "\nbuilt {n} simulator rounds with `bat run --backend sim` in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+        }
         // The git counterpart has as many commits as the campaign's history.
-        let commits = Ledger::open(&bd)
+        let commits = Ledger::discover(&bd)
             .and_then(|l| {
                 let head = l.resolve("HEAD")?;
                 Ok(l.history(head, None)?.count() as u64)
             })
             .expect("count the campaign's commits");
         let gd = root.join(format!("git-sim-{n}"));
+        let _ = std::fs::remove_dir_all(&gd);
         build_git(&gd, commits);
         let r = runs.unwrap_or(3);
         bench_ledger(
