@@ -215,9 +215,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (k, b) in bats.iter_mut().enumerate() {
             let lroot = work.join(format!("ledger{k}"));
             let _ = std::fs::remove_dir_all(&lroot);
-            bat_ledger::delta::set_joint_coding(b.joint);
             let mut ledger = Ledger::init(&lroot)?;
             ledger.config.delta_max_depth = depth;
+            ledger.config.joint_coding = b.joint;
             sync();
             let t = Instant::now();
             b.commits.clear();
@@ -236,7 +236,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.ledger = Some(ledger.dir().to_path_buf());
         }
     }
-    bat_ledger::delta::set_joint_coding(false);
     println!("load after ingest {}", load());
     println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
     println!("|---|---|---|---|---|");

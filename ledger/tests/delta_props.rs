@@ -32,7 +32,7 @@ proptest! {
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
         let bid = ObjectId([7; 32]);
         let b = base.as_ref().map(|b| (&bid, b.as_slice()));
-        let payload = encode_planes(&mut comp, &raw, w, b).unwrap();
+        let payload = encode_planes(&mut comp, &raw, w, b, false).unwrap();
         let h = PlanesHeader::decode(&payload).unwrap();
         prop_assert_eq!(h.base, base.as_ref().map(|_| bid));
         prop_assert_eq!(decode_planes(&payload, raw.len() as u64, base.as_deref()).unwrap(), raw.clone());
@@ -62,7 +62,7 @@ proptest! {
         let changed = raw.chunks_exact(w).zip(base.chunks_exact(w)).filter(|(a, b)| a != b).count();
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
         let bid = ObjectId([9; 32]);
-        let payload = encode_planes(&mut comp, &raw, w, Some((&bid, &base))).unwrap();
+        let payload = encode_planes(&mut comp, &raw, w, Some((&bid, &base)), false).unwrap();
         let h = PlanesHeader::decode(&payload).unwrap();
         prop_assert_eq!(h.sparse_count.is_some(), changed <= n / 2, "sparse exactly when at most half changed");
         if let Some(c) = h.sparse_count {
@@ -134,7 +134,7 @@ fn a_bit_mask_sparse_payload_from_an_earlier_build_is_refused_by_name() {
     let mut raw = base.clone();
     raw[6] = 1;
     let bid = ObjectId([5; 32]);
-    let mut payload = encode_planes(&mut comp, &raw, 2, Some((&bid, &base))).unwrap();
+    let mut payload = encode_planes(&mut comp, &raw, 2, Some((&bid, &base)), false).unwrap();
     assert_eq!(payload[2], 2 | 4 | 1, "a sparse delta is written gap-coded");
     payload[2] = 1 | 2;
     let err = PlanesHeader::decode(&payload).unwrap_err();

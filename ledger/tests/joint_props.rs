@@ -3,7 +3,7 @@
 //! random and adversarial change sets, and malformed bodies rejected with an
 //! error, never a panic or a wrong count.
 
-use bat_ledger::delta::{decode_planes, encode_planes_with, joint, PlanesHeader, FLAG_JOINT};
+use bat_ledger::delta::{decode_planes, encode_planes, joint, PlanesHeader, FLAG_JOINT};
 use bat_ledger::ObjectId;
 use proptest::prelude::*;
 
@@ -132,7 +132,7 @@ proptest! {
         }
         let mut comp = zstd::bulk::Compressor::new(1).unwrap();
         let bid = ObjectId([3; 32]);
-        let payload = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), true).unwrap();
+        let payload = encode_planes(&mut comp, &raw, 2, Some((&bid, &base)), true).unwrap();
         let h = PlanesHeader::decode(&payload).unwrap();
         let changed = (0..n).step_by(every).count();
         let joint = changed <= n / 2;
@@ -199,12 +199,12 @@ fn ledger_round_trip_with_joint_coding() {
     use bat_ledger::{CommitRequest, Error, Ledger, Location, NoProgress};
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::AtomicBool;
-    bat_ledger::delta::set_joint_coding(true);
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("d");
     std::fs::create_dir_all(&d).unwrap();
     let mut l = Ledger::init(&t.path().join("l")).unwrap();
     l.config.chunk_threshold = 1024;
+    l.config.joint_coding = true;
     let n = 65536usize;
     let mut state = 0x9E37_79B9_u32;
     let mut rnd = move || {
@@ -241,7 +241,6 @@ fn ledger_round_trip_with_joint_coding() {
             }
         }
     }
-    bat_ledger::delta::set_joint_coding(false);
     let file_of = |l: &Ledger, c| l.walk_files(&l.read_commit(c).unwrap().tree).unwrap()[0].id;
     for (c, b) in &rounds {
         assert_eq!(&l.read_bytes(&file_of(&l, c)).unwrap(), b);

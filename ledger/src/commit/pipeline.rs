@@ -56,6 +56,7 @@ pub(super) struct WorkerCtx {
     packs_dir: PathBuf,
     level: i32,
     max_depth: u32,
+    joint: bool,
     cache: crate::store::PackCache,
 }
 
@@ -221,6 +222,7 @@ pub(super) fn encode_job(
                             &job.data,
                             width.into(),
                             Some((&b, &bytes)),
+                            cx.joint,
                         )
                         .map_err(bad)?;
                         if chain_cost + link_cost(p.len() as u64, raw_len) <= cx.max_depth {
@@ -238,7 +240,8 @@ pub(super) fn encode_job(
         let (p, b) = delta.take().expect("checked");
         (p, Some(b))
     } else {
-        let key = delta::encode_planes(planes_comp, &job.data, width.into(), None).map_err(bad)?;
+        let key = delta::encode_planes(planes_comp, &job.data, width.into(), None, cx.joint)
+            .map_err(bad)?;
         match delta {
             Some((p, b)) if p.len() < key.len() => (p, Some(b)),
             _ => (key, None),
@@ -290,6 +293,7 @@ impl Ledger {
                     packs_dir: self.packs_dir(),
                     level: cfg.zstd_level,
                     max_depth: cfg.delta_max_depth,
+                    joint: cfg.joint_coding,
                     cache: Default::default(),
                 };
                 s.spawn(move || worker(cx, jr, done));

@@ -158,35 +158,11 @@ pub fn planes_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'
 }
 
 /// Encode `raw` (a whole number of `width`-byte elements) as a planes
-/// payload, XOR-ed with `base` (same length) when given.
+/// payload, XOR-ed with `base` (same length) when given. `joint` allows the
+/// joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]; the ledger's
+/// `WriteConfig::joint_coding`); `false` writes what builds before it
+/// wrote. Readers decode both either way.
 pub fn encode_planes(
-    comp: &mut zstd::bulk::Compressor<'static>,
-    raw: &[u8],
-    width: usize,
-    base: Option<(&ObjectId, &[u8])>,
-) -> std::result::Result<Vec<u8>, String> {
-    let joint = JOINT_ENABLED.load(std::sync::atomic::Ordering::Relaxed);
-    encode_planes_with(comp, raw, width, base, joint)
-}
-
-/// Whether [`encode_planes`] writes jointly coded sparse deltas; see
-/// [`set_joint_coding`]. Off by default: on the main series it stores
-/// 0.118 × raw instead of 0.124, but under the load it was measured with
-/// it neither restored measurably faster and it ingested slower (its
-/// encoder costs more CPU than zstd on the three frames), FORMAT.md §13.1.
-static JOINT_ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Switch the joint coding of sparse 16-bit deltas on (or off again) for
-/// this process, so one build can write both encodings and compare them in
-/// one run (`bench_delta`). Readers decode both either way.
-pub fn set_joint_coding(on: bool) {
-    JOINT_ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// [`encode_planes`], with the joint coding of sparse 16-bit deltas
-/// switchable off (`joint` false writes what builds before it wrote: for
-/// comparisons and for tests of older payloads).
-pub fn encode_planes_with(
     comp: &mut zstd::bulk::Compressor<'static>,
     raw: &[u8],
     width: usize,

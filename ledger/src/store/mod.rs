@@ -61,6 +61,12 @@ pub struct WriteConfig {
     /// it stores. A piece whose delta would take its chain past this is
     /// stored as a keyframe instead (bounds restore cost; FORMAT.md §12.2).
     pub delta_max_depth: u32,
+    /// Code sparse 16-bit deltas jointly (FORMAT.md §13.1) instead of as
+    /// zstd frames. Off by default: on the main series it stores 0.118 ×
+    /// raw instead of 0.124, but under the load it was measured with it
+    /// neither restored measurably faster and it ingested slower (its
+    /// encoder costs more CPU than zstd on the three frames).
+    pub joint_coding: bool,
 }
 
 impl Default for WriteConfig {
@@ -74,6 +80,7 @@ impl Default for WriteConfig {
             threads: 0,
             delta: true,
             delta_max_depth: 9,
+            joint_coding: false,
         }
     }
 }
