@@ -237,7 +237,9 @@ pub fn fetch(
     // Files a retention gc pruned here: the commits naming them are
     // present, so the walk above does not ask for them; ask by id.
     let restored = restore_pruned(local, remote, progress, cancel)?;
-    stats.objects_received += restored;
+    stats.objects_received += restored.objects_received;
+    stats.payload_bytes += restored.payload_bytes;
+    stats.objects_stored += restored.objects_stored;
     let mut refs = Vec::new();
     for (rn, ln, new) in plan {
         if !local.contains(&new.0)? {
@@ -280,16 +282,16 @@ pub fn fetch(
 }
 
 /// Fetch back, verified, the pruned files `remote` has, and clear their
-/// pruned marks. Returns how many came back.
+/// pruned marks. Returns what was received.
 pub fn restore_pruned(
     local: &mut Ledger,
     remote: &mut dyn Remote,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<u64, RemoteError> {
+) -> Result<FetchStats, RemoteError> {
     let pruned: Vec<ObjectId> = local.pruned_files()?.into_iter().map(|p| p.id).collect();
     if pruned.is_empty() {
-        return Ok(0);
+        return Ok(FetchStats::default());
     }
     let has = remote.has(&pruned)?;
     let want: Vec<ObjectId> = pruned
@@ -299,9 +301,9 @@ pub fn restore_pruned(
         .map(|(id, _)| *id)
         .collect();
     if want.is_empty() {
-        return Ok(0);
+        return Ok(FetchStats::default());
     }
-    fetch_files(local, remote, &want, progress, cancel)?;
+    let stats = fetch_files(local, remote, &want, progress, cancel)?;
     local.clear_restored_pruned()?;
-    Ok(want.len() as u64)
+    Ok(stats)
 }
