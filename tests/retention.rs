@@ -241,7 +241,9 @@ fn init_with_commit(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&data).expect("mkdir");
     std::fs::write(data.join("a.txt"), "first").expect("write");
     ok(bat(dir)
-        .args(["commit", "data", "-m", "first"])
+        .arg("commit")
+        .arg(&data)
+        .args(["-m", "first"])
         .output()
         .expect("commit"));
     data
@@ -256,7 +258,7 @@ fn reflog_expiry_lets_gc_drop_a_deleted_branch() {
     ok(bat(dir).args(["switch", "side"]).output().expect("switch"));
     std::fs::write(data.join("big.bin"), vec![7u8; 300_000]).expect("write");
     std::fs::write(data.join("a.txt"), "second").expect("write");
-    let side = json(bat(dir).args(["commit", "data", "-m", "side"]));
+    let side = json(bat(dir).arg("commit").arg(&data).args(["-m", "side"]));
     let side_id = side["commit"].as_str().map(str::to_string).unwrap_or_else(|| {
         json(bat(dir).args(["log", "side", "-n", "1"]))[0]["id"]
             .as_str()
@@ -309,7 +311,9 @@ fn tags_move_with_a_reflog_entry_and_delete() {
     let data = init_with_commit(dir);
     std::fs::write(data.join("a.txt"), "second").expect("write");
     ok(bat(dir)
-        .args(["commit", "data", "-m", "second"])
+        .arg("commit")
+        .arg(&data)
+        .args(["-m", "second"])
         .output()
         .expect("commit"));
     let log = json(bat(dir).arg("log"));
@@ -391,7 +395,9 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
         write_model(&data.join("model.safetensors"), &tensors);
         versions.push(std::fs::read(data.join("model.safetensors")).expect("read"));
         ok(bat(dir)
-            .args(["commit", "data", "-m", &format!("v{v}")])
+            .arg("commit")
+            .arg(&data)
+            .args(["-m", &format!("v{v}")])
             .output()
             .expect("commit"));
     }
@@ -399,7 +405,7 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
     assert!(stats["delta_objects"].as_u64() > Some(0), "{stats}");
     let ids: Vec<ObjectId> = versions
         .iter()
-        .map(|b| ObjectId(*blake3::hash(b).as_bytes()))
+        .map(|b| ObjectId::of_bytes(b))
         .collect();
 
     // Prune the two older versions (the bases of the newest one's deltas).
