@@ -147,9 +147,9 @@ impl FromStr for KeepPolicy {
                     None => return Err(PolicyError::UnknownTerm { term: t.into() }),
                 },
             };
-            let dup = terms.iter().any(|x| {
-                std::mem::discriminant(x) == std::mem::discriminant(&term)
-            });
+            let dup = terms
+                .iter()
+                .any(|x| std::mem::discriminant(x) == std::mem::discriminant(&term));
             if dup {
                 return Err(PolicyError::Duplicate { term: t.into() });
             }
@@ -393,7 +393,16 @@ mod tests {
         assert_eq!(parse_duration("12h"), Ok(12 * 3600));
         assert_eq!(parse_duration("2w"), Ok(2 * 604_800));
         assert_eq!(parse_duration("90s"), Ok(90));
-        for bad in ["", "d", "30", "3x", "-3d", "1.5h", "é", "99999999999999999999w"] {
+        for bad in [
+            "",
+            "d",
+            "30",
+            "3x",
+            "-3d",
+            "1.5h",
+            "é",
+            "99999999999999999999w",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

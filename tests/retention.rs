@@ -57,7 +57,10 @@ fn rounds(dir: &Path, branch: &str) -> Vec<(String, String)> {
         .map(|e| {
             (
                 e["id"].as_str().expect("id").to_string(),
-                e["metadata"]["round_id"].as_str().expect("round").to_string(),
+                e["metadata"]["round_id"]
+                    .as_str()
+                    .expect("round")
+                    .to_string(),
             )
         })
         .collect()
@@ -82,7 +85,10 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
             .args(["--rounds", "10"]),
     );
     assert_eq!(report["rounds"], 10);
-    let replay = report["replay_branch"].as_str().expect("replay").to_string();
+    let replay = report["replay_branch"]
+        .as_str()
+        .expect("replay")
+        .to_string();
     // A full copy of the campaign, to fetch pruned checkpoints back from.
     let mirror = tmp.path().join("mirror");
     ok(Command::new("cp")
@@ -125,7 +131,10 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
             .sum();
         (all, record_bytes)
     };
-    assert!(!expected.is_empty(), "older candidates differ from kept ones");
+    assert!(
+        !expected.is_empty(),
+        "older candidates differ from kept ones"
+    );
 
     let before = json(bat(&dir).arg("stats"));
     let reclaim = json(bat(&dir).args(["stats", "--reclaimable"]));
@@ -135,7 +144,10 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
     // Dry run: the same figures as the real run, and nothing changes.
     let dry = json(bat(&dir).args(["gc", "--keep", "promoted,last=3", "--dry-run"]));
     assert_eq!(dry["dry_run"], true);
-    assert_eq!(json(bat(&dir).arg("stats"))["pack_bytes"], before["pack_bytes"]);
+    assert_eq!(
+        json(bat(&dir).arg("stats"))["pack_bytes"],
+        before["pack_bytes"]
+    );
     let rep = json(bat(&dir).args(["gc", "--keep", "promoted,last=3"]));
     for k in GC_FIGURES {
         assert_eq!(dry[k], rep[k], "{k}: dry run and real run disagree");
@@ -146,7 +158,10 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
         expected.values().sum::<u64>(),
         "pruned bytes are the candidates' sizes"
     );
-    assert_eq!(reclaim["reclaimable"]["record_bytes"], rep["dropped_record_bytes"]);
+    assert_eq!(
+        reclaim["reclaimable"]["record_bytes"],
+        rep["dropped_record_bytes"]
+    );
     let after = json(bat(&dir).arg("stats"));
     let freed = before["pack_bytes"].as_u64().expect("bytes") as i64
         - after["pack_bytes"].as_u64().expect("bytes") as i64;
@@ -167,7 +182,10 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
 
     // History, metadata diffs, comparison and replay of a kept round work.
     assert_eq!(rounds(&dir, "main"), main);
-    ok(bat(&dir).args(["diff", "r02", "r03"]).output().expect("diff"));
+    ok(bat(&dir)
+        .args(["diff", "r02", "r03"])
+        .output()
+        .expect("diff"));
     ok(bat(&dir)
         .args(["compare", "main", &replay])
         .output()
@@ -191,9 +209,15 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
         .expect("checkout");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("was pruned by `gc --keep promoted,last=3`"), "{err}");
+    assert!(
+        err.contains("was pruned by `gc --keep promoted,last=3`"),
+        "{err}"
+    );
     assert!(err.contains("bat fetch REMOTE"), "{err}");
-    assert!(!err.contains("corrupt") && !err.contains("missing"), "{err}");
+    assert!(
+        !err.contains("corrupt") && !err.contains("missing"),
+        "{err}"
+    );
     assert!(!tmp.path().join("r02").exists(), "nothing half-written");
 
     // Fetch from a remote that has them brings them back, verified.
@@ -259,14 +283,20 @@ fn reflog_expiry_lets_gc_drop_a_deleted_branch() {
     std::fs::write(data.join("big.bin"), vec![7u8; 300_000]).expect("write");
     std::fs::write(data.join("a.txt"), "second").expect("write");
     let side = json(bat(dir).arg("commit").arg(&data).args(["-m", "side"]));
-    let side_id = side["commit"].as_str().map(str::to_string).unwrap_or_else(|| {
-        json(bat(dir).args(["log", "side", "-n", "1"]))[0]["id"]
-            .as_str()
-            .expect("id")
-            .to_string()
-    });
+    let side_id = side["commit"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            json(bat(dir).args(["log", "side", "-n", "1"]))[0]["id"]
+                .as_str()
+                .expect("id")
+                .to_string()
+        });
     ok(bat(dir).args(["switch", "main"]).output().expect("switch"));
-    ok(bat(dir).args(["branch", "-d", "side"]).output().expect("delete"));
+    ok(bat(dir)
+        .args(["branch", "-d", "side"])
+        .output()
+        .expect("delete"));
 
     // The reflog still holds the branch's commit.
     let rep = json(bat(dir).arg("gc"));
@@ -285,7 +315,10 @@ fn reflog_expiry_lets_gc_drop_a_deleted_branch() {
     assert_eq!(rep["expired_reflog_entries"], dry["expired_reflog_entries"]);
     assert_eq!(rep["dropped_objects"], dry["dropped_objects"]);
     assert_eq!(rep["dropped_record_bytes"], dry["dropped_record_bytes"]);
-    assert!(rep["bytes_after"].as_u64() < rep["bytes_before"].as_u64(), "{rep}");
+    assert!(
+        rep["bytes_after"].as_u64() < rep["bytes_before"].as_u64(),
+        "{rep}"
+    );
     let out = bat(dir).args(["show", &side_id]).output().expect("show");
     assert!(!out.status.success(), "the deleted branch's commit is gone");
     assert_eq!(json(bat(dir).arg("fsck"))["ok"], true);
@@ -296,7 +329,10 @@ fn reflog_expiry_lets_gc_drop_a_deleted_branch() {
         .arg(&co)
         .output()
         .expect("checkout"));
-    assert_eq!(std::fs::read_to_string(co.join("a.txt")).expect("read"), "first");
+    assert_eq!(
+        std::fs::read_to_string(co.join("a.txt")).expect("read"),
+        "first"
+    );
     let bad = bat(dir)
         .args(["gc", "--expire-reflog", "soon"])
         .output()
@@ -321,10 +357,17 @@ fn tags_move_with_a_reflog_entry_and_delete() {
         log[0]["id"].as_str().expect("id").to_string(),
         log[1]["id"].as_str().expect("id").to_string(),
     );
-    ok(bat(dir).args(["tag", "v1", "HEAD~1"]).output().expect("tag"));
+    ok(bat(dir)
+        .args(["tag", "v1", "HEAD~1"])
+        .output()
+        .expect("tag"));
     let again = bat(dir).args(["tag", "v1"]).output().expect("tag");
     assert!(!again.status.success());
-    assert!(stderr(&again).contains("bat tag -f v1"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("bat tag -f v1"),
+        "{}",
+        stderr(&again)
+    );
     let moved = json(bat(dir).args(["tag", "-f", "v1", "HEAD"]));
     assert_eq!(moved["previous"], first.as_str());
     assert_eq!(moved["commit"], tip.as_str());
@@ -403,10 +446,7 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
     }
     let stats = json(bat(dir).arg("stats"));
     assert!(stats["delta_objects"].as_u64() > Some(0), "{stats}");
-    let ids: Vec<ObjectId> = versions
-        .iter()
-        .map(|b| ObjectId::of_bytes(b))
-        .collect();
+    let ids: Vec<ObjectId> = versions.iter().map(|b| ObjectId::of_bytes(b)).collect();
 
     // Prune the two older versions (the bases of the newest one's deltas).
     let rep = {
@@ -416,8 +456,12 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
             policy: "test".into(),
             ..Default::default()
         };
-        l.gc_with(&opts, &NoProgress, &std::sync::atomic::AtomicBool::new(false))
-            .expect("gc")
+        l.gc_with(
+            &opts,
+            &NoProgress,
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .expect("gc")
     };
     assert_eq!(rep.pruned_files, 2);
     assert!(rep.rebased_records > 0, "{rep:?}");
@@ -440,8 +484,89 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
         .arg(dir.join("old"))
         .output()
         .expect("checkout");
-    assert!(stderr(&out).contains("was pruned by `gc --keep test`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was pruned by `gc --keep test`"),
+        "{}",
+        stderr(&out)
+    );
     // A later plain gc keeps everything readable.
     json(bat(dir).arg("gc"));
     assert_eq!(json(bat(dir).arg("fsck"))["ok"], true);
+}
+
+#[test]
+fn sigkill_during_a_pruning_gc_leaves_an_fsck_clean_ledger() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let pristine = tmp.path().join("pristine");
+    json(
+        Command::new(env!("CARGO_BIN_EXE_bat"))
+            .arg("demo")
+            .arg(&pristine)
+            .args(["--rounds", "6"]),
+    );
+    let copy = |to: &Path| {
+        let _ = std::fs::remove_dir_all(to);
+        ok(Command::new("cp")
+            .arg("-a")
+            .arg(&pristine)
+            .arg(to)
+            .output()
+            .expect("cp"));
+    };
+    // How long an uninterrupted pruning gc takes here, and what it prunes.
+    let probe = tmp.path().join("probe");
+    copy(&probe);
+    let start = std::time::Instant::now();
+    let full = json(bat(&probe).args(["gc", "--keep", "last=1"]));
+    let took = start.elapsed();
+    let pruned = full["pruned_files"].as_u64().expect("count");
+    assert!(pruned > 0, "{full}");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos() as u64;
+    println!("gc took {took:?}; kill seed {seed}");
+    let mut x = seed | 1;
+    let (mut killed, mut finished) = (0, 0);
+    for run in 0..12 {
+        let dir = tmp.path().join("victim");
+        copy(&dir);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let at = took.mul_f64((x % 1000) as f64 / 800.0);
+        let mut child = bat(&dir)
+            .args(["gc", "--keep", "last=1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn gc");
+        std::thread::sleep(at);
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().expect("wait");
+        if status.success() {
+            finished += 1;
+        } else {
+            killed += 1;
+        }
+        let fsck = json(bat(&dir).arg("fsck"));
+        assert_eq!(fsck["ok"], true, "run {run} (killed after {at:?}): {fsck}");
+        let n = fsck["pruned_files"].as_u64();
+        assert!(
+            n == Some(0) || n == Some(pruned),
+            "run {run}: all or nothing, found {n:?} pruned"
+        );
+        // The next gc finishes the job; the kept checkpoint reads back.
+        json(bat(&dir).args(["gc", "--keep", "last=1"]));
+        let fsck = json(bat(&dir).arg("fsck"));
+        assert_eq!(fsck["ok"], true, "{fsck}");
+        assert_eq!(fsck["pruned_files"].as_u64(), Some(pruned));
+        let co = tmp.path().join(format!("co{run}"));
+        ok(bat(&dir)
+            .args(["checkout", "main", "--to"])
+            .arg(&co)
+            .output()
+            .expect("checkout"));
+    }
+    println!("{killed} killed, {finished} finished");
 }

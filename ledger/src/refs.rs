@@ -357,7 +357,13 @@ impl Ledger {
         self.write_tx(|c| {
             let old = ref_target(c, &full)?;
             if old != Some(at) {
-                cas(c, &full, Some(old), Some(at), &format!("tag: moved to {at}"))?;
+                cas(
+                    c,
+                    &full,
+                    Some(old),
+                    Some(at),
+                    &format!("tag: moved to {at}"),
+                )?;
             }
             Ok(old)
         })

@@ -76,8 +76,8 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
     if g.json {
         let mut v = serde_json::to_value(&rep).map_err(|e| CliError::internal(e.to_string()))?;
         if let Some(plan) = &plan {
-            v["retention"] = serde_json::to_value(plan)
-                .map_err(|e| CliError::internal(e.to_string()))?;
+            v["retention"] =
+                serde_json::to_value(plan).map_err(|e| CliError::internal(e.to_string()))?;
         }
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
@@ -104,7 +104,10 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
         );
     }
     if rep.expired_reflog_entries > 0 || args.expire_reflog.is_some() {
-        outln!("{would}expire {} reflog entries", rep.expired_reflog_entries);
+        outln!(
+            "{would}expire {} reflog entries",
+            rep.expired_reflog_entries
+        );
     }
     outln!(
         "{would}drop {} objects ({} bytes of pack records); {would}re-base {} delta records",

@@ -42,8 +42,9 @@ pub fn run(args: TagArgs, g: &Session) -> CliResult {
                 l.move_tag(&name, at).map_err(lerr)?
             } else {
                 l.create_tag(&name, at).map_err(|e| match e {
-                    bat_ledger::Error::RefExists { .. } => CliError::from(e)
-                        .with_hint(format!("`bat tag -f {name} REV` moves it")),
+                    bat_ledger::Error::RefExists { .. } => {
+                        CliError::from(e).with_hint(format!("`bat tag -f {name} REV` moves it"))
+                    }
                     other => lerr(other),
                 })?;
                 None

@@ -5,13 +5,13 @@ use std::sync::atomic::AtomicBool;
 
 use rusqlite::params;
 
+use super::prune::GcOptions;
 use crate::catalog::{self, ObjectRow};
 use crate::commit::ImmediateTx;
 use crate::error::{db_err, io_err, Error, Result};
 use crate::id::ObjectId;
 use crate::pack::{self, PackWriter, PACK_HEADER_LEN, RECORD_HEADER_LEN};
 use crate::progress::{check_cancel, Progress};
-use super::prune::GcOptions;
 use crate::store::{Ledger, LockMode};
 
 use super::*;
@@ -248,7 +248,9 @@ impl Ledger {
         let mut expects = Vec::with_capacity(ids.len());
         for id in ids {
             check_cancel(cancel)?;
-            let row = *by_id.get(id).expect("re-based ids come from the catalog rows");
+            let row = *by_id
+                .get(id)
+                .expect("re-based ids come from the catalog rows");
             let raw = self.read_packed(row)?;
             let (compression, payload) = pack::compress(&mut compressor, &raw);
             let h = pack::RecordHeader::for_payload(

@@ -258,8 +258,13 @@ pub(super) fn record_pruned(
         )
         .map_err(db_err("recording pruned objects"))?;
     for (id, size) in files {
-        st.execute(params![id.as_bytes().as_slice(), *size as i64, time, policy])
-            .map_err(db_err("recording pruned objects"))?;
+        st.execute(params![
+            id.as_bytes().as_slice(),
+            *size as i64,
+            time,
+            policy
+        ])
+        .map_err(db_err("recording pruned objects"))?;
     }
     Ok(())
 }

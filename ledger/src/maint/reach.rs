@@ -101,15 +101,9 @@ impl Ledger {
                     if !seen.insert(e.id) {
                         continue;
                     }
-                    if let Err(err) = self.check_bytes(
-                        &e.id,
-                        e.size,
-                        verify,
-                        spec.bases,
-                        seen,
-                        progress,
-                        cancel,
-                    ) {
+                    if let Err(err) =
+                        self.check_bytes(&e.id, e.size, verify, spec.bases, seen, progress, cancel)
+                    {
                         if err.is_environmental() {
                             return Err(err);
                         }
