@@ -248,11 +248,12 @@ pub fn plan(ledger: &Ledger, policy: &KeepPolicy) -> Result<PrunePlan, Retention
                 reason: e.to_string(),
             })?
             .map(|m| m.round_id);
-        if !tree_files.contains_key(&c.tree) {
-            tree_files.insert(c.tree, ledger.walk_files(&c.tree)?);
-        }
+        let files = match tree_files.entry(c.tree) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(ledger.walk_files(&c.tree)?),
+        };
         let mut candidate = HashMap::new();
-        for f in &tree_files[&c.tree] {
+        for f in files.iter() {
             if round_id.is_some() && f.path.starts_with(CANDIDATE_PREFIX) {
                 candidate.insert(f.id, f.size);
             } else {

@@ -463,6 +463,7 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
         )
         .expect("gc")
     };
+    println!("delta chain pruning: {rep:?}");
     assert_eq!(rep.pruned_files, 2);
     assert!(rep.rebased_records > 0, "{rep:?}");
     assert!(rep.bytes_after < rep.bytes_before, "{rep:?}");

@@ -16,6 +16,9 @@ use crate::error::{db_err, Error, Result};
 use crate::id::{CommitId, ObjectId};
 use crate::store::Ledger;
 
+/// gc roots: (where found, commit).
+type Roots = Vec<(String, CommitId)>;
+
 /// The table of pruned file objects, created by the first retention gc.
 pub(crate) const PRUNED_TABLE: &str = "CREATE TABLE IF NOT EXISTS pruned(
     id BLOB PRIMARY KEY,
@@ -150,10 +153,7 @@ impl Ledger {
     /// gc roots: ref targets and reflog entries, leaving out entries older
     /// than `expire_before`. Returns the roots and the expired entries'
     /// sequence numbers.
-    pub(super) fn gc_roots(
-        &self,
-        expire_before: Option<i64>,
-    ) -> Result<(Vec<(String, CommitId)>, Vec<i64>)> {
+    pub(super) fn gc_roots(&self, expire_before: Option<i64>) -> Result<(Roots, Vec<i64>)> {
         let mut roots: Vec<(String, CommitId)> = self
             .root_commits()?
             .into_iter()

@@ -127,6 +127,9 @@ impl Ledger {
     }
 
     /// Mark a bytes object's storage reachable; with `verify`, read it all.
+    // One flag per caller need (verify, mark bases) beside the walk's
+    // shared state; a struct for two booleans would hide nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn check_bytes(
         &self,
         id: &ObjectId,
