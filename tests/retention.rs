@@ -220,6 +220,26 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
     );
     assert!(!tmp.path().join("r02").exists(), "nothing half-written");
 
+    // Pushing history whose checkpoints are pruned here to a remote that
+    // lacks them says the same, not "missing".
+    let empty = tmp.path().join("empty");
+    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+        .arg("init")
+        .arg(&empty)
+        .output()
+        .expect("init"));
+    ok(bat(&dir)
+        .args(["remote", "add", "empty"])
+        .arg(&empty)
+        .output()
+        .expect("remote add"));
+    let out = bat(&dir)
+        .args(["push", "empty", "main"])
+        .output()
+        .expect("push");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("was pruned by"), "{}", stderr(&out));
+
     // Fetch from a remote that has them brings them back, verified.
     ok(bat(&dir)
         .args(["remote", "add", "mirror"])
