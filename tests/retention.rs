@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 use bat_ledger::{CommitId, Ledger, LockMode, NoProgress, ObjectId};
 use serde_json::Value;
 
+#[path = "serve_common/mod.rs"]
+mod serve_common;
+
 fn bat(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
     c.arg("-C").arg(dir).env_remove("BAT_DIR");
@@ -590,4 +593,47 @@ fn sigkill_during_a_pruning_gc_leaves_an_fsck_clean_ledger() {
             .expect("checkout"));
     }
     println!("{killed} killed, {finished} finished");
+}
+
+#[test]
+fn fetch_over_bat_serve_restores_pruned_checkpoints() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("campaign");
+    json(
+        Command::new(env!("CARGO_BIN_EXE_bat"))
+            .arg("demo")
+            .arg(&dir)
+            .args(["--rounds", "3"]),
+    );
+    let mirror = tmp.path().join("mirror");
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(&dir)
+        .arg(&mirror)
+        .output()
+        .expect("cp"));
+    let rep = json(bat(&dir).args(["gc", "--keep", "last=1"]));
+    assert!(rep["pruned_files"].as_u64() > Some(0), "{rep}");
+    let out = bat(&dir)
+        .args(["checkout", "r01", "--to"])
+        .arg(tmp.path().join("before"))
+        .output()
+        .expect("checkout");
+    assert!(stderr(&out).contains("was pruned by `gc --keep last=1`"));
+    let server = serve_common::Server::start(&mirror, &["--allow-anonymous-read"]);
+    ok(bat(&dir)
+        .args(["remote", "add", "srv", &server.url])
+        .output()
+        .expect("remote add"));
+    json(bat(&dir).args(["fetch", "srv"]));
+    ok(bat(&dir)
+        .args(["checkout", "r01", "--to"])
+        .arg(tmp.path().join("after"))
+        .output()
+        .expect("checkout"));
+    let fsck = json(bat(&dir).arg("fsck"));
+    assert_eq!(
+        (fsck["ok"].clone(), fsck["pruned_files"].clone()),
+        (Value::Bool(true), 0.into())
+    );
 }
