@@ -356,6 +356,23 @@ fn reflog_expiry_lets_gc_drop_a_deleted_branch() {
         std::fs::read_to_string(co.join("a.txt")).expect("read"),
         "first"
     );
+    let help = ok(bat(dir).args(["gc", "--help"]).output().expect("help"));
+    let help = String::from_utf8_lossy(&help.stdout);
+    for term in [
+        "promoted",
+        "last=N",
+        "tagged",
+        "--expire-reflog",
+        "--dry-run",
+    ] {
+        assert!(help.contains(term), "gc --help names {term}");
+    }
+    let bad = bat(dir)
+        .args(["gc", "--keep", "promoted,lats=3"])
+        .output()
+        .expect("gc");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("unknown retention term \"lats=3\""));
     let bad = bat(dir)
         .args(["gc", "--expire-reflog", "soon"])
         .output()

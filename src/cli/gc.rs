@@ -9,20 +9,8 @@ use super::ledger_common::{lerr, open, open_exclusive, Bars};
 use super::{print_json, CliError, CliResult, Session};
 use crate::retention::{self, KeepPolicy};
 
-/// Remove objects unreachable from refs and the reflog; rewrite packs
-/// crash-safely. Needs exclusive use of the ledger.
-///
-/// Retention: `--keep POLICY` also prunes round checkpoints (the files
-/// under `candidate/` of round commits) the policy does not keep. POLICY
-/// is a comma-separated list of terms: `promoted` keeps what
-/// `refs/promoted/*` point at, `last=N` the candidates of the last N
-/// rounds of each branch, `tagged` what tags point at; e.g.
-/// `--keep promoted,last=3,tagged`. A pruned checkpoint keeps its record in
-/// history (ids, digests, tensor index, evaluation, gate: `bat log`, `diff`,
-/// `compare` work); reading its bytes fails with a "pruned" error until
-/// `bat fetch REMOTE` brings them back from a remote that has them. Delta
-/// records of kept checkpoints whose base is pruned are re-encoded first
-/// (same bytes, same ids).
+/// `bat gc` arguments; the command's help text is on its variant in
+/// `cli/mod.rs` (clap shows that one).
 #[derive(Debug, Args)]
 pub struct GcArgs {
     /// Prune checkpoint files this policy does not keep (e.g.
