@@ -185,10 +185,16 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
 
     // History, metadata diffs, comparison and replay of a kept round work.
     assert_eq!(rounds(&dir, "main"), main);
-    ok(bat(&dir)
-        .args(["diff", "r02", "r03"])
-        .output()
-        .expect("diff"));
+    let diff = json(bat(&dir).args(["diff", "r02", "r03"]));
+    let model = diff["checkpoint"]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == "model.safetensors")
+        .cloned()
+        .expect("the model file is listed");
+    assert_eq!(model["status"], "changed", "ids still compare: {model}");
+    assert_eq!(model["tensors_pruned"], true, "{model}");
     ok(bat(&dir)
         .args(["compare", "main", &replay])
         .output()
