@@ -68,6 +68,17 @@ pub enum Error {
         /// The missing object.
         id: ObjectId,
     },
+    /// A file object was deliberately dropped by a retention gc: its record
+    /// (id, size, tree entries) stays in history, its bytes do not.
+    #[error("object {id} was pruned by `gc --keep {policy}` (its record stays in history); fetch it from a remote that has it")]
+    Pruned {
+        /// The pruned object.
+        id: ObjectId,
+        /// The policy that pruned it, as the caller recorded it.
+        policy: String,
+        /// When (seconds since the epoch).
+        time: i64,
+    },
     /// A partial clone could not fetch a file its promisor remote keeps.
     #[error(
         "object {id} is kept on the promisor remote {remote:?} and could not be fetched: {source}"

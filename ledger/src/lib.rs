@@ -64,7 +64,7 @@ pub use catalog::{Location, ObjectRow, FORMAT_VERSION};
 pub use commit::{CommitOutcome, CommitRequest, OnMoved};
 pub use error::{Error, Result};
 pub use id::{CommitId, ObjectId, TreeId};
-pub use maint::{FsckReport, GcReport, Problem, Stats};
+pub use maint::{FsckReport, GcOptions, GcReport, Problem, PrunedFile, Stats};
 pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, Tree, TreeEntry};
 pub use progress::{NoProgress, Progress};
 pub use read::{CheckoutStats, FileEntry, History};

@@ -345,9 +345,42 @@ impl Ledger {
         })
     }
 
-    /// Create a tag at `at`; tags never move.
+    /// Create a tag at `at`; tags move only by [`Ledger::move_tag`].
     pub fn create_tag(&mut self, name: &str, at: CommitId) -> Result<()> {
         self.create_ref(TAGS, "tag", name, at)
+    }
+
+    /// Point tag `name` at `at`, creating it if absent (`bat tag -f`).
+    /// Returns where it pointed before. Logged in the tag's reflog, which
+    /// keeps the old commit reachable until the reflog expires.
+    pub fn move_tag(&mut self, name: &str, at: CommitId) -> Result<Option<CommitId>> {
+        validate_ref_name(name)?;
+        let full = format!("{TAGS}{name}");
+        self.write_tx(|c| {
+            let old = ref_target(c, &full)?;
+            if old != Some(at) {
+                cas(
+                    c,
+                    &full,
+                    Some(old),
+                    Some(at),
+                    &format!("tag: moved to {at}"),
+                )?;
+            }
+            Ok(old)
+        })
+    }
+
+    /// Delete tag `name`; returns where it pointed. Its reflog is kept (so
+    /// its commit stays reachable for gc until reflog expiry).
+    pub fn delete_tag(&mut self, name: &str) -> Result<CommitId> {
+        let full = format!("{TAGS}{name}");
+        self.write_tx(|c| {
+            let cur =
+                ref_target(c, &full)?.ok_or_else(|| Error::RefNotFound { name: full.clone() })?;
+            cas(c, &full, Some(Some(cur)), None, "tag: deleted")?;
+            Ok(cur)
+        })
     }
 
     /// Attach HEAD to an existing branch.

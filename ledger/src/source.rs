@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::{ObjectId, TreeId};
 use crate::object::TreeEntry;
 use crate::progress::Progress;
@@ -71,7 +71,7 @@ impl ObjectSource for Packs<'_> {
         // The packs cannot obtain anything: a missing id is an error.
         for id in ids {
             if !self.ledger.contains(id)? {
-                return Err(Error::ObjectMissing { id: *id });
+                return Err(self.ledger.missing(id));
             }
         }
         Ok(0)
@@ -138,7 +138,7 @@ impl ObjectSource for Layers<'_> {
         match (missing.is_empty(), self.lower()) {
             (true, _) => Ok(0),
             (false, Some(l)) => l.prefetch(&missing, progress, cancel),
-            (false, None) => Err(Error::ObjectMissing { id: missing[0] }),
+            (false, None) => Err(self.packs.ledger.missing(&missing[0])),
         }
     }
 }

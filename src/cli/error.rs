@@ -175,6 +175,9 @@ fn ledger_hint(e: &LedgerError) -> Option<&'static str> {
         LedgerError::Busy { .. } => "wait for the other bat process to finish",
         LedgerError::RefNotFound { .. } => "list branches with `bat branch`",
         LedgerError::TooManyOpenFiles { .. } => "raise the open-file limit (`ulimit -n`)",
+        LedgerError::Pruned { .. } => {
+            "a retention gc dropped its bytes on purpose; `bat fetch REMOTE` from a remote that still has it restores it"
+        }
         LedgerError::PromisorFetch { .. } => {
             "this partial clone needs its remote: pass --token / --endpoint (or BAT_TOKEN, AWS_*) as for `bat fetch`"
         }
@@ -191,6 +194,7 @@ impl From<LedgerError> for CliError {
             | LedgerError::Io { .. }
             | LedgerError::TooManyOpenFiles { .. }
             | LedgerError::PromisorFetch { .. }
+            | LedgerError::Pruned { .. }
             | LedgerError::Catalog { .. } => ErrorKind::User,
             _ => ErrorKind::Usage,
         };
@@ -395,6 +399,7 @@ failure_from!(
     crate::engine::command::ChildError,
     crate::engine::r#loop::LoopError,
     crate::sim::SimError,
+    crate::retention::RetentionError,
 );
 
 /// A write to stdout failed: a closed pipe is [`ErrorKind::BrokenPipe`],

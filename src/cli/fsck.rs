@@ -22,6 +22,7 @@ pub fn run(_args: FsckArgs, g: &Session) -> CliResult {
             "ok": rep.ok(), "objects_checked": rep.objects_checked, "objects_verified": rep.objects_verified,
             "commits_reachable": rep.commits_reachable, "unreferenced_packs": rep.unreferenced_packs,
             "promised_files": rep.promised_files, "promisor": rep.promisor,
+            "pruned_files": rep.pruned_files,
             "problems": rep.problems.iter().map(|p| serde_json::json!({
                 "object": p.object, "pack": p.pack, "offset": p.offset, "message": p.message, "text": p.to_string(),
             })).collect::<Vec<_>>(),
@@ -40,6 +41,12 @@ pub fn run(_args: FsckArgs, g: &Session) -> CliResult {
                     rep.promised_files
                 );
             }
+        }
+        if rep.pruned_files > 0 {
+            outln!(
+                "note: {} files were pruned by a retention gc (recorded; `bat fetch REMOTE` restores them)",
+                rep.pruned_files
+            );
         }
         outln!(
             "{} catalog rows checked, {} reachable objects verified, {} commits, {} problems",

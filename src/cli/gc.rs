@@ -2,24 +2,108 @@
 
 use std::process::ExitCode;
 
+use bat_ledger::GcOptions;
 use clap::Args;
 
-use super::ledger_common::{lerr, open_exclusive, Bars};
-use super::{print_json, CliResult, Session};
+use super::ledger_common::{lerr, open, open_exclusive, Bars};
+use super::{print_json, CliError, CliResult, Session};
+use crate::retention::{self, KeepPolicy};
 
-/// Remove objects unreachable from refs and the reflog; rewrite packs
-/// crash-safely. Needs exclusive use of the ledger.
+/// `bat gc` arguments; the command's help text is on its variant in
+/// `cli/mod.rs` (clap shows that one).
 #[derive(Debug, Args)]
-pub struct GcArgs {}
+pub struct GcArgs {
+    /// Prune checkpoint files this policy does not keep (e.g.
+    /// promoted,last=3,tagged).
+    #[arg(long, value_name = "POLICY")]
+    pub keep: Option<KeepPolicy>,
+    /// Delete reflog entries older than DURATION (now, 90s, 30m, 12h, 30d,
+    /// 2w) first, so the commits only they held (deleted branches, resets)
+    /// can go.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub expire_reflog: Option<u64>,
+    /// Change nothing: print what would be pruned and freed.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    retention::parse_duration(s).map_err(|e| e.to_string())
+}
 
 /// Run `bat gc`.
-pub fn run(_args: GcArgs, g: &Session) -> CliResult {
-    let mut l = open_exclusive(g)?;
-    let bars = Bars::new(g);
-    let rep = l.gc(&bars, g.cancel()).map_err(lerr)?;
-    if g.json {
-        print_json(&rep)?;
+pub fn run(args: GcArgs, g: &Session) -> CliResult {
+    let mut l = if args.dry_run {
+        open(g)?
     } else {
+        open_exclusive(g)?
+    };
+    let mut opts = GcOptions {
+        dry_run: args.dry_run,
+        ..Default::default()
+    };
+    if let Some(secs) = args.expire_reflog {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        // `now` expires everything written up to this second.
+        opts.expire_reflog_before = Some(now.saturating_sub(secs) as i64 + i64::from(secs == 0));
+    }
+    let plan = match &args.keep {
+        Some(p) => {
+            let plan = retention::plan(&l, p).map_err(CliError::from)?;
+            opts.prune = plan.files.clone();
+            opts.policy = plan.policy.clone();
+            Some(plan)
+        }
+        None => None,
+    };
+    let bars = Bars::new(g);
+    let rep = l.gc_with(&opts, &bars, g.cancel()).map_err(lerr)?;
+    if g.json {
+        let mut v = serde_json::to_value(&rep).map_err(|e| CliError::internal(e.to_string()))?;
+        if let Some(plan) = &plan {
+            v["retention"] =
+                serde_json::to_value(plan).map_err(|e| CliError::internal(e.to_string()))?;
+        }
+        print_json(&v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let would = if rep.dry_run { "would " } else { "" };
+    if let Some(plan) = &plan {
+        let ids = |v: &[(String, bat_ledger::CommitId)]| {
+            let mut r: Vec<&str> = v.iter().map(|x| x.0.as_str()).collect();
+            r.dedup();
+            r.join(" ")
+        };
+        outln!(
+            "retention {}: {} of {} round commits keep their checkpoints ({})",
+            plan.policy,
+            plan.kept_rounds.len(),
+            plan.rounds,
+            ids(&plan.kept_rounds)
+        );
+        outln!(
+            "{would}prune {} checkpoint files ({} bytes) of rounds {}",
+            rep.pruned_files,
+            rep.pruned_file_bytes,
+            ids(&plan.pruned_rounds)
+        );
+    }
+    if rep.expired_reflog_entries > 0 || args.expire_reflog.is_some() {
+        outln!(
+            "{would}expire {} reflog entries",
+            rep.expired_reflog_entries
+        );
+    }
+    outln!(
+        "{would}drop {} objects ({} bytes of pack records); {would}re-base {} delta records",
+        rep.dropped_objects,
+        rep.dropped_record_bytes,
+        rep.rebased_records
+    );
+    if !rep.dry_run {
         outln!(
             "gc: kept {} objects, removed {}, rewrote {} packs, deleted {} pack files; packs {} -> {} bytes",
             rep.kept_objects, rep.removed_objects, rep.rewritten_packs, rep.deleted_packs, rep.bytes_before, rep.bytes_after

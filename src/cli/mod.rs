@@ -122,7 +122,7 @@ pub enum Command {
     Switch(switch::SwitchArgs),
     /// List, create or delete branches.
     Branch(branch::BranchArgs),
-    /// Create or list tags.
+    /// Create, list, move (-f) or delete (-d) tags.
     Tag(tag::TagArgs),
     /// Show how a ref moved.
     Reflog(reflog::ReflogArgs),
@@ -132,9 +132,22 @@ pub enum Command {
     Revert(revert::RevertArgs),
     /// Verify the ledger.
     Fsck(fsck::FsckArgs),
-    /// Remove unreachable objects.
+    /// Remove unreachable objects; with --keep POLICY, prune old checkpoints.
+    ///
+    /// Rewrites packs crash-safely; needs exclusive use of the ledger (not
+    /// with --dry-run). `--keep POLICY` also prunes round checkpoints (the
+    /// files under `candidate/` of round commits) the policy does not keep.
+    /// POLICY is a comma-separated list of terms: `promoted` keeps what
+    /// `refs/promoted/*` point at, `last=N` the candidates of the last N
+    /// rounds of each branch, `tagged` what tags point at; e.g. `--keep
+    /// promoted,last=3,tagged`. A pruned checkpoint keeps its record in
+    /// history (ids, digests, tensor index, evaluation, gate: log, diff,
+    /// compare work); reading its bytes fails with a "pruned" error until
+    /// `bat fetch REMOTE` brings them back from a remote that has them.
+    /// Kept delta records whose base is pruned are re-encoded first (same
+    /// bytes, same ids).
     Gc(gc::GcArgs),
-    /// Show sizes and counts.
+    /// Show sizes and counts (--reclaimable: what gc --keep would free).
     Stats(stats::StatsArgs),
     /// Show or validate benchmark packs.
     Pack(pack::PackArgs),

@@ -2,21 +2,72 @@
 
 use std::process::ExitCode;
 
+use bat_ledger::GcOptions;
 use clap::Args;
 
-use super::ledger_common::{lerr, open};
-use super::{print_json, CliResult, Session};
+use super::ledger_common::{lerr, open, Bars};
+use super::{print_json, CliError, CliResult, Session};
+use crate::retention::{self, KeepPolicy};
 
 /// Object counts and sizes: logical (all versions of all files) vs stored.
+/// With `--reclaimable [POLICY]`, also what `bat gc --keep POLICY` would
+/// free (a dry run; POLICY defaults to promoted,last=3).
 #[derive(Debug, Args)]
-pub struct StatsArgs {}
+pub struct StatsArgs {
+    /// Also show what `gc --keep POLICY` would free.
+    #[arg(long, value_name = "POLICY", num_args = 0..=1,
+          default_missing_value = retention::DEFAULT_POLICY)]
+    pub reclaimable: Option<KeepPolicy>,
+}
+
+/// What a retention gc would free, for `bat stats --reclaimable`.
+#[derive(Debug, serde::Serialize)]
+struct Reclaimable {
+    policy: String,
+    rounds: usize,
+    kept_rounds: usize,
+    files: u64,
+    file_bytes: u64,
+    objects: u64,
+    record_bytes: u64,
+    rebased_records: u64,
+}
 
 /// Run `bat stats`.
-pub fn run(_args: StatsArgs, g: &Session) -> CliResult {
-    let l = open(g)?;
+pub fn run(args: StatsArgs, g: &Session) -> CliResult {
+    let mut l = open(g)?;
     let s = l.stats().map_err(lerr)?;
+    let reclaim = match &args.reclaimable {
+        Some(p) => {
+            let plan = retention::plan(&l, p).map_err(CliError::from)?;
+            let opts = GcOptions {
+                prune: plan.files.clone(),
+                policy: plan.policy.clone(),
+                dry_run: true,
+                ..Default::default()
+            };
+            let rep = l.gc_with(&opts, &Bars::new(g), g.cancel()).map_err(lerr)?;
+            Some(Reclaimable {
+                policy: plan.policy,
+                rounds: plan.rounds,
+                kept_rounds: plan.kept_rounds.len(),
+                files: rep.pruned_files,
+                file_bytes: rep.pruned_file_bytes,
+                objects: rep.dropped_objects,
+                record_bytes: rep.dropped_record_bytes,
+                rebased_records: rep.rebased_records,
+            })
+        }
+        None => None,
+    };
     if g.json {
-        print_json(&s)?;
+        let mut v = serde_json::to_value(&s).map_err(|e| CliError::internal(e.to_string()))?;
+        v["pruned_files"] = l.pruned_files().map_err(lerr)?.len().into();
+        if let Some(r) = &reclaim {
+            v["reclaimable"] =
+                serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
+        }
+        print_json(&v)?;
     } else {
         outln!("objects        {}", s.objects);
         outln!("commits        {}", s.commits);
@@ -34,6 +85,16 @@ pub fn run(_args: StatsArgs, g: &Session) -> CliResult {
             outln!(
                 "ratio          {:.3}",
                 s.stored_bytes as f64 / s.logical_bytes as f64
+            );
+        }
+        let pruned = l.pruned_files().map_err(lerr)?.len();
+        if pruned > 0 {
+            outln!("pruned files   {pruned} (fetch restores them)");
+        }
+        if let Some(r) = reclaim {
+            outln!(
+                "reclaimable    {} checkpoint files ({} bytes; {} bytes of pack records) under --keep {}: {} of {} round commits kept",
+                r.files, r.file_bytes, r.record_bytes, r.policy, r.kept_rounds, r.rounds
             );
         }
     }

@@ -628,7 +628,17 @@ fn checkpoint(
             "a": x.map(|x| json!({"id": x.0, "size": x.1})),
             "b": y.map(|y| json!({"id": y.0, "size": y.1})),
         });
+        let pruned = |l: &Ledger, id: &ObjectId| -> Result<bool, InspectError> {
+            Ok(!l.contains(id)? && l.pruned_file(id)?.is_some())
+        };
         if let (Some(x), Some(y), "changed", true) = (x, y, status, p.ends_with(".safetensors")) {
+            // A retention gc dropped the bytes of a side: ids and sizes
+            // still compare, the tensors cannot.
+            if pruned(a.ledger(), &x.0)? || pruned(b.ledger(), &y.0)? {
+                f["tensors_pruned"] = json!(true);
+                files.push(f);
+                continue;
+            }
             let full = format!("candidate/{p}");
             f["tensors"] = memo.get((a, b), &full, *x, *y, opts)?;
         }

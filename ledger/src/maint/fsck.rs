@@ -135,11 +135,12 @@ impl Ledger {
 
         // 2. Reachable objects, fully verified.
         let mut problems = Vec::new();
-        let mut promised = 0;
-        let (reach, ncommits) =
-            self.walk_reachable_promised(true, &mut problems, &mut promised, progress, cancel)?;
+        let spec = super::reach::WalkSpec::everything(self)?;
+        let walked = self.walk_with(&spec, true, &mut problems, progress, cancel)?;
+        let (reach, ncommits) = (walked.seen, walked.commits);
         rep.problems.extend(problems);
-        rep.promised_files = promised;
+        rep.promised_files = walked.promised;
+        rep.pruned_files = walked.pruned.len() as u64;
         rep.promisor = self.promisor()?.map(|r| r.name);
         rep.commits_reachable = ncommits;
         rep.objects_verified = reach.len() as u64;

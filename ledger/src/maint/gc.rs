@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use rusqlite::params;
 
+use super::prune::GcOptions;
 use crate::catalog::{self, ObjectRow};
 use crate::commit::ImmediateTx;
 use crate::error::{db_err, io_err, Error, Result};
@@ -45,53 +46,108 @@ impl Ledger {
     /// catalog switches to them in one transaction; old packs are deleted
     /// only after that.
     pub fn gc(&mut self, progress: &dyn Progress, cancel: &AtomicBool) -> Result<GcReport> {
-        if self.lock_mode != LockMode::Exclusive {
+        self.gc_with(&GcOptions::default(), progress, cancel)
+    }
+
+    /// [`Ledger::gc`] with retention: expire old reflog entries, prune the
+    /// file objects `opts.prune` (recorded as pruned, see
+    /// [`crate::maint::PrunedFile`]), re-encoding as self-contained records
+    /// the kept delta records whose base would go. With `opts.dry_run`
+    /// nothing changes and the report says what a real run would drop.
+    pub fn gc_with(
+        &mut self,
+        opts: &GcOptions,
+        progress: &dyn Progress,
+        cancel: &AtomicBool,
+    ) -> Result<GcReport> {
+        // A dry run changes nothing, so it may run beside readers.
+        if self.lock_mode != LockMode::Exclusive && !opts.dry_run {
             return Err(Error::Busy {
                 reason: "gc needs the ledger opened with an exclusive lock".into(),
             });
         }
         let mut rep = GcReport {
+            dry_run: opts.dry_run,
             bytes_before: crate::maint::dir_size(&self.packs_dir()),
             ..Default::default()
         };
         // First free what nothing references (segments of failed or killed
         // commits; the exclusive lock means no writer is staging one now):
         // on a full disk this is what makes room for the rest.
-        rep.deleted_packs += self.remove_orphan_packs()?;
+        if !opts.dry_run {
+            rep.deleted_packs += self.remove_orphan_packs()?;
+        }
+        let (roots, expired) = self.gc_roots(opts.expire_reflog_before)?;
+        let prune: HashSet<ObjectId> = opts.prune.iter().copied().collect();
+        let spec = super::reach::WalkSpec {
+            roots,
+            prune: &prune,
+            bases: prune.is_empty(),
+        };
         let mut problems = Vec::new();
-        let (reach, _) = self.walk_reachable(false, &mut problems, progress, cancel)?;
+        let walked = self.walk_with(&spec, false, &mut problems, progress, cancel)?;
         if let Some(p) = problems.first() {
             return Err(Error::InvalidInput {
                 message: format!("refusing to gc a damaged ledger ({p}); run bat fsck"),
             });
         }
+        let mut reach = walked.seen;
         let rows: Vec<ObjectRow> = catalog::all_objects(&self.db)?
             .into_iter()
             .filter_map(|r| r.ok())
             .collect();
+        let rebase: Vec<ObjectId> = if prune.is_empty() {
+            Vec::new()
+        } else {
+            let by_id: HashMap<ObjectId, &ObjectRow> = rows.iter().map(|r| (r.id, r)).collect();
+            let dropped = self.prune_closure(&walked.pruning, &by_id)?;
+            super::prune::plan_bases(&mut reach, &dropped, &by_id)
+        };
+        let rebase_set: HashSet<ObjectId> = rebase.iter().copied().collect();
         let packs = self.stat_packs()?;
-        // Per pack: live records and whether anything dead is in it.
+        // Per pack: live records and whether anything dead is in it. A
+        // record to re-base is not copied (its pack is rewritten without
+        // it; the re-encoded record goes to a new pack).
         let mut live_by_pack: HashMap<i64, Vec<&ObjectRow>> = HashMap::new();
         let mut dead: Vec<ObjectId> = Vec::new();
         for r in &rows {
             let live = reach.contains(&r.id);
             if !live {
                 dead.push(r.id);
+                if let Some((_, _, stored)) = r.location.record() {
+                    rep.dropped_record_bytes += RECORD_HEADER_LEN as u64 + stored;
+                }
             }
             if let Some((pack_id, _, _)) = r.location.record() {
                 let v = live_by_pack.entry(pack_id).or_default();
-                if live {
+                if live && !rebase_set.contains(&r.id) {
                     v.push(r);
                 }
             }
         }
+        rep.expired_reflog_entries = expired.len() as u64;
+        rep.pruned_files = walked.pruning.len() as u64;
+        rep.pruned_file_bytes = walked.pruning.values().sum();
+        rep.dropped_objects = dead.len() as u64;
+        rep.rebased_records = rebase.len() as u64;
+        rep.removed_objects = dead.len() as u64;
+        rep.kept_objects = (rows.len() - dead.len()) as u64;
+        if opts.dry_run {
+            rep.bytes_after = rep.bytes_before;
+            return Ok(rep);
+        }
         let to_rewrite = packs_to_rewrite(&packs, &live_by_pack);
-        let written =
+        let mut written =
             self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
-        let dead_set: HashSet<ObjectId> = dead.iter().copied().collect();
+        let rebased = self.write_rebased(&rows, &rebase, &mut written, cancel)?;
         // Nothing to change: no transaction (on a full disk, or with a
         // read-only catalog, there could be none).
-        if !(dead.is_empty() && to_rewrite.is_empty() && written.packs.is_empty()) {
+        let changes = !(dead.is_empty()
+            && to_rewrite.is_empty()
+            && written.packs.is_empty()
+            && expired.is_empty()
+            && walked.pruning.is_empty());
+        if changes {
             let tx = ImmediateTx::begin(&self.db)?;
             let mut new_pids = Vec::with_capacity(written.packs.len());
             for n in &written.packs {
@@ -112,6 +168,18 @@ impl Ledger {
                         .map_err(db_err("deleting objects"))?;
                 }
             }
+            for seq in &expired {
+                tx.execute("DELETE FROM reflog WHERE seq = ?1", [seq])
+                    .map_err(db_err("expiring the reflog"))?;
+            }
+            if !walked.pruning.is_empty() {
+                super::prune::record_pruned(
+                    &tx,
+                    &walked.pruning,
+                    &opts.policy,
+                    crate::refs::now(),
+                )?;
+            }
             let mut mv = tx
                 .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
                 .map_err(db_err("moving objects"))?;
@@ -124,6 +192,22 @@ impl Ledger {
                 .map_err(db_err("moving objects"))?;
             }
             drop(mv);
+            let mut rb = tx
+                .prepare_cached(
+                    "UPDATE objects SET encoding = ?1, pack_id = ?2, offset = ?3, stored_len = ?4, base = NULL WHERE id = ?5",
+                )
+                .map_err(db_err("re-basing objects"))?;
+            for (id, pack, at, stored) in &rebased {
+                rb.execute(params![
+                    catalog::ENC_PACKED,
+                    new_pids[*pack],
+                    *at as i64,
+                    *stored as i64,
+                    id.as_bytes().as_slice()
+                ])
+                .map_err(db_err("re-basing objects"))?;
+            }
+            drop(rb);
             for pid in &to_rewrite {
                 tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
                     .map_err(db_err("dropping packs"))?;
@@ -131,8 +215,6 @@ impl Ledger {
             tx.commit()?;
         }
         self.clear_pack_cache();
-        rep.removed_objects = dead_set.len() as u64;
-        rep.kept_objects = (rows.len() - dead_set.len()) as u64;
         rep.rewritten_packs = to_rewrite.len() as u64;
         // Now nothing references the old packs: delete them and any orphans.
         rep.deleted_packs += self.remove_orphan_packs()?;
@@ -140,6 +222,63 @@ impl Ledger {
         let _ = self.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         rep.bytes_after = dir_size(&dir);
         Ok(rep)
+    }
+
+    /// Re-encode each record of `ids` (a delta whose base is being dropped)
+    /// as a self-contained record with the same id and bytes, in one new
+    /// pack appended to `written.packs`. Each is read verified (whole chain,
+    /// digest) before and read back verified after it is written; the pack
+    /// is fsynced before this returns. Returns (id, index into
+    /// `written.packs`, offset, stored length).
+    fn write_rebased(
+        &self,
+        rows: &[ObjectRow],
+        ids: &[ObjectId],
+        written: &mut Written,
+        cancel: &AtomicBool,
+    ) -> Result<Vec<(ObjectId, usize, u64, u64)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let by_id: HashMap<ObjectId, &ObjectRow> = rows.iter().map(|r| (r.id, r)).collect();
+        let mut compressor = zstd::bulk::Compressor::new(self.config.zstd_level)
+            .map_err(io_err("create zstd compressor", "(memory)"))?;
+        let mut w = PackWriter::create(&self.packs_dir())?;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut expects = Vec::with_capacity(ids.len());
+        for id in ids {
+            check_cancel(cancel)?;
+            let row = *by_id
+                .get(id)
+                .expect("re-based ids come from the catalog rows");
+            let raw = self.read_packed(row)?;
+            let (compression, payload) = pack::compress(&mut compressor, &raw);
+            let h = pack::RecordHeader::for_payload(
+                row.kind,
+                compression,
+                *id,
+                raw.len() as u64,
+                &payload,
+            );
+            let at = w.append(&h, &payload)?;
+            out.push((*id, written.packs.len(), at, payload.len() as u64));
+            expects.push(pack::Expect {
+                id: *id,
+                kind: row.kind,
+                offset: at,
+                raw_len: row.raw_len,
+                stored_len: payload.len() as u64,
+            });
+        }
+        w.sync()?;
+        let name = w.name().to_string();
+        let path = self.packs_dir().join(&name);
+        let file = std::fs::File::open(&path).map_err(io_err("open pack file", &path))?;
+        for e in &expects {
+            pack::read_record(&file, &name, e)?;
+        }
+        written.packs.push(name);
+        Ok(out)
     }
 }
 

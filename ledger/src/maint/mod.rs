@@ -12,9 +12,12 @@ use crate::id::ObjectId;
 
 mod fsck;
 mod gc;
+mod prune;
 mod reach;
 mod rebuild;
 mod stats;
+
+pub use prune::{GcOptions, PrunedFile};
 
 /// One problem found by fsck.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -99,6 +102,9 @@ pub struct FsckReport {
     pub promised_files: u64,
     /// The promisor remote of a partial clone.
     pub promisor: Option<String>,
+    /// Files reachable but deliberately not stored: pruned by a retention
+    /// gc (`gc` with a prune set) and recorded as such; not damage.
+    pub pruned_files: u64,
 }
 
 impl FsckReport {
@@ -111,6 +117,23 @@ impl FsckReport {
 /// Result of gc.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GcReport {
+    /// Nothing was changed: the figures say what a real run would do.
+    pub dry_run: bool,
+    /// Reflog entries expired (older than the given time).
+    pub expired_reflog_entries: u64,
+    /// File objects newly pruned (dropped though history reaches them).
+    pub pruned_files: u64,
+    /// Their total size (file bytes).
+    pub pruned_file_bytes: u64,
+    /// Catalog rows to drop (pruned files, their chunks and chunk lists,
+    /// unreachable objects).
+    pub dropped_objects: u64,
+    /// Pack bytes those rows' records take (headers included): what the
+    /// rewrite frees, before re-based records are added back.
+    pub dropped_record_bytes: u64,
+    /// Delta records re-encoded as self-contained records because their
+    /// base was dropped.
+    pub rebased_records: u64,
     /// Objects kept.
     pub kept_objects: u64,
     /// Catalog rows removed.

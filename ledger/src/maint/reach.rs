@@ -30,34 +30,21 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Walk everything reachable from refs and reflog. With `verify`, every
-    /// object is decompressed and its digest checked; problems are collected
-    /// instead of aborting. Returns the reachable set and reachable commits.
-    pub(super) fn walk_reachable(
+    /// Walk what `spec` says is reachable. Files a partial clone's promisor
+    /// keeps and files a retention gc pruned are counted, not problems;
+    /// files in `spec.prune` are counted and not entered.
+    pub(super) fn walk_with(
         &self,
+        spec: &WalkSpec<'_>,
         verify: bool,
         problems: &mut Vec<Problem>,
         progress: &dyn Progress,
         cancel: &AtomicBool,
-    ) -> Result<(HashSet<ObjectId>, u64)> {
-        let mut promised = 0;
-        self.walk_reachable_promised(verify, problems, &mut promised, progress, cancel)
-    }
-
-    /// [`Ledger::walk_reachable`], counting files a partial clone's
-    /// promisor keeps (missing files are then not problems).
-    pub(super) fn walk_reachable_promised(
-        &self,
-        verify: bool,
-        problems: &mut Vec<Problem>,
-        promised: &mut u64,
-        progress: &dyn Progress,
-        cancel: &AtomicBool,
-    ) -> Result<(HashSet<ObjectId>, u64)> {
+    ) -> Result<WalkOut> {
         let partial = self.promisor()?.is_some();
-        let mut seen: HashSet<ObjectId> = HashSet::new();
-        let mut commits: Vec<(String, CommitId)> = self.root_commits()?;
-        let mut ncommits = 0u64;
+        let mut out = WalkOut::default();
+        let seen = &mut out.seen;
+        let mut commits: Vec<(String, CommitId)> = spec.roots.clone();
         let mut trees: Vec<(String, TreeId)> = Vec::new();
         progress.start("verifying reachable objects", None);
         while let Some((from, c)) = commits.pop() {
@@ -67,7 +54,7 @@ impl Ledger {
             }
             match self.read_commit(&c) {
                 Ok(commit) => {
-                    ncommits += 1;
+                    out.commits += 1;
                     trees.push((format!("tree of commit {c}"), commit.tree));
                     for p in commit.parents {
                         commits.push((format!("parent of {c}"), p));
@@ -107,17 +94,27 @@ impl Ledger {
                         trees.push((format!("subtree {:?} of tree {t}", e.name), TreeId(e.id)));
                         continue;
                     }
+                    if spec.prune.contains(&e.id) {
+                        out.pruning.insert(e.id, e.size);
+                        continue;
+                    }
                     if !seen.insert(e.id) {
                         continue;
                     }
                     if let Err(err) =
-                        self.check_bytes(&e.id, e.size, verify, &mut seen, progress, cancel)
+                        self.check_bytes(&e.id, e.size, verify, spec.bases, seen, progress, cancel)
                     {
                         if err.is_environmental() {
                             return Err(err);
                         }
+                        if let Error::Pruned { id, .. } = err {
+                            if id == e.id {
+                                out.pruned.insert(e.id);
+                                continue;
+                            }
+                        }
                         if partial && matches!(err, Error::ObjectMissing { id } if id == e.id) {
-                            *promised += 1;
+                            out.promised += 1;
                             continue;
                         }
                         problems.push(problem_of(&err, &format!("file {:?} in tree {t}", e.name)));
@@ -126,20 +123,26 @@ impl Ledger {
             }
         }
         progress.finish();
-        Ok((seen, ncommits))
+        Ok(out)
     }
 
     /// Mark a bytes object's storage reachable; with `verify`, read it all.
+    // One flag per caller need (verify, mark bases) beside the walk's
+    // shared state; a struct for two booleans would hide nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn check_bytes(
         &self,
         id: &ObjectId,
         size: u64,
         verify: bool,
+        bases: bool,
         seen: &mut HashSet<ObjectId>,
         progress: &dyn Progress,
         cancel: &AtomicBool,
     ) -> Result<()> {
-        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        let Some(row) = self.locate(id)? else {
+            return Err(self.missing(id));
+        };
         if row.raw_len != size {
             return Err(Error::BadObject {
                 id: *id,
@@ -152,7 +155,9 @@ impl Ledger {
             let cl = self.read_chunk_list(&list)?;
             for c in &cl.chunks {
                 seen.insert(c.id);
-                self.mark_bases(&c.id, seen)?;
+                if bases {
+                    self.mark_bases(&c.id, seen)?;
+                }
             }
         }
         if verify {
@@ -179,4 +184,43 @@ impl Ledger {
         }
         Ok(())
     }
+}
+
+/// What a reachability walk starts from and leaves out.
+pub(super) struct WalkSpec<'a> {
+    /// Root commits, with where each was found (for messages).
+    pub(super) roots: Vec<(String, CommitId)>,
+    /// File objects to leave out (a retention gc's prune set).
+    pub(super) prune: &'a HashSet<ObjectId>,
+    /// Mark delta bases reachable while walking (gc with a prune set marks
+    /// them afterwards, deciding which chains to re-base).
+    pub(super) bases: bool,
+}
+
+static NO_PRUNE: std::sync::LazyLock<HashSet<ObjectId>> = std::sync::LazyLock::new(HashSet::new);
+
+impl WalkSpec<'static> {
+    /// Every ref and reflog entry, nothing left out.
+    pub(super) fn everything(l: &Ledger) -> Result<WalkSpec<'static>> {
+        Ok(WalkSpec {
+            roots: l.root_commits()?,
+            prune: &NO_PRUNE,
+            bases: true,
+        })
+    }
+}
+
+/// What a walk found.
+#[derive(Default)]
+pub(super) struct WalkOut {
+    /// Reachable objects (stored or not).
+    pub(super) seen: HashSet<ObjectId>,
+    /// Reachable commits read.
+    pub(super) commits: u64,
+    /// Files a partial clone's promisor keeps.
+    pub(super) promised: u64,
+    /// Files pruned by an earlier retention gc.
+    pub(super) pruned: HashSet<ObjectId>,
+    /// Files of the spec's prune set met in trees, with their sizes.
+    pub(super) pruning: HashMap<ObjectId, u64>,
 }

@@ -420,7 +420,9 @@ impl Ledger {
         out: &mut dyn Write,
         cancel: &AtomicBool,
     ) -> Result<u64> {
-        let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
+        let Some(row) = self.locate(id)? else {
+            return Err(self.missing(id));
+        };
         if row.kind != Kind::Bytes {
             return Err(Error::BadObject {
                 id: *id,

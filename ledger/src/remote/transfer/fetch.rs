@@ -233,7 +233,13 @@ pub fn fetch(
         }
     }
     let tips: Vec<CommitId> = plan.iter().map(|p| p.2).collect();
-    let stats = fetch_objects(local, remote, &tips, filter, progress, cancel)?;
+    let mut stats = fetch_objects(local, remote, &tips, filter, progress, cancel)?;
+    // Files a retention gc pruned here: the commits naming them are
+    // present, so the walk above does not ask for them; ask by id.
+    let restored = restore_pruned(local, remote, progress, cancel)?;
+    stats.objects_received += restored.objects_received;
+    stats.payload_bytes += restored.payload_bytes;
+    stats.objects_stored += restored.objects_stored;
     let mut refs = Vec::new();
     for (rn, ln, new) in plan {
         if !local.contains(&new.0)? {
@@ -273,4 +279,31 @@ pub fn fetch(
         refs,
         remote_refs: advertised,
     })
+}
+
+/// Fetch back, verified, the pruned files `remote` has, and clear their
+/// pruned marks. Returns what was received.
+pub fn restore_pruned(
+    local: &mut Ledger,
+    remote: &mut dyn Remote,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<FetchStats, RemoteError> {
+    let pruned: Vec<ObjectId> = local.pruned_files()?.into_iter().map(|p| p.id).collect();
+    if pruned.is_empty() {
+        return Ok(FetchStats::default());
+    }
+    let has = remote.has(&pruned)?;
+    let want: Vec<ObjectId> = pruned
+        .iter()
+        .zip(has)
+        .filter(|(_, h)| *h)
+        .map(|(id, _)| *id)
+        .collect();
+    if want.is_empty() {
+        return Ok(FetchStats::default());
+    }
+    let stats = fetch_files(local, remote, &want, progress, cancel)?;
+    local.clear_restored_pruned()?;
+    Ok(stats)
 }

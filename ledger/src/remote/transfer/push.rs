@@ -183,10 +183,16 @@ impl Planner<'_, '_> {
         let mut parts: Vec<ObjectId> = Vec::new();
         let mut layout: Vec<(ObjectId, Option<ChunkList>)> = Vec::new();
         for f in files {
-            let row = local.locate(f)?.ok_or_else(|| RemoteError::MissingObject {
-                url: "the local ledger (partial clone? fetch it first)".into(),
-                id: *f,
-            })?;
+            let Some(row) = local.locate(f)? else {
+                // Pruned on purpose here: say so (and how to get it back).
+                if local.pruned_file(f)?.is_some() {
+                    return Err(RemoteError::Ledger(local.missing(f)));
+                }
+                return Err(RemoteError::MissingObject {
+                    url: "the local ledger (partial clone? fetch it first)".into(),
+                    id: *f,
+                });
+            };
             match row.location {
                 Location::Chunked { list } => {
                     let l = local.read_chunk_list(&list)?;
