@@ -367,3 +367,83 @@ fn kill_9_mid_round_then_resume_commits_each_round_exactly_once() {
     assert_eq!(again.stdout, out.stdout);
     assert_eq!(logged_rounds(&t.ledger).len(), 3);
 }
+
+/// Retention on a campaign with held rounds (issue 17): `gc --keep
+/// promoted,last=2` drops the candidates of held rounds outside the last
+/// two, keeps the promoted one readable, and history stays whole.
+#[test]
+fn gc_keep_prunes_held_candidates_and_keeps_the_promoted_one() {
+    let t = toy(&[], 5);
+    let out = run_in(&t.ledger, &t.args);
+    assert!(out.status.success(), "{out:?}");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = bat()
+            .arg("-C")
+            .arg(&t.ledger)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let rounds = logged_rounds(&t.ledger);
+    let status = |rid: &str| -> String {
+        rounds.iter().find(|r| r["round_id"] == rid).unwrap()["gate_status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(rounds.len(), 5);
+    // Held rounds outside the last two (r04, r05): the toy campaign holds
+    // r03 (and r05).
+    let held: Vec<&str> = ["r01", "r02", "r03"]
+        .into_iter()
+        .filter(|r| status(r) == "hold")
+        .collect();
+    assert!(
+        !held.is_empty(),
+        "the toy campaign holds a round before r04"
+    );
+    let promoted_tip = json(&["log", "refs/promoted/main", "-n", "1"])[0]["metadata"]["round_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = json(&["stats"]);
+    let rep = json(&["gc", "--keep", "promoted,last=2"]);
+    let pruned: Vec<String> = rep["retention"]["pruned_rounds"]
+        .as_array()
+        .map(|a| a.iter().map(|r| r.to_string()).collect())
+        .unwrap_or_default();
+    assert!(
+        rep["pruned_files"].as_u64().unwrap() > 0,
+        "held candidates are pruned: {rep}"
+    );
+    let after = json(&["stats"]);
+    assert!(
+        after["pack_bytes"].as_u64().unwrap() < before["pack_bytes"].as_u64().unwrap(),
+        "{before} -> {after}"
+    );
+    // The held round's candidate is gone and says so; the promoted and the
+    // last rounds' candidates read back.
+    let cat = |rid: &str| {
+        bat()
+            .arg("-C")
+            .arg(&t.ledger)
+            .args(["cat", &format!("{rid}:candidate/model.safetensors")])
+            .output()
+            .unwrap()
+    };
+    for rid in &held {
+        let o = cat(rid);
+        assert!(!o.status.success(), "{rid} kept; pruned: {pruned:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("pruned"), "{err}");
+    }
+    for rid in [promoted_tip.as_str(), "r04", "r05"] {
+        let o = cat(rid);
+        assert!(o.status.success(), "{rid}: {o:?}");
+    }
+    assert_eq!(logged_rounds(&t.ledger).len(), 5);
+    fsck_ok(&t.ledger);
+}
