@@ -71,6 +71,6 @@ class Ledger(_native.Ledger):
         if backend == "polars":
             import polars as pl
 
-            return pl.DataFrame(rows, schema=columns, orient="row")
+            return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns})
         raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
 

@@ -150,3 +150,18 @@ impl From<InspectError> for Failure {
         Failure::new(class, cli)
     }
 }
+
+impl From<bat::inspect::rounds::RoundsError> for Failure {
+    fn from(e: bat::inspect::rounds::RoundsError) -> Self {
+        use bat::inspect::rounds::RoundsError;
+        match e {
+            RoundsError::Ledger(le) => le.into(),
+            RoundsError::Inspect(ie) => ie.into(),
+            // Undecodable round metadata: the stored commit is not what a
+            // round commit must be.
+            other @ RoundsError::Meta { .. } => {
+                Failure::new(Class::Corrupt, CliError::new(other.to_string()))
+            }
+        }
+    }
+}

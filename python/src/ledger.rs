@@ -320,6 +320,18 @@ impl PyLedger {
         })
     }
 
+    /// One record per round commit reachable from `branch` (any
+    /// revision), oldest first: the shared round rows of `bat export`
+    /// (`bat::inspect::rounds`; columns in docs/rounds.md).
+    #[pyo3(signature = (branch = "main"))]
+    fn rounds(&self, py: Python<'_>, branch: &str) -> PyResult<Py<PyAny>> {
+        self.with_json(py, |l| {
+            let start = resolve(l, branch)?;
+            let rows = bat::inspect::rounds::round_rows(l, branch, start)?;
+            serde_json::to_value(rows).map_err(|e| Failure::msg(e.to_string()))
+        })
+    }
+
     /// Create tag `name` at `rev`; returns the commit id.
     #[pyo3(signature = (name, rev = "HEAD"))]
     fn tag(&self, py: Python<'_>, name: &str, rev: &str) -> PyResult<String> {

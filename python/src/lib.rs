@@ -42,6 +42,12 @@ fn looks_like_round(path: std::path::PathBuf) -> bool {
     bat::round::layout::looks_like_round(&path)
 }
 
+/// The round-row column names, in order (docs/rounds.md).
+#[pyfunction]
+fn round_columns() -> Vec<&'static str> {
+    bat::inspect::rounds::COLUMNS.to_vec()
+}
+
 /// The module: `Ledger`, `Commit`, the exception classes and
 /// `code_provenance`.
 #[pymodule]
@@ -55,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RoundRejected", py.get_type::<errors::RoundRejected>())?;
     m.add_function(wrap_pyfunction!(code_provenance, m)?)?;
     m.add_function(wrap_pyfunction!(looks_like_round, m)?)?;
+    m.add_function(wrap_pyfunction!(round_columns, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
