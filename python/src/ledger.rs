@@ -116,8 +116,12 @@ impl PyLedger {
     }
 }
 
+/// As the CLI's `resolve`: a ledger error keeps its hint.
 fn resolve(l: &Ledger, rev: &str) -> Outcome<CommitId> {
-    Ok(bat::round::resolve_rev(l, rev)?)
+    bat::round::resolve_rev(l, rev).map_err(|e| match e {
+        bat::round::RoundError::Ledger(le) => le.into(),
+        other => other.into(),
+    })
 }
 
 fn usage(msg: impl Into<String>, hint: &str) -> Failure {
