@@ -45,11 +45,9 @@ def main() -> None:
     promoted = df[df["gate_status"] == "promote"]
     ax.scatter(promoted["round_number"], promoted["overall"], s=140, facecolors="none",
                edgecolors="tab:green", linewidths=1.5, label="promoted", zorder=3)
-    ax.set_xticks(list(x), list(df["round_id"]))
-    ax.set_xlabel("round (target stage below)")
-    for xi, stage in zip(x, df["target_stage"]):
-        ax.annotate(stage, (xi, 0), xytext=(0, -28), textcoords="offset points",
-                    ha="center", fontsize=7, color="gray", annotation_clip=False)
+    labels = [f"{r}\n{t}" for r, t in zip(df["round_id"], df["target_stage"].fillna("-"))]
+    ax.set_xticks(list(x), labels)
+    ax.set_xlabel("round / target stage")
     ax.set_ylabel("score")
     ax.set_title(f"{a.branch}: Overall and stage scores per round")
     ax.grid(alpha=0.3)

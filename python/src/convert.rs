@@ -18,7 +18,7 @@ pub fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
     let text: String = obj
         .py()
         .import("json")?
-        .call_method1("dumps", (obj, ))?
+        .call_method1("dumps", (obj,))?
         .extract()?;
     serde_json::from_str(&text).map_err(|e| {
         pyo3::exceptions::PyValueError::new_err(format!("metadata is not JSON-representable: {e}"))

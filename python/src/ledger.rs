@@ -316,9 +316,11 @@ impl PyLedger {
     fn head(&self, py: Python<'_>) -> PyResult<Option<String>> {
         self.with(py, |l| {
             Ok(match l.head()? {
-                bat_ledger::Head::Branch { name, .. } => {
-                    Some(name.strip_prefix("refs/heads/").unwrap_or(&name).to_string())
-                }
+                bat_ledger::Head::Branch { name, .. } => Some(
+                    name.strip_prefix("refs/heads/")
+                        .unwrap_or(&name)
+                        .to_string(),
+                ),
                 bat_ledger::Head::Detached { .. } => None,
             })
         })
