@@ -1,6 +1,7 @@
 """Type stubs of the Rust core (``batledger._native``)."""
 
 from os import PathLike
+from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
 _Path = Union[str, PathLike[str]]
@@ -50,7 +51,7 @@ class Ledger:
 
     def __init__(self, path: _Path = ".") -> None: ...
     @property
-    def path(self) -> str:
+    def path(self) -> Path:
         """The ledger's ``.bat`` directory."""
     @property
     def head(self) -> Optional[str]:
