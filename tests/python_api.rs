@@ -44,7 +44,14 @@ fn pytest_suite_passes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = tempfile::tempdir().expect("temporary directory");
     let status = Command::new(py)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "python/tests",
+        ])
         .arg("--basetemp")
         .arg(tmp.path().join("pytest"))
         .current_dir(root)
@@ -55,5 +62,8 @@ fn pytest_suite_passes() {
         .env("TOKENIZERS_PARALLELISM", "false")
         .status()
         .expect("run pytest");
-    assert!(status.success(), "the Python API's pytest suite failed: {status}");
+    assert!(
+        status.success(),
+        "the Python API's pytest suite failed: {status}"
+    );
 }
