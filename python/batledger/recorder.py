@@ -141,8 +141,11 @@ class Recorder:
         a round at each checkpoint save (``every="save"``) or epoch end
         (``every="epoch"``). ``round_dir(args, state)`` picks the folder to
         record; by default the checkpoint just saved
-        (``output_dir/checkpoint-<step>``), else ``output_dir``. Only the
-        main process records."""
+        (``output_dir/checkpoint-<step>``), else ``output_dir``. With
+        ``every="epoch"`` pass ``round_dir``: transformers calls
+        ``on_epoch_end`` before it saves that epoch's checkpoint, so the
+        default would record ``output_dir`` as it stands. Only the main
+        process records."""
         if every not in ("save", "epoch"):
             raise ValueError(f"every={every!r}: choose 'save' or 'epoch'")
         return _callback_class()(self, every, round_dir)
