@@ -9,7 +9,10 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VERL_PIN=verl==0.9.1
-REQS=("$HERE/trl/requirements.txt" "$HERE/verl/requirements-compose.txt")
+# python/requirements-test.txt: the Python API's tests (maturin, pytest,
+# pandas, polars, matplotlib, blake3) run in this venv too, since the TRL
+# recorder test needs torch and trl next to the built module.
+REQS=("$HERE/trl/requirements.txt" "$HERE/verl/requirements-compose.txt" "$HERE/../../python/requirements-test.txt")
 HASH=$( { cat "${REQS[@]}"; echo "$VERL_PIN --no-deps"; } | sha256sum | cut -c1-12)
 VENV="${BAT_CI_CACHE:-$HOME/.cache/bat-ci}/venv-trl-$HASH"
 PY=${BAT_SETUP_PYTHON:-python3}
@@ -18,7 +21,7 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -e "$VENV/.complete" ]; then
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-  "$VENV/bin/python" -m pip install --quiet -r "${REQS[0]}" -r "${REQS[1]}" >&2
+  "$VENV/bin/python" -m pip install --quiet -r "${REQS[0]}" -r "${REQS[1]}" -r "${REQS[2]}" >&2
   # VeRL without its GPU stack: enough to compose its Hydra configuration and
   # to load its reward loader's helpers; `import verl` itself needs ray.
   "$VENV/bin/python" -m pip install --quiet --no-deps "$VERL_PIN" >&2

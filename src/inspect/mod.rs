@@ -21,6 +21,7 @@
 pub mod audit;
 pub mod diff;
 pub mod files;
+pub mod rounds;
 pub mod tensors;
 
 use crate::round::meta::RoundMeta;

@@ -1,0 +1,76 @@
+"""Python API of bat, the reproducibility ledger for Benchmark-as-Teacher
+curriculum RL post-training.
+
+The distribution and module are named ``batledger`` because ``bat`` on PyPI
+is an unrelated package (Zeek log analysis tools, which also install a
+top-level ``bat`` module). Import it as::
+
+    import batledger as bat
+
+    ledger = bat.Ledger("path/to/campaign")
+    for c in ledger.log(limit=5):
+        print(c.id[:12], c.metadata.get("round_id"), c.message)
+    frame = ledger.rounds_frame()            # pandas DataFrame, one row per round
+
+Everything that touches the ledger runs in Rust with the GIL released.
+Errors are :class:`LedgerError` (base), :class:`NotFound`, :class:`Corrupt`
+and :class:`RoundRejected`, with the message and hints ``bat`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _native
+from ._native import Commit, Corrupt, LedgerError, NotFound, RoundRejected, code_provenance
+from .recorder import Recorder
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Commit",
+    "Corrupt",
+    "Ledger",
+    "LedgerError",
+    "NotFound",
+    "Recorder",
+    "RoundRejected",
+    "code_provenance",
+    "looks_like_round",
+]
+
+
+def looks_like_round(path: Any) -> bool:
+    """Whether ``path`` has a round directory's layout (``data/manifest.json``,
+    ``candidate-eval/``, ``gate.json``): the test ``bat commit`` uses to pick
+    round validation over a plain commit."""
+    return _native.looks_like_round(path)
+
+
+class Ledger(_native.Ledger):
+    """A bat ledger, found from ``path`` upwards as the CLI does.
+
+    Reading: :meth:`log`, :meth:`show`, :meth:`files`, :meth:`read`,
+    :meth:`checkout`, :meth:`diff`, :meth:`stats`, :meth:`branches`,
+    :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`.
+    Writing: :meth:`commit`, :meth:`commit_round`, :meth:`eval_attach`,
+    :meth:`tag`, :meth:`branch`.
+    """
+
+    def rounds_frame(self, branch: str = "main", backend: str = "pandas") -> Any:
+        """:meth:`rounds` as a data frame, one row per round in campaign order,
+        columns in the documented order (docs/rounds.md). ``backend`` is
+        ``"pandas"`` (default) or ``"polars"``; the library is imported only
+        here, so neither is a dependency of ``batledger`` itself."""
+        columns = _native.round_columns()
+        rows = self.rounds(branch)
+        if backend == "pandas":
+            import pandas as pd
+
+            return pd.DataFrame.from_records(rows, columns=columns)
+        if backend == "polars":
+            import polars as pl
+
+            return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns})
+        raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
+

@@ -1,0 +1,18 @@
+from typing import Any, Literal
+
+from . import _native
+from ._native import Commit as Commit
+from ._native import Corrupt as Corrupt
+from ._native import LedgerError as LedgerError
+from ._native import NotFound as NotFound
+from ._native import RoundRejected as RoundRejected
+from ._native import code_provenance as code_provenance
+from .recorder import Recorder as Recorder
+
+__version__: str
+
+def looks_like_round(path: Any) -> bool: ...
+
+class Ledger(_native.Ledger):
+    def rounds_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
+        """One row per round as a pandas (or polars) DataFrame."""

@@ -1,0 +1,167 @@
+//! Library errors as Python exceptions. The message and hints are the
+//! CLI's (through `bat::cli::CliError`'s conversions), so a script sees
+//! what `bat` would print; the exception class is chosen from the error's
+//! variant: a missing thing, damaged data, a refused round or audit, or
+//! anything else (the base class).
+
+use bat::cli::CliError;
+use bat::inspect::InspectError;
+use bat::round::RoundError;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+pyo3::create_exception!(
+    batledger,
+    LedgerError,
+    PyException,
+    "Base class of every error bat reports. `hints` lists what to do about it."
+);
+pyo3::create_exception!(
+    batledger,
+    NotFound,
+    LedgerError,
+    "No ledger, revision, ref or path of that name."
+);
+pyo3::create_exception!(
+    batledger,
+    Corrupt,
+    LedgerError,
+    "Stored data failed verification or is missing; `bat fsck` lists all damage."
+);
+pyo3::create_exception!(
+    batledger,
+    RoundRejected,
+    LedgerError,
+    "A round directory or an audit summary was refused by validation; nothing was written."
+);
+
+/// Which Python class an error maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// `LedgerError` itself.
+    Base,
+    /// `NotFound`.
+    NotFound,
+    /// `Corrupt`.
+    Corrupt,
+    /// `RoundRejected`.
+    Rejected,
+}
+
+/// A failure on its way to Python: plain Rust data, so it can cross the
+/// GIL-released section.
+#[derive(Debug)]
+pub struct Failure {
+    class: Class,
+    cli: CliError,
+}
+
+/// What a binding returns before the GIL is taken back.
+pub type Outcome<T> = Result<T, Failure>;
+
+impl Failure {
+    /// A failure of the given class with the CLI's message and hints.
+    pub fn new(class: Class, cli: CliError) -> Self {
+        Failure { class, cli }
+    }
+
+    /// A failure of the base class with a message.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Failure::new(Class::Base, CliError::new(message))
+    }
+
+    /// The exception to raise.
+    pub fn into_py(self, py: Python<'_>) -> PyErr {
+        let mut text = self.cli.message.clone();
+        for h in &self.cli.hints {
+            text.push_str("\nhint: ");
+            text.push_str(h);
+        }
+        let err = match self.class {
+            Class::Base => LedgerError::new_err(text),
+            Class::NotFound => NotFound::new_err(text),
+            Class::Corrupt => Corrupt::new_err(text),
+            Class::Rejected => RoundRejected::new_err(text),
+        };
+        // Attributes for programs; the text above is for people. A failure
+        // to set them leaves the exception usable, so it is ignored.
+        let value = err.value(py);
+        let _ = value.setattr("message", self.cli.message.as_str());
+        if let Ok(hints) = PyList::new(py, &self.cli.hints) {
+            let _ = value.setattr("hints", hints);
+        }
+        err
+    }
+}
+
+/// The class of a ledger error.
+pub fn ledger_class(e: &bat_ledger::Error) -> Class {
+    use bat_ledger::Error as E;
+    match e {
+        E::NotALedger { .. }
+        | E::UnknownRevision { .. }
+        | E::PathNotFound { .. }
+        | E::RefNotFound { .. } => Class::NotFound,
+        E::Corrupt { .. } | E::ObjectMissing { .. } | E::BadObject { .. } => Class::Corrupt,
+        _ => Class::Base,
+    }
+}
+
+impl From<bat_ledger::Error> for Failure {
+    fn from(e: bat_ledger::Error) -> Self {
+        Failure::new(ledger_class(&e), CliError::from(e))
+    }
+}
+
+impl From<RoundError> for Failure {
+    fn from(e: RoundError) -> Self {
+        let class = match &e {
+            RoundError::Ledger(le) => ledger_class(le),
+            RoundError::Check(_)
+            | RoundError::NotARound { .. }
+            | RoundError::NoBaseline { .. }
+            | RoundError::Metadata { .. } => Class::Rejected,
+            RoundError::NotARoundCommit { .. } => Class::NotFound,
+            _ => Class::Base,
+        };
+        Failure::new(class, CliError::from(e))
+    }
+}
+
+impl From<InspectError> for Failure {
+    fn from(e: InspectError) -> Self {
+        let class = match &e {
+            InspectError::Ledger { source } => ledger_class(source),
+            InspectError::InvalidSummary { .. }
+            | InspectError::InvalidAudit { .. }
+            | InspectError::CheckpointMismatch { .. } => Class::Rejected,
+            _ => Class::Base,
+        };
+        let mismatch = matches!(e, InspectError::CheckpointMismatch { .. });
+        let mut cli = CliError::new(e.to_string());
+        if mismatch {
+            // The CLI's hint, in the Python API's words.
+            cli = cli.with_hint(
+                "audit the round's own candidate checkpoint, or pass \
+                 allow_mismatch_reason=TEXT to record it anyway (the reason is kept with the audit)",
+            );
+        }
+        Failure::new(class, cli)
+    }
+}
+
+impl From<bat::inspect::rounds::RoundsError> for Failure {
+    fn from(e: bat::inspect::rounds::RoundsError) -> Self {
+        use bat::inspect::rounds::RoundsError;
+        match e {
+            RoundsError::Ledger(le) => le.into(),
+            RoundsError::Inspect(ie) => ie.into(),
+            // Undecodable round metadata: the stored commit is not what a
+            // round commit must be.
+            other @ RoundsError::Meta { .. } => {
+                Failure::new(Class::Corrupt, CliError::new(other.to_string()))
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+"""Rounds as data: the shared round rows (src/inspect/rounds.rs) through
+the API, as records and as data frames."""
+
+from __future__ import annotations
+
+import pytest
+
+import batledger as bat
+from conftest import bat_json
+
+
+def test_rounds_frame_matches_bat_log(demo):
+    ledger = bat.Ledger(demo)
+    df = ledger.rounds_frame()
+    assert len(df) == 10
+    assert list(df.columns) == bat._native.round_columns()
+    log = [c for c in bat_json("-C", demo, "log", "main") if c["metadata"].get("kind") == "bat_round"]
+    by_round = {c["metadata"]["round_id"]: c for c in log}
+    assert list(df["round_id"]) == [f"r{n:02d}" for n in range(1, 11)]
+    for row in df.itertuples(index=False):
+        c = by_round[row.round_id]
+        assert row.overall == c["metadata"]["scores"]["overall"]
+        assert row.commit == c["id"]
+        assert row.gate_status == c["metadata"]["gate_status"]
+        for s in ("S1", "S2", "S3", "S4", "S5"):
+            assert getattr(row, s) == c["metadata"]["scores"][s]
+
+
+def test_rounds_records_and_polars(demo):
+    ledger = bat.Ledger(demo)
+    rows = ledger.rounds("main")
+    assert [r["round_id"] for r in rows] == [f"r{n:02d}" for n in range(1, 11)]
+    assert set(rows[0]) == set(bat._native.round_columns())
+    pl = pytest.importorskip("polars")
+    frame = ledger.rounds_frame(backend="polars")
+    assert isinstance(frame, pl.DataFrame)
+    assert frame["overall"].to_list() == [r["overall"] for r in rows]
+    with pytest.raises(ValueError):
+        ledger.rounds_frame(backend="spark")
