@@ -324,10 +324,12 @@ impl Session {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let session = Session::from_env(&cli);
-    if cli.command.is_cancellable() {
+    let pager = start_pager(&cli);
+    // With a pager, Ctrl-C belongs to it: bat must not die and leave it
+    // orphaned on the terminal, so the handler (a flag) is installed.
+    if cli.command.is_cancellable() || pager.is_some() {
         interrupt::install();
     }
-    let pager = start_pager(&cli);
     let result = dispatch(cli.command, &session).and_then(|code| {
         // A reader that left after the last complete line (`bat log |
         // head`) is no failure of a command that already succeeded.

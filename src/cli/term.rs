@@ -162,3 +162,35 @@ impl Pager {
         let _ = self.child.wait();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_colors_only_on_a_terminal_without_no_color() {
+        assert!(ColorWhen::Auto.resolve(true, false));
+        assert!(!ColorWhen::Auto.resolve(true, true));
+        assert!(!ColorWhen::Auto.resolve(false, false));
+        assert!(ColorWhen::Always.resolve(false, true));
+        assert!(!ColorWhen::Never.resolve(true, false));
+    }
+
+    #[test]
+    fn pager_choice_order() {
+        let s = |x: &str| Some(x.to_string());
+        assert_eq!(pager_command(s("most"), s("more")), s("most"));
+        assert_eq!(pager_command(None, s("more")), s("more"));
+        assert_eq!(pager_command(None, None), s("less -FRX"));
+        assert_eq!(pager_command(s(""), s("more")), None);
+        assert_eq!(pager_command(None, s("cat")), None);
+    }
+
+    #[test]
+    fn paint_off_is_identity() {
+        assert_eq!(Paint { on: false }.paint(Role::Good, "x"), "x");
+        assert!(Paint { on: true }
+            .paint(Role::Good, "x")
+            .starts_with("\u{1b}["));
+    }
+}
