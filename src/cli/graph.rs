@@ -124,7 +124,7 @@ mod tests {
     use super::*;
 
     fn id(n: u8) -> CommitId {
-        CommitId([n; 32])
+        CommitId(bat_ledger::ObjectId([n; 32]))
     }
 
     #[test]
