@@ -63,6 +63,9 @@ pub fn run(args: ShowArgs, g: &Session) -> CliResult {
     let p = g.paint;
     header(&id, &c, p)?;
     let round = meta::read(&c.metadata);
+    // Whether anything follows the header's blank line, so the file list
+    // needs a blank line of its own.
+    let mut gap = !matches!(round, Ok(None));
     let list_files = match &round {
         Ok(Some(m)) => {
             summary(&l, &c, m, p)?;
@@ -72,6 +75,7 @@ pub fn run(args: ShowArgs, g: &Session) -> CliResult {
         }
         Ok(None) => {
             if !c.metadata.is_null() && !args.metadata {
+                gap = true;
                 let text = c.metadata.to_string();
                 if text.len() <= INLINE_METADATA {
                     outln!("metadata: {text}");
@@ -95,6 +99,7 @@ pub fn run(args: ShowArgs, g: &Session) -> CliResult {
         outln!();
         outln!("{}", p.paint(Role::Header, "metadata"));
         outln!("{text}");
+        gap = true;
     }
     if list_files {
         let mut t = Table::new(&[Align::Right, Align::Left, Align::Left]);
@@ -105,7 +110,9 @@ pub fn run(args: ShowArgs, g: &Session) -> CliResult {
                 e.path.clone().into(),
             ]);
         }
-        outln!();
+        if gap {
+            outln!();
+        }
         out!("{}", t.render(p));
     }
     Ok(ExitCode::SUCCESS)
