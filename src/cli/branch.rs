@@ -7,6 +7,8 @@ use bat_ledger::{CommitId, Head};
 use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve};
+use super::table::{Align, Cell, Table};
+use super::term::Role;
 use super::{print_json, CliError, CliResult, Session};
 
 /// List branches (-r: remote-tracking ones, -a: both), create one at REV
@@ -96,19 +98,36 @@ pub fn run(args: BranchArgs, g: &Session) -> CliResult {
         }
         print_json(&doc)?;
     } else {
+        // One table for local and remote branches, so long names do not
+        // push the ids out of line.
+        let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]).gap(1);
         for (n, c) in &local {
-            let mark = if is_current(n) { "*" } else { " " };
-            outln!("{mark} {n} {c}");
+            let (mark, role) = if is_current(n) {
+                ("*", Some(Role::Ref))
+            } else {
+                (" ", None)
+            };
+            t.row(vec![
+                mark.into(),
+                Cell::styled(n.clone(), role),
+                Cell::styled(c.to_string(), Some(Role::Id)),
+            ]);
         }
         for (n, c) in &remote {
             // `-a` marks them as git does, so they cannot be mistaken for
             // local branches of the same name.
-            if args.all {
-                outln!("  remotes/{n} {c}");
+            let name = if args.all {
+                format!("remotes/{n}")
             } else {
-                outln!("  {n} {c}");
-            }
+                n.clone()
+            };
+            t.row(vec![
+                " ".into(),
+                Cell::styled(name, Some(Role::Bad)),
+                Cell::styled(c.to_string(), Some(Role::Id)),
+            ]);
         }
+        out!("{}", t.render(g.paint));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -28,7 +28,7 @@ pub fn run(args: CompareArgs, g: &Session) -> CliResult {
     if g.json {
         print_json(&c)?;
     } else {
-        out!("{}", render(&c));
+        out!("{}", render(&c, g.paint));
     }
     Ok(ExitCode::SUCCESS)
 }

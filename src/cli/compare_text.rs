@@ -1,6 +1,8 @@
 //! Text rendering of an arm comparison, shared by `bat compare` and
 //! `bat demo` (verbs do not import each other).
 
+use super::table::{Align, Cell, Table};
+use super::term::{Paint, Role};
 use crate::replay::compare::{ArmSummary, Comparison};
 
 fn label(x: &ArmSummary) -> String {
@@ -46,16 +48,46 @@ fn compute_line(x: &ArmSummary) -> String {
     }
 }
 
-/// Render a comparison as text.
-pub fn render(c: &Comparison) -> String {
+/// The cells of one arm's round: target, gate (`*` when a replay did not
+/// inherit a held candidate), overall.
+fn round_cells(x: &ArmSummary, id: &str) -> [Cell; 3] {
+    match x.rounds.iter().find(|r| r.round_id == id) {
+        Some(r) => {
+            let mark = if r.inherited && r.gate_status != "promote" {
+                "*"
+            } else {
+                ""
+            };
+            [
+                r.target_stage.clone().into(),
+                Cell::styled(
+                    format!("{}{mark}", r.gate_status),
+                    Role::of_gate(&r.gate_status),
+                ),
+                r.overall
+                    .map(|v| format!("{v:.4}"))
+                    .unwrap_or_else(|| "-".into())
+                    .into(),
+            ]
+        }
+        None => ["-".into(), "-".into(), "-".into()],
+    }
+}
+
+/// Render a comparison as text; columns fit their content.
+pub fn render(c: &Comparison, paint: Paint) -> String {
     let mut out = String::new();
     let (a, b) = (&c.a, &c.b);
-    let w = 38;
     out.push_str(&format!("A: {}\nB: {}\n\n", label(a), label(b)));
-    out.push_str(&format!(
-        "{:<6} {:<w$} {}\n",
-        "round", "A: target gate overall", "B: target gate overall"
-    ));
+    let mut rounds = Table::with_header(&[
+        ("round", Align::Left),
+        ("A target", Align::Left),
+        ("gate", Align::Left),
+        ("overall", Align::Right),
+        ("B target", Align::Left),
+        ("gate", Align::Left),
+        ("overall", Align::Right),
+    ]);
     let mut ids: Vec<&String> = a
         .rounds
         .iter()
@@ -64,31 +96,18 @@ pub fn render(c: &Comparison) -> String {
         .collect();
     ids.sort_by_key(|r| (r.len(), (*r).clone()));
     ids.dedup();
-    let cell = |x: &ArmSummary, id: &str| {
-        x.rounds
-            .iter()
-            .find(|r| r.round_id == id)
-            .map(|r| {
-                format!(
-                    "{:<3} {:<7}{} {}",
-                    r.target_stage,
-                    r.gate_status,
-                    if r.inherited && r.gate_status != "promote" {
-                        "*"
-                    } else {
-                        " "
-                    },
-                    r.overall
-                        .map(|v| format!("{v:.4}"))
-                        .unwrap_or_else(|| "-".into())
-                )
-            })
-            .unwrap_or_else(|| "-".into())
-    };
     for id in ids {
-        out.push_str(&format!("{:<6} {:<w$} {}\n", id, cell(a, id), cell(b, id)));
+        let mut row = vec![Cell::from(id.as_str())];
+        row.extend(round_cells(a, id));
+        row.extend(round_cells(b, id));
+        rounds.row(row);
     }
-    out.push_str(&format!("\n{:<8} {:<30} {}\n", "base → final", "A", "B"));
+    out.push_str(&rounds.render(paint));
+    let mut finals = Table::with_header(&[
+        ("base → final", Align::Left),
+        ("A", Align::Left),
+        ("B", Align::Left),
+    ]);
     for (k, name) in [
         ("overall", "Overall"),
         ("task", "task"),
@@ -99,28 +118,22 @@ pub fn render(c: &Comparison) -> String {
         ("S4", "S4"),
         ("S5", "S5"),
     ] {
-        out.push_str(&format!(
-            "{:<12} {:<30} {}\n",
-            name,
-            arrow(a, k),
-            arrow(b, k)
-        ));
+        finals.row(vec![name.into(), arrow(a, k).into(), arrow(b, k).into()]);
     }
-    out.push_str(&format!(
-        "{:<12} {:<30} {}\n",
-        "final from",
-        a.final_round.as_deref().unwrap_or("base"),
-        b.final_round.as_deref().unwrap_or("base")
-    ));
+    finals.row(vec![
+        "final from".into(),
+        a.final_round.as_deref().unwrap_or("base").into(),
+        b.final_round.as_deref().unwrap_or("base").into(),
+    ]);
+    out.push('\n');
+    out.push_str(&finals.render(paint));
     out.push_str(&format!("\ncompute A: {}\n", compute_line(a)));
     out.push_str(&format!("compute B: {}\n", compute_line(b)));
-    out.push_str(&format!(
-        "budget per round: {}\n",
-        if c.same_budget {
-            "identical in both arms"
-        } else {
-            "DIFFERS between the arms (or is not recorded)"
-        }
-    ));
+    let budget = if c.same_budget {
+        paint.paint(Role::Good, "identical in both arms")
+    } else {
+        paint.paint(Role::Bad, "DIFFERS between the arms (or is not recorded)")
+    };
+    out.push_str(&format!("budget per round: {budget}\n"));
     out
 }

@@ -81,7 +81,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
         "BaT campaign ({} rounds, simulator seed {}) vs. terminal-reward GRPO replay at the same compute\n",
         report.rounds, report.seed
     );
-    out!("{}", render(&report.comparison));
+    out!("{}", render(&report.comparison, g.paint));
     outln!();
     outln!("ledger      {d}/.bat");
     outln!(

@@ -7,6 +7,8 @@ use clap::Args;
 use serde_json::Value;
 
 use super::ledger_common::{open, resolve, short};
+use super::table::{Align, Cell, Table};
+use super::term::{Paint, Role};
 use super::{print_json, CliError, CliResult, Session};
 use crate::inspect::diff::{diff_commits, DiffOptions, Section};
 
@@ -56,7 +58,7 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
     if g.json {
         print_json(&d)?;
     } else {
-        out!("{}", render(&d));
+        out!("{}", render(&d, g.paint));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -90,17 +92,27 @@ fn signed(v: &Value) -> String {
     }
 }
 
-fn triples(out: &mut String, title: &str, m: &Value) {
+fn triples(t: &mut Table, title: &str, m: &Value) {
     if let Some(m) = m.as_object() {
-        for (k, t) in m {
-            out.push_str(&format!(
-                "  {title}{k:<16} {:>8} -> {:>8}  {:>9}\n",
-                num(&t["a"]),
-                num(&t["b"]),
-                signed(&t["delta"])
-            ));
+        for (k, x) in m {
+            t.row(vec![
+                format!("{title}{k}").into(),
+                num(&x["a"]).into(),
+                num(&x["b"]).into(),
+                signed_cell(&x["delta"]),
+            ]);
         }
     }
+}
+
+/// A signed delta, green when it rose and red when it fell.
+fn signed_cell(v: &Value) -> Cell {
+    let role = match v.as_f64() {
+        Some(x) if x > 0.0 => Some(Role::Good),
+        Some(x) if x < 0.0 => Some(Role::Bad),
+        _ => None,
+    };
+    Cell::styled(signed(v), role)
 }
 
 fn counts(out: &mut String, title: &str, m: &Value) {
@@ -124,15 +136,15 @@ fn counts(out: &mut String, title: &str, m: &Value) {
 }
 
 /// Renders one section of the diff document.
-type RenderSection = fn(&mut String, &Value);
+type RenderSection = fn(&mut String, &Value, Paint);
 
 /// Render the diff document as text, one section after another.
-fn render(d: &Value) -> String {
+fn render(d: &Value, p: Paint) -> String {
     let mut o = String::new();
     o.push_str(&format!(
         "diff {} {}\n",
-        short(&s(&d["a"])),
-        short(&s(&d["b"]))
+        p.paint(Role::Id, &short(&s(&d["a"]))),
+        p.paint(Role::Id, &short(&s(&d["b"])))
     ));
     let sections: [(&str, RenderSection); 8] = [
         ("curriculum", render_curriculum),
@@ -146,15 +158,15 @@ fn render(d: &Value) -> String {
     ];
     for (name, render_section) in sections {
         if let Some(v) = d.get(name) {
-            render_section(&mut o, v);
+            render_section(&mut o, v, p);
         }
     }
     o
 }
 
 /// The `[curriculum]` section.
-fn render_curriculum(o: &mut String, c: &Value) {
-    o.push_str("\n[curriculum]\n");
+fn render_curriculum(o: &mut String, c: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[curriculum]")));
     for side in ["a", "b"] {
         let x = &c[side];
         let p = &x["prescription"];
@@ -177,8 +189,8 @@ fn render_curriculum(o: &mut String, c: &Value) {
 }
 
 /// The `[mixture]` section.
-fn render_mixture(o: &mut String, m: &Value) {
-    o.push_str("\n[mixture]\n");
+fn render_mixture(o: &mut String, m: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[mixture]")));
     let delta = &m["delta"];
     if delta.is_object() {
         o.push_str(&format!(
@@ -227,8 +239,8 @@ fn reward_mode_text(m: &Value) -> String {
 }
 
 /// The `[reward]` section.
-fn render_reward(o: &mut String, r: &Value) {
-    o.push_str("\n[reward]\n");
+fn render_reward(o: &mut String, r: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[reward]")));
     let m = &r["mode"];
     if m.is_object() {
         o.push_str(&format!(
@@ -267,8 +279,8 @@ fn render_reward(o: &mut String, r: &Value) {
 }
 
 /// The `[checkpoint]` section.
-fn render_checkpoint(o: &mut String, c: &Value) {
-    o.push_str("\n[checkpoint]\n");
+fn render_checkpoint(o: &mut String, c: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[checkpoint]")));
     for side in ["a", "b"] {
         o.push_str(&format!(
             "  {side}: {} ({})\n",
@@ -279,8 +291,8 @@ fn render_checkpoint(o: &mut String, c: &Value) {
     match c["files"].as_array() {
         Some(files) => {
             for f in files {
-                o.push_str(&format!("  {:<9} {}\n", s(&f["status"]), s(&f["path"])));
-                render_tensors(o, &f["tensors"]);
+                o.push_str(&format!("  {}\n", status_path(&f["status"], &f["path"], p)));
+                render_tensors(o, &f["tensors"], p);
             }
         }
         None => o.push_str("  files: absent\n"),
@@ -288,13 +300,14 @@ fn render_checkpoint(o: &mut String, c: &Value) {
 }
 
 /// Per-tensor lines of one safetensors file.
-fn render_tensors(o: &mut String, tensors: &Value) {
+fn render_tensors(o: &mut String, tensors: &Value, p: Paint) {
     for t in tensors.as_array().into_iter().flatten() {
         let st = s(&t["status"]);
         if st == "changed" {
             o.push_str(&format!(
-                "      {:<28} changed {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
+                "      {:<28} {} {:.4} of {} elements, max|Δ| {}, L2 {}{}\n",
                 s(&t["name"]),
+                p.paint(Role::Warn, "changed"),
                 t["changed_fraction"].as_f64().unwrap_or(f64::NAN),
                 s(&t["elements"]),
                 num(&t["max_abs_delta"]),
@@ -305,16 +318,21 @@ fn render_tensors(o: &mut String, tensors: &Value) {
                 }
             ));
         } else {
-            o.push_str(&format!("      {:<28} {st}\n", s(&t["name"])));
+            o.push_str(&format!(
+                "      {:<28} {}\n",
+                s(&t["name"]),
+                p.maybe(Role::of_change(&st), &st)
+            ));
         }
     }
 }
 
 /// The `[files]` section: the files that differ, with sizes.
-fn render_files(o: &mut String, f: &Value) {
+fn render_files(o: &mut String, f: &Value, p: Paint) {
     let c = &f["file_counts"];
     o.push_str(&format!(
-        "\n[files]  {} added, {} removed, {} changed, {} unchanged; {} -> {} bytes\n",
+        "\n{}  {} added, {} removed, {} changed, {} unchanged; {} -> {} bytes\n",
+        p.paint(Role::Header, "[files]"),
         s(&c["added"]),
         s(&c["removed"]),
         s(&c["changed"]),
@@ -322,9 +340,14 @@ fn render_files(o: &mut String, f: &Value) {
         s(&f["bytes"]["a"]),
         s(&f["bytes"]["b"])
     ));
+    // One table for every listed file so paths and sizes line up; tensor
+    // lines of a safetensors file follow the table.
+    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]).indent(2);
+    let mut tensors = String::new();
     for x in f["files"].as_array().into_iter().flatten() {
         let size = |side: &str| s(&x[side]["size"]);
-        let sizes = match s(&x["status"]).as_str() {
+        let status = s(&x["status"]);
+        let sizes = match status.as_str() {
             "added" => format!("{} bytes", size("b")),
             "removed" => format!("{} bytes", size("a")),
             _ => format!(
@@ -337,33 +360,47 @@ fn render_files(o: &mut String, f: &Value) {
                     .unwrap_or_default()
             ),
         };
-        o.push_str(&format!(
-            "  {:<9} {}  {sizes}\n",
-            s(&x["status"]),
-            s(&x["path"])
-        ));
+        let role = Role::of_change(&status);
+        t.row(vec![
+            Cell::styled(status, role),
+            s(&x["path"]).into(),
+            sizes.into(),
+        ]);
         if let Some(e) = x["tensors_error"].as_str() {
-            o.push_str(&format!("      tensors not compared: {e}\n"));
+            tensors.push_str(&format!("  {}: tensors not compared: {e}\n", s(&x["path"])));
         }
-        render_tensors(o, &x["tensors"]);
+        if x["tensors"].as_array().is_some_and(|a| !a.is_empty()) {
+            tensors.push_str(&format!("  {}\n", s(&x["path"])));
+            render_tensors(&mut tensors, &x["tensors"], p);
+        }
     }
+    o.push_str(&t.render(p));
+    o.push_str(&tensors);
 }
 
 /// The `[eval]` section.
-fn render_eval(o: &mut String, e: &Value) {
-    o.push_str("\n[eval]                      a          b      delta\n");
-    triples(o, "", &e["means"]);
-    triples(o, "", &e["stages"]);
-    triples(o, "track ", &e["tracks"]);
+fn render_eval(o: &mut String, e: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[eval]")));
+    let mut t = Table::with_header(&[
+        ("", Align::Left),
+        ("a", Align::Right),
+        ("b", Align::Right),
+        ("delta", Align::Right),
+    ])
+    .indent(2);
+    triples(&mut t, "", &e["means"]);
+    triples(&mut t, "", &e["stages"]);
+    triples(&mut t, "track ", &e["tracks"]);
+    o.push_str(&t.render(p));
 }
 
 /// The `[gate]` section.
-fn render_gate(o: &mut String, g: &Value) {
-    o.push_str("\n[gate]\n");
+fn render_gate(o: &mut String, g: &Value, p: Paint) {
+    o.push_str(&format!("\n{}\n", p.paint(Role::Header, "[gate]")));
     o.push_str(&format!(
         "  decision {} -> {}\n",
-        brief_status(&g["a"]),
-        brief_status(&g["b"])
+        gate_text(&brief_status(&g["a"]), p),
+        gate_text(&brief_status(&g["b"]), p)
     ));
     match g["flipped"].as_array() {
         Some(f) if f.is_empty() => o.push_str("  no check flipped\n"),
@@ -382,8 +419,11 @@ fn render_gate(o: &mut String, g: &Value) {
 }
 
 /// The `[audit]` section.
-fn render_audit(o: &mut String, a: &Value) {
-    o.push_str("\n[audit]  gap = audit − gating\n");
+fn render_audit(o: &mut String, a: &Value, p: Paint) {
+    o.push_str(&format!(
+        "\n{}\n",
+        p.paint(Role::Header, "[audit]  gap = audit − gating")
+    ));
     for side in ["a", "b"] {
         let g = &a[side];
         match g["audits"].as_array() {
@@ -409,6 +449,21 @@ fn brief(v: &Value) -> String {
     } else {
         s(v)
     }
+}
+
+/// `status  path` with the status colored and padded to the widest status.
+fn status_path(status: &Value, path: &Value, p: Paint) -> String {
+    let st = s(status);
+    format!(
+        "{}{} {}",
+        p.maybe(Role::of_change(&st), &st),
+        " ".repeat(9usize.saturating_sub(st.chars().count())),
+        s(path)
+    )
+}
+
+fn gate_text(status: &str, p: Paint) -> String {
+    p.maybe(Role::of_gate(status), status)
 }
 
 fn brief_status(v: &Value) -> String {

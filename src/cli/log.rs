@@ -8,15 +8,21 @@ use clap::Args;
 
 use bat_ledger::{Commit, CommitId, Ledger};
 
+use super::graph::Graph;
 use super::ledger_common::{fmt_time, lerr, open, resolve, short};
+use super::table::{Align, Cell, Table};
+use super::term::{Paint, Role};
 use super::{CliResult, Session};
 use crate::inspect::audit::{audit_column, AuditCell, AUDIT_COLUMN_HEADER};
 
 /// Show history, newest first. When the history holds round commits, text
-/// mode prints a table: id, round, target, gate, overall, S1–S5, the
+/// mode prints a table: id, date, round, target, gate, overall, S1–S5, the
 /// gating-vs-audit gap of rounds with audit evaluations (`bat eval attach`)
 /// and the branch/tag/promoted markers (plain commits show their message).
-/// `--json` adds an `audit` member to audited rounds.
+/// Otherwise it prints commits git style. Dates are UTC (`2026-03-01
+/// 14:05`), the same on every machine. `--graph` draws the branch and
+/// merge lanes on the left. `--json` adds an `audit` member to audited
+/// rounds.
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Where to start (default HEAD).
@@ -24,6 +30,9 @@ pub struct LogArgs {
     /// Show at most N commits.
     #[arg(short = 'n', value_name = "N")]
     pub n: Option<usize>,
+    /// Draw the history's lanes (merges, forks) as ASCII art on the left.
+    #[arg(long)]
+    pub graph: bool,
 }
 
 /// Run `bat log`. Output is produced as history is read (one commit at a
@@ -32,13 +41,18 @@ pub struct LogArgs {
 pub fn run(args: LogArgs, g: &Session) -> CliResult {
     let l = open(g)?;
     let start = resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?;
-    let mut w = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut w = BufWriter::with_capacity(1 << 16, super::output::Stdout);
+    let view = View {
+        n: args.n,
+        graph: args.graph.then(Graph::default),
+        paint: g.paint,
+    };
     let written = if g.json {
         write_json(&l, start, args.n, &mut w)
     } else if any_round_like(&l, start, args.n)? {
-        write_table(&l, start, args.n, &mut w)
+        write_table(&l, start, view, &mut w)
     } else {
-        write_plain(&l, start, args.n, &mut w)
+        write_plain(&l, start, view, &mut w)
     };
     match written.and_then(|()| w.flush().map_err(Stop::from)) {
         Ok(()) | Err(Stop::Pipe) => Ok(ExitCode::SUCCESS),
@@ -109,23 +123,57 @@ fn write_json(
     Ok(())
 }
 
-/// Plain commits, git style.
-fn write_plain(
-    l: &Ledger,
-    start: CommitId,
+/// How the text log is drawn.
+struct View {
+    /// `-n`.
     n: Option<usize>,
-    w: &mut impl Write,
-) -> Result<(), Stop> {
-    for item in l.history(start, n).map_err(lerr)? {
+    /// `--graph`: the lanes so far.
+    graph: Option<Graph>,
+    /// Colors.
+    paint: Paint,
+}
+
+/// Plain commits, git style (with `--graph`, the lanes before each line).
+fn write_plain(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
+    let marks = refs_of(l)?;
+    let p = v.paint;
+    for item in l.history(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
-        writeln!(w, "commit {id}")?;
-        writeln!(w, "Author: {}", c.author)?;
-        writeln!(w, "Date:   {}", fmt_time(c.time))?;
-        writeln!(w)?;
-        for line in c.message.lines() {
-            writeln!(w, "    {line}")?;
+        let (node, after, cont) = match v.graph.as_mut() {
+            Some(gr) => {
+                let d = gr.next(id, &c.parents);
+                let pad = |s: &str| {
+                    if s.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{s} ")
+                    }
+                };
+                (pad(&d.node), d.after, pad(&d.cont))
+            }
+            None => Default::default(),
+        };
+        let refs = marks.label(&id, p);
+        writeln!(
+            w,
+            "{node}{} {}{refs}",
+            p.paint(Role::Id, "commit"),
+            p.paint(Role::Id, &id.to_string())
+        )?;
+        for a in &after {
+            writeln!(w, "{a}")?;
         }
-        writeln!(w)?;
+        if c.parents.len() > 1 {
+            let ps: Vec<String> = c.parents.iter().map(short).collect();
+            writeln!(w, "{cont}Merge:  {}", ps.join(" "))?;
+        }
+        writeln!(w, "{cont}Author: {}", c.author)?;
+        writeln!(w, "{cont}Date:   {}", fmt_time(c.time))?;
+        writeln!(w, "{}", cont.trim_end())?;
+        for line in c.message.lines() {
+            writeln!(w, "{cont}    {line}")?;
+        }
+        writeln!(w, "{}", cont.trim_end())?;
     }
     Ok(())
 }
@@ -160,8 +208,33 @@ fn is_round_like(c: &Commit) -> bool {
     )
 }
 
-/// Branch, tag and promoted markers per commit.
-fn markers(l: &Ledger) -> Result<HashMap<CommitId, Vec<String>>, super::CliError> {
+/// The refs pointing at each commit, and HEAD.
+struct Marks {
+    by_commit: HashMap<CommitId, Vec<String>>,
+    head: Option<CommitId>,
+}
+
+impl Marks {
+    /// `HEAD, main, tag:v1`, or empty.
+    fn list(&self, id: &CommitId) -> String {
+        let mut refs: Vec<String> = self.by_commit.get(id).cloned().unwrap_or_default();
+        if self.head == Some(*id) {
+            refs.insert(0, "HEAD".into());
+        }
+        refs.join(", ")
+    }
+
+    /// ` (HEAD, main)` colored, or empty.
+    fn label(&self, id: &CommitId, p: Paint) -> String {
+        match self.list(id) {
+            s if s.is_empty() => String::new(),
+            s => format!(" ({})", p.paint(Role::Ref, &s)),
+        }
+    }
+}
+
+/// Branch, tag and promoted markers per commit, and HEAD.
+fn refs_of(l: &Ledger) -> Result<Marks, super::CliError> {
     let mut out: HashMap<CommitId, Vec<String>> = HashMap::new();
     for (prefix, label) in [
         ("refs/heads/", ""),
@@ -172,82 +245,126 @@ fn markers(l: &Ledger) -> Result<HashMap<CommitId, Vec<String>>, super::CliError
             out.entry(id).or_default().push(format!("{label}{name}"));
         }
     }
-    Ok(out)
+    Ok(Marks {
+        by_commit: out,
+        head: l.head().map_err(lerr)?.commit(),
+    })
 }
 
-fn write_table(
-    l: &Ledger,
-    start: CommitId,
-    n: Option<usize>,
-    w: &mut impl Write,
-) -> Result<(), Stop> {
-    let marks = markers(l)?;
-    let head = l.head().map_err(lerr)?.commit();
-    let stages = ["S1", "S2", "S3", "S4", "S5"];
-    let mut header = format!(
-        "{:<12}  {:<5}  {:<6}  {:<7}  {:>7}",
-        "commit", "round", "target", "gate", "overall"
-    );
-    for s in stages {
-        header.push_str(&format!("  {s:>6}"));
+/// Rows are sized and written this many at a time: the columns fit the
+/// content while the log still streams (a later, wider batch widens the
+/// columns from there on).
+const TABLE_BATCH: usize = 256;
+
+const STAGES: [&str; 5] = ["S1", "S2", "S3", "S4", "S5"];
+
+/// The log table, written in batches of [`TABLE_BATCH`] rows.
+fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
+    let marks = refs_of(l)?;
+    let mut cols: Vec<(&str, Align)> = Vec::new();
+    if v.graph.is_some() {
+        cols.push(("", Align::Left));
     }
-    header.push_str(&format!("  {AUDIT_COLUMN_HEADER:>9}  refs"));
-    writeln!(w, "{header}")?;
-    for item in l.history(start, n).map_err(lerr)? {
+    cols.extend([
+        ("commit", Align::Left),
+        ("date (UTC)", Align::Left),
+        ("round", Align::Left),
+        ("target", Align::Left),
+        ("gate", Align::Left),
+        ("overall", Align::Right),
+    ]);
+    cols.extend(STAGES.iter().map(|s| (*s, Align::Right)));
+    cols.push((AUDIT_COLUMN_HEADER, Align::Right));
+    cols.push(("refs", Align::Left));
+    let mut t = Table::with_header(&cols);
+    let mut widths: Option<Vec<usize>> = None;
+    let mut flush = |t: &mut Table, w: &mut dyn Write| -> Result<(), Stop> {
+        let wd = t.widths(widths.as_deref().unwrap_or(&[]));
+        if widths.is_none() {
+            w.write_all(t.render_header(&wd, v.paint).as_bytes())?;
+        }
+        w.write_all(t.render_rows(&wd, v.paint).as_bytes())?;
+        widths = Some(wd);
+        t.clear_rows();
+        Ok(())
+    };
+    let mut rows = 0usize;
+    for item in l.history(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
-        let (id, c) = (&id, &c);
-        let m = &c.metadata;
-        let get = |k: &str| m.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
-        let mut refs: Vec<String> = marks.get(id).cloned().unwrap_or_default();
-        if head == Some(*id) {
-            refs.insert(0, "HEAD".into());
+        let drawn = v.graph.as_mut().map(|gr| gr.next(id, &c.parents));
+        let mut cells = Vec::new();
+        if let Some(d) = &drawn {
+            cells.push(Cell::plain(d.node.clone()));
         }
-        let refs = refs.join(", ");
-        let line = match get("kind") {
-            "bat_round" => {
-                let score = |k: &str| {
-                    m.get("scores")
-                        .and_then(|s| s.get(k))
-                        .and_then(serde_json::Value::as_f64)
-                        .map(|x| format!("{x:.4}"))
-                        .unwrap_or_else(|| "-".into())
-                };
-                let mut s = format!(
-                    "{:<12}  {:<5}  {:<6}  {:<7}  {:>7}",
-                    short(id),
-                    get("round_id"),
-                    get("target_stage"),
-                    get("gate_status"),
-                    score("overall")
-                );
-                for st in stages {
-                    s.push_str(&format!("  {:>6}", score(st)));
-                }
-                let audit = audit_cell(l, id, c)?
-                    .map(|a| a.text)
-                    .unwrap_or_else(|| "-".into());
-                s.push_str(&format!("  {audit:>9}"));
-                s
-            }
-            "bat_revert" => format!(
-                "{:<12}  revert of {} (promoted back to {})",
-                short(id),
-                get("reverts_round_id"),
-                m.get("restored_round_id")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("the initial checkpoint")
-            ),
-            _ => format!(
-                "{:<12}  {}",
-                short(id),
-                c.message.lines().next().unwrap_or("")
-            ),
-        };
-        if refs.is_empty() {
-            writeln!(w, "{line}")?;
-        } else {
-            writeln!(w, "{line}  ({refs})")?;
+        cells.extend(table_cells(l, &id, &c, &marks)?);
+        t.row(cells);
+        for a in drawn.iter().flat_map(|d| d.after.iter()) {
+            t.row(vec![Cell::plain(a.clone())]);
         }
+        rows += 1;
+        if rows % TABLE_BATCH == 0 {
+            flush(&mut t, w)?;
+        }
+    }
+    if !t.is_empty() || rows == 0 {
+        flush(&mut t, w)?;
     }
     Ok(())
+}
+
+/// The cells of one commit in the log table (after the graph column).
+fn table_cells(l: &Ledger, id: &CommitId, c: &Commit, marks: &Marks) -> Result<Vec<Cell>, Stop> {
+    let m = &c.metadata;
+    let get = |k: &str| m.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+    let refs = marks.list(id);
+    let id_cell = Cell::styled(short(id), Some(Role::Id));
+    let date = fmt_time(c.time);
+    // `2026-03-01 14:05`: the minute is enough in a table.
+    let date = Cell::styled(date.get(..16).unwrap_or(&date).to_string(), Some(Role::Dim));
+    let mut cells = vec![id_cell, date];
+    match get("kind") {
+        "bat_round" => {
+            let score = |k: &str| {
+                m.get("scores")
+                    .and_then(|s| s.get(k))
+                    .and_then(serde_json::Value::as_f64)
+                    .map(|x| format!("{x:.4}"))
+                    .unwrap_or_else(|| "-".into())
+            };
+            cells.push(get("round_id").into());
+            cells.push(get("target_stage").into());
+            cells.push(Cell::styled(
+                get("gate_status"),
+                Role::of_gate(get("gate_status")),
+            ));
+            cells.push(score("overall").into());
+            cells.extend(STAGES.iter().map(|s| Cell::from(score(s))));
+            let audit = audit_cell(l, id, c)?
+                .map(|a| a.text)
+                .unwrap_or_else(|| "-".into());
+            cells.push(audit.into());
+            cells.push(Cell::styled(refs, Some(Role::Ref)));
+        }
+        kind => {
+            let text = if kind == "bat_revert" {
+                format!(
+                    "revert of {} (promoted back to {})",
+                    get("reverts_round_id"),
+                    m.get("restored_round_id")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("the initial checkpoint")
+                )
+            } else {
+                c.message.lines().next().unwrap_or("").to_string()
+            };
+            let text = if refs.is_empty() {
+                text
+            } else {
+                format!("{text}  ({refs})")
+            };
+            let role = (kind == "bat_revert").then_some(Role::Bad);
+            cells.push(Cell::styled(text, role));
+        }
+    }
+    Ok(cells)
 }

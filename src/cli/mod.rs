@@ -24,6 +24,7 @@ pub mod clone;
 pub mod commit;
 pub mod compare;
 pub mod compare_text;
+pub mod completion;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
@@ -34,10 +35,12 @@ pub mod firewall;
 pub mod fsck;
 pub mod gate;
 pub mod gc;
+pub mod graph;
 pub mod init;
 pub mod ledger_common;
 pub mod log;
 pub mod ls;
+pub mod man;
 pub mod pack;
 
 use std::io::IsTerminal;
@@ -63,7 +66,9 @@ pub mod sim;
 pub mod source;
 pub mod stats;
 pub mod switch;
+pub mod table;
 pub mod tag;
+pub mod term;
 pub mod transfer_common;
 
 /// bat — a reproducibility ledger for Benchmark-as-Teacher curriculum RL
@@ -91,6 +96,16 @@ pub struct Cli {
     /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint: Option<String>,
+
+    /// Color the output: auto (when stdout is a terminal and NO_COLOR is
+    /// unset), always, never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: term::ColorWhen,
+
+    /// Do not send long output (log, show, diff) through the pager
+    /// (BAT_PAGER, else PAGER, else `less -FRX`; used only on a terminal).
+    #[arg(long, global = true)]
+    pub no_pager: bool,
 
     /// The verb to run.
     #[command(subcommand)]
@@ -190,6 +205,10 @@ pub enum Command {
     Bundle(bundle::BundleArgs),
     /// Serve this ledger over HTTP.
     Serve(serve::ServeArgs),
+    /// Print a shell completion script.
+    Completion(completion::CompletionArgs),
+    /// Write man pages (bat.1 and one per subcommand).
+    Man(man::ManArgs),
 }
 
 pub use error::{CliError, CliResult, ErrorKind};
@@ -221,6 +240,8 @@ pub struct Session {
     pub progress_delay: Option<std::time::Duration>,
     /// The process arguments (lossy UTF-8), for "run it again" hints.
     pub argv: Vec<String>,
+    /// Colors on or off (`--color`, `NO_COLOR`, stdout a terminal).
+    pub paint: term::Paint,
 }
 
 impl Session {
@@ -302,6 +323,11 @@ impl Session {
             argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
+            paint: term::Paint {
+                on: cli
+                    .color
+                    .resolve(std::io::stdout().is_terminal(), env("NO_COLOR").is_some()),
+            },
         }
     }
 }
@@ -311,7 +337,10 @@ impl Session {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let session = Session::from_env(&cli);
-    if cli.command.is_cancellable() {
+    let pager = start_pager(&cli);
+    // With a pager, Ctrl-C belongs to it: bat must not die and leave it
+    // orphaned on the terminal, so the handler (a flag) is installed.
+    if cli.command.is_cancellable() || pager.is_some() {
         interrupt::install();
     }
     let result = dispatch(cli.command, &session).and_then(|code| {
@@ -322,6 +351,19 @@ pub fn main() -> ExitCode {
             _ => Ok(code),
         }
     });
+    let result = match (pager, result) {
+        // The user quit the pager before the end: that is how pagers are
+        // used, not a failure.
+        (Some(p), Err(e)) if e.kind == ErrorKind::BrokenPipe => {
+            p.finish();
+            Ok(ExitCode::SUCCESS)
+        }
+        (Some(p), r) => {
+            p.finish();
+            r
+        }
+        (None, r) => r,
+    };
     match result {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::Interrupted => e
@@ -329,6 +371,20 @@ pub fn main() -> ExitCode {
             .report(),
         Err(e) => e.report(),
     }
+}
+
+/// Start the pager for verbs with long output, when stdout is a terminal,
+/// neither `--json` nor `--no-pager` was given and a pager is configured.
+fn start_pager(cli: &Cli) -> Option<term::Pager> {
+    let long = matches!(
+        cli.command,
+        Command::Log(_) | Command::Show(_) | Command::Diff(_)
+    );
+    if !long || cli.json || cli.no_pager || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let var = |k: &str| std::env::var(k).ok();
+    term::Pager::start(&term::pager_command(var("BAT_PAGER"), var("PAGER"))?)
 }
 
 impl Command {
@@ -393,6 +449,8 @@ fn dispatch(command: Command, g: &Session) -> CliResult {
         Command::Push(a) => push::run(a, g),
         Command::Bundle(a) => bundle::run(a, g),
         Command::Serve(a) => serve::run(a, g),
+        Command::Completion(a) => completion::run(a, g),
+        Command::Man(a) => man::run(a, g),
     }
 }
 

@@ -2,9 +2,15 @@
 //! of a pipe went away (`bat log | head`). [`outln!`] and [`out!`] write
 //! through [`write_out`] instead and turn a closed pipe into
 //! [`ErrorKind::BrokenPipe`](super::error::ErrorKind::BrokenPipe), which
-//! `main` reports with exit code 141 and no message.
+//! `main` reports with exit code 141 and no message (or, when a pager was
+//! quitted early, as success).
+//!
+//! Output goes to stdout, or to the pager's stdin once [`route_to`] was
+//! called ([`super::term::Pager`]); [`Stdout`] is the `io::Write` form for
+//! verbs that stream through their own buffered writer.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
+use std::sync::Mutex;
 
 use super::error::{stdout_error, CliError};
 
@@ -26,15 +32,56 @@ macro_rules! out {
     };
 }
 
+/// Where output goes instead of stdout (the pager), when set.
+static ROUTE: Mutex<Option<BufWriter<Box<dyn Write + Send>>>> = Mutex::new(None);
+
+/// Send all further output to `w` (a pager's stdin).
+pub fn route_to(w: Box<dyn Write + Send>) {
+    let mut r = ROUTE.lock().unwrap_or_else(|e| e.into_inner());
+    *r = Some(BufWriter::with_capacity(1 << 16, w));
+}
+
+/// Stop routing; returns the writer so the caller can flush and close it.
+pub fn unroute() -> Option<BufWriter<Box<dyn Write + Send>>> {
+    ROUTE.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The process's output (stdout or the pager) as an `io::Write`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut r = ROUTE.lock().unwrap_or_else(|e| e.into_inner());
+        match r.as_mut() {
+            Some(w) => w.write(buf),
+            None => std::io::stdout().lock().write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let mut r = ROUTE.lock().unwrap_or_else(|e| e.into_inner());
+        match r.as_mut() {
+            Some(w) => w.write_all(buf),
+            None => std::io::stdout().lock().write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut r = ROUTE.lock().unwrap_or_else(|e| e.into_inner());
+        match r.as_mut() {
+            Some(w) => w.flush(),
+            None => std::io::stdout().lock().flush(),
+        }
+    }
+}
+
 /// Write formatted text to stdout.
 pub fn write_out(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
-    std::io::stdout()
-        .lock()
-        .write_fmt(args)
-        .map_err(stdout_error)
+    Stdout.write_fmt(args).map_err(stdout_error)
 }
 
 /// Flush stdout at exit; a reader that left early is a broken pipe.
 pub fn flush_stdout() -> Result<(), CliError> {
-    std::io::stdout().lock().flush().map_err(stdout_error)
+    Stdout.flush().map_err(stdout_error)
 }
