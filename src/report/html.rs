@@ -27,15 +27,21 @@ pub enum ReportError {
     /// Listing rounds failed.
     #[error(transparent)]
     Rounds(#[from] RoundsError),
-    /// Reading a round's files failed.
+    /// Reading a round's files failed (boxed: large and rare).
     #[error(transparent)]
-    Inspect(#[from] InspectError),
+    Inspect(Box<InspectError>),
     /// A listed branch holds no round commit.
     #[error("{name} holds no round commits")]
     NoRounds {
         /// The branch or revision.
         name: String,
     },
+}
+
+impl From<InspectError> for ReportError {
+    fn from(e: InspectError) -> Self {
+        ReportError::Inspect(Box::new(e))
+    }
 }
 
 /// What to include.
@@ -625,6 +631,6 @@ pub fn render(d: &ReportData) -> String {
         rounds_table(a, &mut out);
     }
     facts_section(d, &mut out);
-    let _ = write!(out, "<script>{SELF_CHECK}</script></body></html>\n");
+    let _ = writeln!(out, "<script>{SELF_CHECK}</script></body></html>");
     out
 }

@@ -59,7 +59,7 @@ impl From<bat_ledger::Error> for QueryError {
 
 impl From<InspectError> for QueryError {
     fn from(e: InspectError) -> Self {
-        QueryError::Rounds(RoundsError::Inspect(e))
+        QueryError::Rounds(RoundsError::from(e))
     }
 }
 
@@ -311,7 +311,7 @@ pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
     if !stmt.readonly() {
         return Err(QueryError::NotReadOnly);
     }
-    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let columns: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = columns.len();
     let mut rows = Vec::new();
     let mut q = stmt.query([]).map_err(QueryError::Sql)?;
