@@ -12,6 +12,7 @@ pub mod fsutil;
 pub mod inspect;
 pub mod remote;
 pub mod replay;
+pub mod report;
 pub mod retention;
 pub mod round;
 pub mod serve;

@@ -160,4 +160,18 @@ fn rows_of_a_demo_ledger_match_bat_log_json() {
     let gap = a.audit_gap.expect("a gap");
     assert!((gap + 0.05).abs() < 1e-12, "{gap}");
     assert_eq!(main[0].audit_count, 0);
+
+    // A revert of r03's promotion marks that row (and only it) reverted.
+    bat()
+        .arg("-C")
+        .arg(&dir)
+        .args(["revert", "r03"])
+        .assert()
+        .success();
+    let main = rows(&dir, "main");
+    assert_rows_match_log(&main, &log_rounds(&dir, "main"));
+    assert_eq!(
+        main.iter().map(|r| r.reverted).collect::<Vec<_>>(),
+        [false, false, true]
+    );
 }

@@ -29,6 +29,7 @@ pub mod conformance;
 pub mod demo;
 pub mod diff;
 pub mod eval;
+pub mod export;
 pub mod fetch;
 pub mod files_common;
 pub mod firewall;
@@ -51,9 +52,11 @@ use clap::{Parser, Subcommand};
 
 pub mod pull;
 pub mod push;
+pub mod query;
 pub mod reflog;
 pub mod remote;
 pub mod replay;
+pub mod report;
 pub mod reset;
 pub mod revert;
 pub mod reward;
@@ -186,6 +189,12 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Compare two arms round by round and base → final.
     Compare(compare::CompareArgs),
+    /// Write one row per round (CSV or JSON Lines).
+    Export(export::ExportArgs),
+    /// Run read-only SQL over rounds, commits, files and audits.
+    Query(query::QueryArgs),
+    /// Write a self-contained HTML report of a campaign with plots.
+    Report(report::ReportArgs),
     /// Score rollouts with the BaT reward (the trainers' reward function).
     Reward(reward::RewardArgs),
     /// Simulator backend children (`bat run --backend sim` runs them).
@@ -440,6 +449,9 @@ fn dispatch(command: Command, g: &Session) -> CliResult {
         Command::Run(a) => run::run(a, g),
         Command::Replay(a) => replay::run(a, g),
         Command::Compare(a) => compare::run(a, g),
+        Command::Export(a) => export::run(a, g),
+        Command::Query(a) => query::run(a, g),
+        Command::Report(a) => report::run(a, g),
         Command::Reward(a) => reward::run(a, g),
         Command::Sim(a) => sim::run(a, g),
         Command::Remote(a) => remote::run(a, g),

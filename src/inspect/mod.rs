@@ -20,6 +20,7 @@
 
 pub mod audit;
 pub mod diff;
+pub mod drift;
 pub mod files;
 pub mod rounds;
 pub mod tensors;

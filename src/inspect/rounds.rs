@@ -164,12 +164,19 @@ pub enum RoundsError {
     Meta {
         /// The commit.
         commit: CommitId,
-        /// Why.
-        source: MetaError,
+        /// Why (boxed: the ledger errors inside are large).
+        source: Box<MetaError>,
     },
-    /// A file or audit of a round could not be read.
+    /// A file or audit of a round could not be read (boxed: the
+    /// inspection errors are large and this one is rare).
     #[error(transparent)]
-    Inspect(#[from] InspectError),
+    Inspect(Box<InspectError>),
+}
+
+impl From<InspectError> for RoundsError {
+    fn from(e: InspectError) -> Self {
+        RoundsError::Inspect(Box::new(e))
+    }
 }
 
 /// The part of `provenance.json` a row reads.
@@ -255,7 +262,12 @@ impl<'l> RoundRows<'l> {
                         }
                     }
                 }
-                Err(source) => return Err(RoundsError::Meta { commit: id, source }),
+                Err(e) => {
+                    return Err(RoundsError::Meta {
+                        commit: id,
+                        source: Box::new(e),
+                    })
+                }
             }
         }
         newest_first.reverse();

@@ -1,0 +1,86 @@
+//! `bat report [REV|BRANCH…] -o report.html`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+
+use super::ledger_common::{fmt_time, open};
+use super::{print_json, CliError, CliResult, Session};
+use crate::report::html::{collect, render, ReportOptions};
+use crate::report::sources;
+
+/// Write one self-contained HTML page about a campaign and its replays:
+/// per-round Overall, task, agentic and S1–S5 (arms overlaid), the
+/// curriculum and gate decisions, the audit gap, compute per round and
+/// cumulative, checkpoint drift between consecutive candidates, the table
+/// of rounds and what a reviewer needs to reproduce it (source digest,
+/// pack, reward version, bat version, clone and replay commands).
+///
+/// The page uses inline SVG and CSS only: no network, no external script
+/// or font, so it opens offline and can go into a paper's supplement.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Branches or revisions to show, overlaid (default: every local
+    /// branch).
+    pub revs: Vec<String>,
+    /// The HTML file to write.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "report.html"
+    )]
+    pub output: PathBuf,
+    /// Skip checkpoint drift (reading every candidate's safetensors is the
+    /// slow part on real models).
+    #[arg(long)]
+    pub no_drift: bool,
+}
+
+/// Run `bat report`.
+pub fn run(args: ReportArgs, g: &Session) -> CliResult {
+    let started = Instant::now();
+    let l = open(g)?;
+    let srcs = sources(&l, &args.revs).map_err(|e| CliError::new(e.to_string()).usage())?;
+    if srcs.is_empty() {
+        return Err(CliError::new("the ledger has no branches to report on").usage());
+    }
+    let location = l
+        .dir()
+        .parent()
+        .filter(|_| l.dir().file_name().is_some_and(|n| n == ".bat"))
+        .unwrap_or(l.dir());
+    let location = std::path::absolute(location).unwrap_or_else(|_| location.to_path_buf());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let opts = ReportOptions {
+        drift: !args.no_drift,
+        ledger_location: location.display().to_string(),
+        generated: fmt_time(now),
+    };
+    let data = collect(&l, &srcs, &opts).map_err(|e| CliError::new(e.to_string()))?;
+    let html = render(&data);
+    crate::fsutil::write_atomic(&args.output, html.as_bytes())
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", args.output.display())))?;
+    let rounds: usize = data.arms.iter().map(|a| a.rows.len()).sum();
+    let secs = started.elapsed().as_secs_f64();
+    if g.json {
+        print_json(&serde_json::json!({
+            "output": args.output, "bytes": html.len(), "rounds": rounds,
+            "arms": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            "drift": !args.no_drift, "seconds": secs,
+        }))?;
+    } else {
+        outln!(
+            "wrote {} ({} bytes, {rounds} rounds in {} arms, {secs:.2}s)",
+            args.output.display(),
+            html.len(),
+            srcs.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,99 @@
+//! Checkpoint drift between two round commits: how much of the candidate
+//! model changed, summed over every `*.safetensors` file of `candidate/`
+//! that both commits hold (the per-tensor comparison of [`super::tensors`],
+//! totalled). `bat report` plots it per round against the previous round's
+//! candidate.
+
+use std::collections::BTreeMap;
+
+use bat_ledger::{CommitId, Ledger, Mode, ObjectId, TreeId};
+use serde::Serialize;
+
+use super::diff::{materialise, DiffOptions};
+use super::tensors::diff_safetensors;
+use super::{InspectError, RoundTree};
+
+/// The totalled tensor comparison of two candidates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Drift {
+    /// Elements compared (tensors present on both sides with the same
+    /// dtype and shape).
+    pub elements: u64,
+    /// Elements whose bit pattern differs.
+    pub changed_elements: u64,
+    /// `changed_elements / elements` (`None` when nothing was compared).
+    pub changed_fraction: Option<f64>,
+    /// sqrt(Σ over tensors of their squared L2 delta): the L2 norm of the
+    /// whole update (finite elements only).
+    pub l2: f64,
+    /// safetensors files compared.
+    pub files: u32,
+}
+
+fn safetensors_of(
+    l: &Ledger,
+    r: &RoundTree<'_>,
+) -> Result<BTreeMap<String, (ObjectId, u64)>, InspectError> {
+    match l.lookup_path(&r.commit.tree, "candidate")? {
+        Some(e) if e.mode == Mode::Tree => Ok(l
+            .walk_files(&TreeId(e.id))?
+            .into_iter()
+            .filter(|f| f.mode != Mode::Symlink && f.path.ends_with(".safetensors"))
+            .map(|f| (f.path, (f.id, f.size)))
+            .collect()),
+        _ => Ok(BTreeMap::new()),
+    }
+}
+
+/// The drift from `a`'s candidate to `b`'s; `None` when they share no
+/// safetensors file path.
+pub fn candidate_drift(
+    ledger: &Ledger,
+    a: CommitId,
+    b: CommitId,
+    opts: &DiffOptions,
+) -> Result<Option<Drift>, InspectError> {
+    let fa = safetensors_of(ledger, &RoundTree::open(ledger, a)?)?;
+    let fb = safetensors_of(ledger, &RoundTree::open(ledger, b)?)?;
+    let mut d = Drift::default();
+    let mut sq = 0.0;
+    for (path, (ia, sa)) in &fa {
+        let Some((ib, sb)) = fb.get(path) else {
+            continue;
+        };
+        d.files += 1;
+        if ia == ib {
+            // The same bytes: count the elements as compared and unchanged
+            // without decoding twice.
+            let mut x = materialise(ledger, ia, *sa, path, opts)?;
+            let mut y = materialise(ledger, ib, *sb, path, opts)?;
+            for t in diff_safetensors(&mut x, *sa, &mut y, *sb).map_err(|source| {
+                InspectError::Tensors {
+                    path: path.clone(),
+                    source,
+                }
+            })? {
+                d.elements += t.elements;
+            }
+            continue;
+        }
+        let full = format!("candidate/{path}");
+        let mut x = materialise(ledger, ia, *sa, &full, opts)?;
+        let mut y = materialise(ledger, ib, *sb, &full, opts)?;
+        let deltas = diff_safetensors(&mut x, *sa, &mut y, *sb)
+            .map_err(|source| InspectError::Tensors { path: full, source })?;
+        for t in deltas {
+            d.elements += t.elements;
+            d.changed_elements += t.changed_elements;
+            if let Some(l2) = t.l2_delta {
+                sq += l2 * l2;
+            }
+        }
+    }
+    if d.files == 0 {
+        return Ok(None);
+    }
+    d.l2 = sq.sqrt();
+    d.changed_fraction = (d.elements > 0).then(|| d.changed_elements as f64 / d.elements as f64);
+    Ok(Some(d))
+}

@@ -1,0 +1,350 @@
+//! `bat query`: read-only SQL over a campaign, in an in-memory SQLite
+//! database built from the ledger for one query. The catalog's own tables
+//! are never exposed: the database holds four documented tables
+//! (`docs/rounds.md` has the `rounds` columns, `docs/query.md` the rest):
+//!
+//! - `rounds`: one row per round per listed branch ([`RoundRow`]);
+//! - `commits`: every commit of the listed histories (`id`, `parents`
+//!   (space-separated), `first_parent`, `author`, `time`, `message`,
+//!   `kind`, `round_id`, `branch`: the first listed branch it was found on);
+//! - `files`: the files of those commits (`commit`, `path`, `size`,
+//!   `object_id`, `mode`); bounded by the histories listed, and skipped
+//!   entirely when the caller says so;
+//! - `evals`: the audit evaluations attached to those round commits
+//!   (`commit`, `round_id`, `protocol_id`, `audit_commit`, `overall`,
+//!   `task`, `agentic`, `S1`…`S5`, `gating_overall`, `gap`: audit − gating
+//!   Overall).
+//!
+//! The user's statement runs with `PRAGMA query_only=ON`, at most one
+//! statement, refused unless SQLite reports it read-only, and with
+//! attaching other databases disabled, so a query can neither change the
+//! scratch database nor write a file.
+
+use std::collections::HashSet;
+
+use bat_ledger::{CommitId, Ledger, Mode};
+use rusqlite::limits::Limit;
+use rusqlite::types::ValueRef;
+use rusqlite::{params_from_iter, Connection};
+use serde::Deserialize;
+
+use crate::inspect::audit::audit_gap;
+use crate::inspect::rounds::{RoundRows, RoundsError, COLUMNS};
+use crate::inspect::InspectError;
+
+use super::Source;
+
+/// Errors of `bat query`.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// Reading the ledger failed.
+    #[error(transparent)]
+    Rounds(#[from] RoundsError),
+    /// The scratch database failed while being built.
+    #[error("building the query database: {0}")]
+    Build(rusqlite::Error),
+    /// The statement is not valid SQL for these tables.
+    #[error("{0}")]
+    Sql(rusqlite::Error),
+    /// The statement would change data.
+    #[error("only read-only statements are allowed (SELECT, WITH … SELECT, read-only PRAGMA)")]
+    NotReadOnly,
+}
+
+impl From<bat_ledger::Error> for QueryError {
+    fn from(e: bat_ledger::Error) -> Self {
+        QueryError::Rounds(RoundsError::Ledger(e))
+    }
+}
+
+impl From<InspectError> for QueryError {
+    fn from(e: InspectError) -> Self {
+        QueryError::Rounds(RoundsError::from(e))
+    }
+}
+
+/// What to load.
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Leave the `files` table empty (large trees, many commits).
+    pub skip_files: bool,
+}
+
+/// The result of a query: column names and rows of SQLite values as JSON
+/// (`NULL` → null, integers and reals as numbers, text as strings, blobs as
+/// lower-case hex strings).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryResult {
+    /// Column names, in order.
+    pub columns: Vec<String>,
+    /// Rows, each as many values as there are columns.
+    pub rows: Vec<Vec<serde_json::Value>>,
+}
+
+impl QueryResult {
+    /// The rows as objects keyed by column name (the `--json` form).
+    pub fn objects(&self) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        self.rows
+            .iter()
+            .map(|r| {
+                self.columns
+                    .iter()
+                    .cloned()
+                    .zip(r.iter().cloned())
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The schema of the query database (also `docs/query.md`).
+pub const SCHEMA: &str = "
+CREATE TABLE commits (id TEXT NOT NULL, parents TEXT NOT NULL, first_parent TEXT,
+  author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL, kind TEXT,
+  round_id TEXT, branch TEXT NOT NULL);
+CREATE TABLE files (\"commit\" TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
+  object_id TEXT NOT NULL, mode TEXT NOT NULL);
+CREATE TABLE evals (\"commit\" TEXT NOT NULL, round_id TEXT, protocol_id TEXT NOT NULL,
+  audit_commit TEXT NOT NULL, overall REAL, task REAL, agentic REAL,
+  S1 REAL, S2 REAL, S3 REAL, S4 REAL, S5 REAL, gating_overall REAL, gap REAL);
+";
+
+/// SQL type of each round column (`docs/rounds.md`).
+fn round_column_type(c: &str) -> &'static str {
+    match c {
+        "round_number" | "time" | "audit_count" | "promoted" | "reverted" => "INTEGER",
+        "overall"
+        | "task"
+        | "agentic"
+        | "S1"
+        | "S2"
+        | "S3"
+        | "S4"
+        | "S5"
+        | "audit_overall"
+        | "audit_gap"
+        | "steps"
+        | "rollouts"
+        | "tokens"
+        | "wall_seconds"
+        | "trainer_wall_seconds"
+        | "budget_steps" => "REAL",
+        _ => "TEXT",
+    }
+}
+
+/// The `kind` member of any commit's metadata.
+#[derive(Deserialize)]
+struct KindOnly {
+    kind: Option<String>,
+}
+
+fn json_to_sql(v: &serde_json::Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        serde_json::Value::Null => V::Null,
+        serde_json::Value::Bool(b) => V::Integer(i64::from(*b)),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => V::Integer(i),
+            None => V::Real(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        serde_json::Value::String(s) => V::Text(s.clone()),
+        other => V::Text(other.to_string()),
+    }
+}
+
+/// Build the query database for `sources`.
+pub fn build(
+    ledger: &Ledger,
+    sources: &[Source],
+    opts: &BuildOptions,
+) -> Result<Connection, QueryError> {
+    let conn = Connection::open_in_memory().map_err(QueryError::Build)?;
+    let cols: Vec<String> = COLUMNS
+        .iter()
+        .map(|c| format!("\"{c}\" {}", round_column_type(c)))
+        .collect();
+    conn.execute_batch(&format!(
+        "CREATE TABLE rounds ({});{SCHEMA}",
+        cols.join(", ")
+    ))
+    .map_err(QueryError::Build)?;
+    let tx = conn.unchecked_transaction().map_err(QueryError::Build)?;
+    let placeholders = vec!["?"; COLUMNS.len()].join(",");
+    let mut seen: HashSet<CommitId> = HashSet::new();
+    {
+        let mut ins_round = tx
+            .prepare(&format!("INSERT INTO rounds VALUES ({placeholders})"))
+            .map_err(QueryError::Build)?;
+        let mut ins_commit = tx
+            .prepare("INSERT INTO commits VALUES (?,?,?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
+        let mut ins_file = tx
+            .prepare("INSERT INTO files VALUES (?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
+        let mut ins_eval = tx
+            .prepare("INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
+        for s in sources {
+            for row in RoundRows::new(ledger, &s.name, s.tip)? {
+                let row = row?;
+                let vals: Vec<_> = row.values().iter().map(json_to_sql).collect();
+                ins_round
+                    .execute(params_from_iter(vals))
+                    .map_err(QueryError::Build)?;
+            }
+            for item in ledger.history(s.tip, None)? {
+                let (id, c) = item?;
+                if !seen.insert(id) {
+                    continue;
+                }
+                let kind = serde_json::from_value::<KindOnly>(c.metadata.clone())
+                    .ok()
+                    .and_then(|k| k.kind);
+                let round_id = crate::round::meta::round_id_of(&c.metadata).map(str::to_string);
+                let parents: Vec<String> = c.parents.iter().map(ToString::to_string).collect();
+                ins_commit
+                    .execute(rusqlite::params![
+                        id.to_string(),
+                        parents.join(" "),
+                        parents.first(),
+                        c.author,
+                        c.time,
+                        c.message,
+                        kind,
+                        round_id,
+                        s.name,
+                    ])
+                    .map_err(QueryError::Build)?;
+                if !opts.skip_files {
+                    for f in ledger.walk_files(&c.tree)? {
+                        let mode = match f.mode {
+                            Mode::Executable => "executable",
+                            Mode::Symlink => "symlink",
+                            _ => "file",
+                        };
+                        ins_file
+                            .execute(rusqlite::params![
+                                id.to_string(),
+                                f.path,
+                                f.size as i64,
+                                f.id.to_string(),
+                                mode
+                            ])
+                            .map_err(QueryError::Build)?;
+                    }
+                }
+                if round_id.is_some() {
+                    if let Some(g) = audit_gap(ledger, &id)? {
+                        for a in &g.audits {
+                            let st = |k: &str| a.scores.stages.get(k).copied();
+                            ins_eval
+                                .execute(rusqlite::params![
+                                    id.to_string(),
+                                    round_id,
+                                    a.protocol_id,
+                                    a.audit_commit.to_string(),
+                                    a.scores.overall,
+                                    a.scores.task,
+                                    a.scores.agentic,
+                                    st("S1"),
+                                    st("S2"),
+                                    st("S3"),
+                                    st("S4"),
+                                    st("S5"),
+                                    g.gating.overall,
+                                    a.gap.overall,
+                                ])
+                                .map_err(QueryError::Build)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tx.commit().map_err(QueryError::Build)?;
+    // From here on the database is the user's to read, never to change.
+    conn.execute_batch("PRAGMA query_only=ON;")
+        .map_err(QueryError::Build)?;
+    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
+        .map_err(QueryError::Build)?;
+    Ok(conn)
+}
+
+/// The statement after leading blanks and comments.
+fn strip_leading_comments(mut s: &str) -> &str {
+    loop {
+        s = s.trim_start();
+        if let Some(r) = s.strip_prefix("--") {
+            s = r.find('\n').map_or("", |i| &r[i..]);
+        } else if let Some(r) = s.strip_prefix("/*") {
+            s = r.find("*/").map_or("", |i| &r[i + 2..]);
+        } else {
+            return s;
+        }
+    }
+}
+
+/// Statements a query may be: reads. SQLite calls `PRAGMA x = v` and
+/// `ATTACH` read-only (they change the connection, not a file), so the
+/// statement kind is checked too: a PRAGMA may only read.
+fn allowed_kind(sql: &str) -> bool {
+    let s = strip_leading_comments(sql);
+    let word: String = s
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    match word.as_str() {
+        "SELECT" | "WITH" | "VALUES" | "EXPLAIN" => true,
+        "PRAGMA" => !s.contains(['=', '(']),
+        _ => false,
+    }
+}
+
+/// Run one read-only statement.
+pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
+    if !allowed_kind(sql) {
+        return Err(QueryError::NotReadOnly);
+    }
+    let mut stmt = conn.prepare(sql).map_err(QueryError::Sql)?;
+    if !stmt.readonly() {
+        return Err(QueryError::NotReadOnly);
+    }
+    let columns: Vec<String> = stmt.column_names().map(String::from).collect();
+    let n = columns.len();
+    let mut rows = Vec::new();
+    let mut q = stmt.query([]).map_err(QueryError::Sql)?;
+    while let Some(r) = q.next().map_err(QueryError::Sql)? {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let v = match r.get_ref(i).map_err(QueryError::Sql)? {
+                ValueRef::Null => serde_json::Value::Null,
+                ValueRef::Integer(i) => i.into(),
+                ValueRef::Real(f) => serde_json::Number::from_f64(f)
+                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned().into(),
+                ValueRef::Blob(b) => hex::encode(b).into(),
+            };
+            out.push(v);
+        }
+        rows.push(out);
+    }
+    Ok(QueryResult { columns, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reading_statement_kinds_pass() {
+        assert!(allowed_kind("  -- note\n/* x */ select 1"));
+        assert!(allowed_kind("WITH a AS (SELECT 1) SELECT * FROM a"));
+        assert!(allowed_kind("PRAGMA table_info"));
+        assert!(!allowed_kind("PRAGMA query_only=OFF"));
+        assert!(!allowed_kind("pragma query_only(0)"));
+        assert!(!allowed_kind("ATTACH 'x' AS y"));
+        assert!(!allowed_kind("/* select */ DELETE FROM rounds"));
+    }
+}

@@ -1,0 +1,42 @@
+//! `bat report` without a browser: the page is self-contained (no
+//! http(s) reference, no external script, stylesheet, image or font), each
+//! plot draws one point per round of each arm, and the round table and
+//! reproduce section name the commits.
+
+mod report_common;
+
+use report_common::{assert_points_match_rounds, campaign, plots, render};
+
+#[test]
+fn report_of_a_demo_ledger_is_self_contained_with_a_point_per_round() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let c = campaign(tmp.path());
+    let file = tmp.path().join("out").join("report.html");
+    let html = render(&c, &file);
+
+    let lower = html.to_ascii_lowercase();
+    for needle in ["http://", "https://", "src=", "<link", "@import", "url("] {
+        assert!(!lower.contains(needle), "the page references {needle}");
+    }
+    assert!(lower.starts_with("<!doctype html>"));
+    assert!(html.trim_end().ends_with("</html>"));
+
+    assert_points_match_rounds(&c, &plots(&html));
+
+    // The table lists every round commit of both arms.
+    for e in c.main_log.iter().chain(&c.replay_log) {
+        let id = e["id"].as_str().expect("id");
+        assert!(html.contains(&format!("<tr data-commit=\"{id}\">")), "{id}");
+    }
+    // Reproduce facts: replay commands, the source digest, the reward
+    // version of the default pack.
+    let first = c.main_log[0]["id"].as_str().expect("id");
+    let last = c.main_log[2]["id"].as_str().expect("id");
+    assert!(html.contains(&format!("bat replay {first}..{last} --verify")));
+    assert!(html.contains(&format!(
+        "bat replay {first}..{last} --ablate reward=terminal"
+    )));
+    assert!(html.contains("bat_default_reward_v1"));
+    assert!(html.contains("source grid sha256</dt><dd>"));
+    assert!(html.contains("bat clone "));
+}
