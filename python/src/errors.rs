@@ -156,7 +156,7 @@ impl From<bat::inspect::rounds::RoundsError> for Failure {
         use bat::inspect::rounds::RoundsError;
         match e {
             RoundsError::Ledger(le) => le.into(),
-            RoundsError::Inspect(ie) => ie.into(),
+            RoundsError::Inspect(ie) => (*ie).into(),
             // Undecodable round metadata: the stored commit is not what a
             // round commit must be.
             other @ RoundsError::Meta { .. } => {
