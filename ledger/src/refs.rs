@@ -279,27 +279,32 @@ impl Ledger {
                 out.push((n, CommitId(id)));
             }
         }
+        for e in self.reflog_rows()? {
+            out.extend(e.roots());
+        }
+        Ok(out)
+    }
+
+    /// Every reflog entry, in no particular order (the roots of
+    /// reachability it adds, and what reflog expiry looks at).
+    pub(crate) fn reflog_rows(&self) -> Result<Vec<ReflogRow>> {
         let mut st = self
             .db
-            .prepare("SELECT ref, seq, old, new FROM reflog")
+            .prepare("SELECT ref, seq, old, new, time FROM reflog")
             .map_err(db_err("reading the reflog"))?;
         let rows = st
             .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                    r.get::<_, Option<Vec<u8>>>(3)?,
-                ))
+                Ok(ReflogRow {
+                    name: r.get(0)?,
+                    seq: r.get(1)?,
+                    old: commit_of(r.get(2)?),
+                    new: commit_of(r.get(3)?),
+                    time: r.get(4)?,
+                })
             })
             .map_err(db_err("reading the reflog"))?;
-        for r in rows {
-            let (n, seq, o, nw) = r.map_err(db_err("reading the reflog"))?;
-            for c in [commit_of(o), commit_of(nw)].into_iter().flatten() {
-                out.push((format!("reflog {n}@{seq}"), c));
-            }
-        }
-        Ok(out)
+        rows.map(|r| r.map_err(db_err("reading the reflog")))
+            .collect()
     }
 
     /// Create a branch at `at`; fails if it exists.
@@ -659,5 +664,29 @@ impl Ledger {
             rev: rev.into(),
             reason,
         })
+    }
+}
+
+/// One reflog row as reachability and expiry read it.
+pub(crate) struct ReflogRow {
+    /// The ref it logs.
+    pub(crate) name: String,
+    /// Its sequence number.
+    pub(crate) seq: i64,
+    /// The commit before the move, if any.
+    pub(crate) old: Option<CommitId>,
+    /// The commit after the move, if any.
+    pub(crate) new: Option<CommitId>,
+    /// When, in Unix seconds.
+    pub(crate) time: i64,
+}
+
+impl ReflogRow {
+    /// The commits this entry holds, named `reflog REF@SEQ`.
+    pub(crate) fn roots(&self) -> impl Iterator<Item = (String, CommitId)> + '_ {
+        [self.old, self.new]
+            .into_iter()
+            .flatten()
+            .map(|c| (format!("reflog {}@{}", self.name, self.seq), c))
     }
 }

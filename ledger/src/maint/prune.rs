@@ -160,32 +160,12 @@ impl Ledger {
             .filter(|(n, _)| !n.starts_with("reflog "))
             .collect();
         let mut expired = Vec::new();
-        let mut st = self
-            .db
-            .prepare("SELECT ref, seq, old, new, time FROM reflog")
-            .map_err(db_err("reading the reflog"))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                    r.get::<_, Option<Vec<u8>>>(3)?,
-                    r.get::<_, i64>(4)?,
-                ))
-            })
-            .map_err(db_err("reading the reflog"))?;
-        for r in rows {
-            let (n, seq, o, nw, time) = r.map_err(db_err("reading the reflog"))?;
-            if expire_before.is_some_and(|b| time < b) {
-                expired.push(seq);
+        for e in self.reflog_rows()? {
+            if expire_before.is_some_and(|b| e.time < b) {
+                expired.push(e.seq);
                 continue;
             }
-            for c in [o, nw].into_iter().flatten() {
-                if let Some(id) = ObjectId::from_slice(&c) {
-                    roots.push((format!("reflog {n}@{seq}"), CommitId(id)));
-                }
-            }
+            roots.extend(e.roots());
         }
         Ok((roots, expired))
     }
