@@ -62,7 +62,6 @@ pub fn run(args: StatsArgs, g: &Session) -> CliResult {
     };
     if g.json {
         let mut v = serde_json::to_value(&s).map_err(|e| CliError::internal(e.to_string()))?;
-        v["pruned_files"] = l.pruned_files().map_err(lerr)?.len().into();
         if let Some(r) = &reclaim {
             v["reclaimable"] =
                 serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
@@ -87,9 +86,8 @@ pub fn run(args: StatsArgs, g: &Session) -> CliResult {
                 s.stored_bytes as f64 / s.logical_bytes as f64
             );
         }
-        let pruned = l.pruned_files().map_err(lerr)?.len();
-        if pruned > 0 {
-            outln!("pruned files   {pruned} (fetch restores them)");
+        if s.pruned_files > 0 {
+            outln!("pruned files   {} (fetch restores them)", s.pruned_files);
         }
         if let Some(r) = reclaim {
             outln!(

@@ -174,6 +174,9 @@ pub struct Stats {
     pub delta_stored_bytes: u64,
     /// Sum of the stored payload lengths of all records.
     pub record_stored_bytes: u64,
+    /// Files whose bytes `gc --keep` dropped and no fetch has restored
+    /// ([`Ledger::pruned_files`]).
+    pub pruned_files: u64,
 }
 
 /// Sum of file sizes under a directory.

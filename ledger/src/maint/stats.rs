@@ -31,6 +31,7 @@ impl Ledger {
             delta_logical_bytes: q("SELECT SUM(raw_len) FROM objects WHERE encoding = 3")?,
             delta_stored_bytes: q("SELECT SUM(stored_len) FROM objects WHERE encoding = 3")?,
             record_stored_bytes: q("SELECT SUM(stored_len) FROM objects WHERE encoding IN (1, 3)")?,
+            pruned_files: self.pruned_files()?.len() as u64,
         })
     }
 
