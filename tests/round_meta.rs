@@ -297,12 +297,42 @@ fn bat_run_keeps_o1_round_folders_and_resumes_after_kill_9() {
     let _ = child.kill();
     let _ = child.wait();
     let w = work().expect("work dir");
-    let out = ok(bat()
-        .arg("-C")
-        .arg(&l)
-        .args(["--json", "run", "--resume"])
-        .output()
-        .unwrap());
+    // The killed run's simulator children notice they were orphaned and end
+    // by themselves; wait for that, as a user would, before resuming (the
+    // run lock refuses while they live, and may not yet name a child that
+    // had just started when the run was killed).
+    let ledger_arg = l.to_string_lossy().into_owned();
+    let orphans = || {
+        std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+                    .filter(|c| {
+                        let c = String::from_utf8_lossy(c);
+                        c.contains(&ledger_arg) && c.contains("sim")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    while orphans() > 0 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    let out = loop {
+        let out = bat()
+            .arg("-C")
+            .arg(&l)
+            .args(["--json", "run", "--resume"])
+            .output()
+            .unwrap();
+        let held = String::from_utf8_lossy(&out.stderr).contains("another `bat run` holds");
+        if !held || start.elapsed() > Duration::from_secs(60) {
+            break ok(out);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["status"], "complete");
     assert_eq!(result["history"].as_array().unwrap().len(), 6);
