@@ -195,6 +195,12 @@ fn build_bat(dir: &Path, n: u64) {
 }
 
 fn build_git(dir: &Path, n: u64) {
+    build_git_with(dir, n, |k| format!("commit {k}\n"));
+}
+
+/// A git repository of `n` commits of the same 3-file tree whose `k`-th
+/// commit (oldest first) has the message `message(k)`.
+fn build_git_with(dir: &Path, n: u64, message: impl Fn(u64) -> String) {
     std::fs::create_dir_all(dir).expect("mkdir");
     let st = Command::new("git")
         .args(["init", "-q", "-b", "main"])
@@ -219,7 +225,7 @@ fn build_git(dir: &Path, n: u64) {
             write!(w, "blob\nmark :{}\ndata {}\n{body}\n", m + 1, body.len()).expect("write");
         }
         for k in 0..n {
-            let msg = format!("commit {k}\n");
+            let msg = message(k);
             write!(
                 w,
                 "commit refs/heads/main\nauthor bench <bench@example.invalid> {t} +0000\ncommitter bench <bench@example.invalid> {t} +0000\ndata {}\n{msg}",
@@ -256,6 +262,42 @@ fn build_sim(dir: &Path, rounds: u64) {
         .status()
         .expect("bat run");
     assert!(st.success(), "bat run --backend sim failed");
+}
+
+/// The encoded size of round commits along the campaign's first-parent
+/// chain (the "r1000 within 1.5× of r10"): r01, r10, r100, ... and
+/// the last round.
+fn print_round_commit_sizes(dir: &Path) {
+    let l = Ledger::discover(dir).expect("open the campaign");
+    let head = l.resolve("HEAD").expect("HEAD");
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    for item in l.history(head, None).expect("history") {
+        let (_, c) = item.expect("commit");
+        let Some(rid) = c.metadata.get("round_id").and_then(|v| v.as_str()) else {
+            continue;
+        };
+        let n: u64 = rid.trim_start_matches('r').parse().unwrap_or(0);
+        let last = sizes.is_empty();
+        if last || n == 1 || n == 10 || n == 100 || n == 1000 || n == 10_000 {
+            sizes.push((rid.to_string(), c.encode().expect("encodes").len()));
+        }
+    }
+    sizes.reverse();
+    let text: Vec<String> = sizes.iter().map(|(r, b)| format!("{r} {b} B")).collect();
+    println!("  round commit object sizes: {}", text.join(", "));
+}
+
+/// Every commit's metadata JSON text, oldest first.
+fn campaign_metadata(dir: &Path) -> Vec<String> {
+    let l = Ledger::discover(dir).expect("open the campaign");
+    let head = l.resolve("HEAD").expect("HEAD");
+    let mut out: Vec<String> = l
+        .history_raw(head, None)
+        .expect("history")
+        .map(|item| item.expect("commit").1.metadata.get().to_string())
+        .collect();
+    out.reverse();
+    out
 }
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -410,6 +452,7 @@ fn main() {
                 Ok(l.history(head, None)?.count() as u64)
             })
             .expect("count the campaign's commits");
+        print_round_commit_sizes(&bd);
         let gd = root.join(format!("git-sim-{n}"));
         let _ = std::fs::remove_dir_all(&gd);
         build_git(&gd, commits);
@@ -419,6 +462,26 @@ fn main() {
             n,
             &bd,
             Some(&gd),
+            r,
+        );
+        // The same listing against git commits that carry as much text: each
+        // message is the metadata JSON of the bat commit at that position.
+        let metas = campaign_metadata(&bd);
+        let gm = root.join(format!("git-sim-meta-{n}"));
+        let _ = std::fs::remove_dir_all(&gm);
+        build_git_with(&gm, metas.len() as u64, |k| {
+            format!("{}\n", metas[k as usize])
+        });
+        let bat = bat_exe().display().to_string();
+        println!("  against git commits whose messages carry the same metadata JSON:");
+        compare(
+            "log --json / git log --format=..%B",
+            &bd,
+            vec![bat, "log".into(), "--json".into()],
+            Some((
+                gm.as_path(),
+                s(&["git", "log", "--format=%H %P %T %an %at %B"]),
+            )),
             r,
         );
     }

@@ -316,8 +316,103 @@ impl Commit {
         Ok(CommitId(Kind::Commit.id_of(&self.encode()?)))
     }
 
-    /// Strict decoder.
+    /// Strict decoder: the metadata must be canonical JSON (what
+    /// [`Commit::encode`] writes), so decoding and re-encoding gives the
+    /// same bytes and the same id.
     pub fn decode(buf: &[u8]) -> Result<Commit, String> {
+        let p = CommitParts::decode(buf)?;
+        let metadata: serde_json::Value =
+            serde_json::from_slice(p.metadata).map_err(|e| format!("metadata JSON: {e}"))?;
+        if serde_json::to_vec(&metadata).map_err(|e| e.to_string())? != p.metadata {
+            return Err("metadata JSON is not canonical".into());
+        }
+        Ok(Commit {
+            tree: p.tree,
+            parents: p.parents,
+            author: p.author,
+            time: p.time,
+            message: p.message,
+            metadata,
+            fields: p.fields,
+        })
+    }
+}
+
+/// A commit whose metadata is kept as the stored JSON text instead of a
+/// decoded tree: for walks over long histories that print or filter the
+/// metadata (`bat log --json`, the log table), where decoding every
+/// commit's metadata into a [`serde_json::Value`] and encoding it again
+/// was most of the time.
+#[derive(Debug, Clone)]
+pub struct RawCommit {
+    /// The root tree.
+    pub tree: TreeId,
+    /// Parent commits (first parent = previous tip of the branch).
+    pub parents: Vec<CommitId>,
+    /// Who made it (free text).
+    pub author: String,
+    /// Seconds since the Unix epoch.
+    pub time: i64,
+    /// The message.
+    pub message: String,
+    /// The metadata exactly as stored (canonical JSON text).
+    pub metadata: Box<serde_json::value::RawValue>,
+    /// Caller-declared indexed scalar fields.
+    pub fields: BTreeMap<String, FieldValue>,
+}
+
+impl RawCommit {
+    /// Decode a commit object's bytes. The metadata's JSON syntax is
+    /// checked, its canonical form is not: use this only on bytes that
+    /// passed [`Commit::decode`] when they entered the ledger (the commit
+    /// index holds only such bodies, each checked against its id when read).
+    pub fn decode(buf: &[u8]) -> Result<RawCommit, String> {
+        let p = CommitParts::decode(buf)?;
+        let text = std::str::from_utf8(p.metadata).map_err(|e| format!("metadata JSON: {e}"))?;
+        let metadata = serde_json::value::RawValue::from_string(text.to_owned())
+            .map_err(|e| format!("metadata JSON: {e}"))?;
+        Ok(RawCommit {
+            tree: p.tree,
+            parents: p.parents,
+            author: p.author,
+            time: p.time,
+            message: p.message,
+            metadata,
+            fields: p.fields,
+        })
+    }
+
+    /// The same commit with its metadata as stored (for commits read
+    /// through the strict decoder).
+    pub fn from_commit(c: Commit) -> RawCommit {
+        let text = serde_json::to_string(&c.metadata).expect("a JSON value encodes");
+        RawCommit {
+            tree: c.tree,
+            parents: c.parents,
+            author: c.author,
+            time: c.time,
+            message: c.message,
+            metadata: serde_json::value::RawValue::from_string(text)
+                .expect("serde_json's own output is JSON"),
+            fields: c.fields,
+        }
+    }
+}
+
+/// A commit object's fields with the metadata still as bytes: the one
+/// parser behind [`Commit::decode`] and [`RawCommit::decode`].
+struct CommitParts<'a> {
+    tree: TreeId,
+    parents: Vec<CommitId>,
+    author: String,
+    time: i64,
+    message: String,
+    metadata: &'a [u8],
+    fields: BTreeMap<String, FieldValue>,
+}
+
+impl<'a> CommitParts<'a> {
+    fn decode(buf: &'a [u8]) -> Result<CommitParts<'a>, String> {
         let mut r = Reader::new(buf);
         r.version()?;
         let tree = TreeId(r.id()?);
@@ -332,51 +427,10 @@ impl Commit {
         let n = r.u32()? as usize;
         let message = r.string(n)?;
         let n = r.u32()? as usize;
-        let meta_bytes = r.take(n)?;
-        let metadata: serde_json::Value =
-            serde_json::from_slice(meta_bytes).map_err(|e| format!("metadata JSON: {e}"))?;
-        if serde_json::to_vec(&metadata).map_err(|e| e.to_string())? != meta_bytes {
-            return Err("metadata JSON is not canonical".into());
-        }
-        let nf = r.u16()? as usize;
-        let mut fields = BTreeMap::new();
-        let mut last: Option<String> = None;
-        for _ in 0..nf {
-            let kl = r.u16()? as usize;
-            let key = r.string(kl)?;
-            if key.is_empty() {
-                return Err("empty field name".into());
-            }
-            if let Some(l) = &last {
-                if l.as_bytes() >= key.as_bytes() {
-                    return Err("fields not strictly sorted".into());
-                }
-            }
-            let v = match r.u8()? {
-                0 => {
-                    let n = r.u32()? as usize;
-                    FieldValue::Str(r.string(n)?)
-                }
-                1 => FieldValue::Int(r.u64()? as i64),
-                2 => {
-                    let f = f64::from_bits(r.u64()?);
-                    if !f.is_finite() {
-                        return Err("non-finite float field".into());
-                    }
-                    FieldValue::Float(f)
-                }
-                3 => match r.u8()? {
-                    0 => FieldValue::Bool(false),
-                    1 => FieldValue::Bool(true),
-                    _ => return Err("bad bool".into()),
-                },
-                _ => return Err("unknown field tag".into()),
-            };
-            last = Some(key.clone());
-            fields.insert(key, v);
-        }
+        let metadata = r.take(n)?;
+        let fields = decode_fields(&mut r)?;
         r.end()?;
-        Ok(Commit {
+        Ok(CommitParts {
             tree,
             parents,
             author,
@@ -386,6 +440,48 @@ impl Commit {
             fields,
         })
     }
+}
+
+/// The indexed fields of a commit: strictly sorted, typed, finite.
+fn decode_fields(r: &mut Reader<'_>) -> Result<BTreeMap<String, FieldValue>, String> {
+    let nf = r.u16()? as usize;
+    let mut fields = BTreeMap::new();
+    let mut last: Option<String> = None;
+    for _ in 0..nf {
+        let kl = r.u16()? as usize;
+        let key = r.string(kl)?;
+        if key.is_empty() {
+            return Err("empty field name".into());
+        }
+        if let Some(l) = &last {
+            if l.as_bytes() >= key.as_bytes() {
+                return Err("fields not strictly sorted".into());
+            }
+        }
+        let v = match r.u8()? {
+            0 => {
+                let n = r.u32()? as usize;
+                FieldValue::Str(r.string(n)?)
+            }
+            1 => FieldValue::Int(r.u64()? as i64),
+            2 => {
+                let f = f64::from_bits(r.u64()?);
+                if !f.is_finite() {
+                    return Err("non-finite float field".into());
+                }
+                FieldValue::Float(f)
+            }
+            3 => match r.u8()? {
+                0 => FieldValue::Bool(false),
+                1 => FieldValue::Bool(true),
+                _ => return Err("bad bool".into()),
+            },
+            _ => return Err("unknown field tag".into()),
+        };
+        last = Some(key.clone());
+        fields.insert(key, v);
+    }
+    Ok(fields)
 }
 
 /// One chunk of a large file.

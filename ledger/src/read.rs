@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::error::{io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
-use crate::object::{Commit, Mode, TreeEntry};
+use crate::object::{Commit, Mode, RawCommit, TreeEntry};
 use crate::progress::{check_cancel, Progress};
 use crate::store::Ledger;
 
@@ -104,22 +104,19 @@ impl Ledger {
     /// indexed, or not indexed). It holds the commits queued to be shown
     /// (one on a linear history) and the ids already queued, never the
     /// commits already shown. The whole walk is one read transaction.
-    pub fn history(&self, start: CommitId, limit: Option<usize>) -> Result<History<'_>> {
-        let tx = ReadTx::begin(&self.db)?;
-        let mut h = History {
-            ledger: self,
-            heap: BinaryHeap::new(),
-            queued: HashMap::new(),
-            seen: HashSet::new(),
-            left: limit.unwrap_or(usize::MAX),
-            failed: false,
-            _tx: tx,
-        };
-        let c = self.indexed_commit(&start)?;
-        h.seen.insert(start);
-        h.heap.push((c.time, start));
-        h.queued.insert(start, c);
-        Ok(h)
+    pub fn history(&self, start: CommitId, limit: Option<usize>) -> Result<History<'_, Commit>> {
+        History::new(self, start, limit)
+    }
+
+    /// [`Ledger::history`] with each commit's metadata left as its stored
+    /// JSON text ([`RawCommit`]): for walks that print or filter the
+    /// metadata of many commits.
+    pub fn history_raw(
+        &self,
+        start: CommitId,
+        limit: Option<usize>,
+    ) -> Result<History<'_, RawCommit>> {
+        History::new(self, start, limit)
     }
 
     /// A commit, from the index copy of its bytes when there is one (checked
@@ -136,6 +133,20 @@ impl Ledger {
             // damage, if any, is reported where it is).
         }
         self.read_commit(id)
+    }
+
+    /// [`Ledger::indexed_commit`] keeping the metadata as stored. An
+    /// indexed body passed the strict decoder when it was indexed; here it
+    /// is checked against the id again, so the index cannot make up history.
+    pub fn indexed_raw_commit(&self, id: &CommitId) -> Result<RawCommit> {
+        if let Some(Some(body)) = crate::catalog::commit_body(&self.db, &id.0)? {
+            if crate::object::Kind::Commit.id_of(&body) == id.0 {
+                if let Ok(c) = RawCommit::decode(&body) {
+                    return Ok(c);
+                }
+            }
+        }
+        self.read_commit(id).map(RawCommit::from_commit)
     }
 
     /// Parent number `idx` (0 = first) of `id`, from the commit index when
@@ -306,17 +317,70 @@ impl Ledger {
 }
 
 /// Streaming history; see [`Ledger::history`].
-pub struct History<'a> {
+pub struct History<'a, C: HistoryCommit = Commit> {
     ledger: &'a Ledger,
     heap: BinaryHeap<(i64, CommitId)>,
-    queued: HashMap<CommitId, Commit>,
+    queued: HashMap<CommitId, C>,
     seen: HashSet<CommitId>,
     left: usize,
     failed: bool,
     _tx: ReadTx<'a>,
 }
 
-impl History<'_> {
+/// A form in which [`History`] yields commits: [`Commit`] (metadata
+/// decoded) or [`RawCommit`] (metadata as stored).
+pub trait HistoryCommit: Sized {
+    /// Read one commit, preferring the commit index.
+    fn load(ledger: &Ledger, id: &CommitId) -> Result<Self>;
+    /// Its time (the walk's order).
+    fn time(&self) -> i64;
+    /// Its parents.
+    fn parents(&self) -> &[CommitId];
+}
+
+impl HistoryCommit for Commit {
+    fn load(ledger: &Ledger, id: &CommitId) -> Result<Self> {
+        ledger.indexed_commit(id)
+    }
+    fn time(&self) -> i64 {
+        self.time
+    }
+    fn parents(&self) -> &[CommitId] {
+        &self.parents
+    }
+}
+
+impl HistoryCommit for RawCommit {
+    fn load(ledger: &Ledger, id: &CommitId) -> Result<Self> {
+        ledger.indexed_raw_commit(id)
+    }
+    fn time(&self) -> i64 {
+        self.time
+    }
+    fn parents(&self) -> &[CommitId] {
+        &self.parents
+    }
+}
+
+impl<'a, C: HistoryCommit> History<'a, C> {
+    fn new(ledger: &'a Ledger, start: CommitId, limit: Option<usize>) -> Result<Self> {
+        let tx = ReadTx::begin(&ledger.db)?;
+        let mut h = History {
+            ledger,
+            heap: BinaryHeap::new(),
+            queued: HashMap::new(),
+            seen: HashSet::new(),
+            left: limit.unwrap_or(usize::MAX),
+            failed: false,
+            _tx: tx,
+        };
+        let c = C::load(ledger, &start)?;
+        h.seen.insert(start);
+        h.heap.push((c.time(), start));
+        h.queued.insert(start, c);
+        Ok(h)
+    }
+
     /// Commits held in memory right now (queued to be shown). One on a
     /// linear history, whatever its length; at most the number of branches
     /// being walked side by side otherwise.
@@ -325,8 +389,8 @@ impl History<'_> {
     }
 }
 
-impl Iterator for History<'_> {
-    type Item = Result<(CommitId, Commit)>;
+impl<C: HistoryCommit> Iterator for History<'_, C> {
+    type Item = Result<(CommitId, C)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.left == 0 {
@@ -340,11 +404,11 @@ impl Iterator for History<'_> {
         // Queue the parents only when there is something more to show:
         // `log -n 1` reads no parent.
         if self.left > 1 {
-            for p in &c.parents {
+            for p in c.parents() {
                 if self.seen.insert(*p) {
-                    match self.ledger.indexed_commit(p) {
+                    match C::load(self.ledger, p) {
                         Ok(pc) => {
-                            self.heap.push((pc.time, *p));
+                            self.heap.push((pc.time(), *p));
                             self.queued.insert(*p, pc);
                         }
                         Err(e) => {

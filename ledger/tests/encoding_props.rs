@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use bat_ledger::{
-    ChunkList, ChunkRef, Commit, CommitId, FieldValue, Kind, Mode, ObjectId, Tree, TreeEntry,
-    TreeId,
+    ChunkList, ChunkRef, Commit, CommitId, FieldValue, Kind, Mode, ObjectId, RawCommit, Tree,
+    TreeEntry, TreeId,
 };
 use proptest::prelude::*;
 
@@ -120,6 +120,23 @@ proptest! {
         prop_assert_eq!(back.encode().unwrap(), enc);
     }
 
+    /// The raw decoder sees the same commit as the strict one, with the
+    /// metadata as its stored text; the form built from a decoded commit
+    /// agrees byte for byte.
+    #[test]
+    fn raw_commit_agrees_with_strict_decode(c in commit()) {
+        let enc = c.encode().unwrap();
+        let raw = RawCommit::decode(&enc).unwrap();
+        let stored = serde_json::to_string(&c.metadata).unwrap();
+        prop_assert_eq!(raw.metadata.get(), stored.as_str());
+        prop_assert_eq!((&raw.tree, &raw.parents, &raw.author), (&c.tree, &c.parents, &c.author));
+        prop_assert_eq!((raw.time, &raw.message, &raw.fields), (c.time, &c.message, &c.fields));
+        let from = RawCommit::from_commit(c.clone());
+        prop_assert_eq!(from.metadata.get(), stored.as_str());
+        let back: serde_json::Value = serde_json::from_str(raw.metadata.get()).unwrap();
+        prop_assert_eq!(back, c.metadata);
+    }
+
     #[test]
     fn chunk_list_round_trips(file in id(), chunks in prop::collection::vec((id(), 1u32..u32::MAX), 0..50)) {
         let chunks: Vec<ChunkRef> = chunks.into_iter().map(|(id, len)| ChunkRef { id, len }).collect();
@@ -138,6 +155,7 @@ proptest! {
         let enc = c.encode().unwrap();
         if cut < enc.len() {
             prop_assert!(Commit::decode(&enc[..enc.len() - 1 - cut]).is_err());
+            prop_assert!(RawCommit::decode(&enc[..enc.len() - 1 - cut]).is_err());
         }
     }
 
@@ -198,4 +216,13 @@ fn non_canonical_metadata_is_rejected() {
     let mut bad = enc.clone();
     bad[pos..pos + canon.len()].copy_from_slice(br#"{"b":2,"a":1}"#);
     assert!(Commit::decode(&bad).unwrap_err().contains("canonical"));
+    // The raw form checks syntax only (it reads bodies that passed the
+    // strict decoder on the way in), but never passes broken JSON on.
+    assert!(RawCommit::decode(&bad).is_ok());
+    let mut broken = enc.clone();
+    broken[pos..pos + canon.len()].copy_from_slice(br#"{"a":1,"b":2 "#);
+    assert!(Commit::decode(&broken).is_err());
+    assert!(RawCommit::decode(&broken)
+        .unwrap_err()
+        .contains("metadata JSON"));
 }

@@ -6,14 +6,15 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use bat_ledger::{Commit, CommitId, Ledger};
+use bat_ledger::{CommitId, Ledger, RawCommit};
 
 use super::graph::Graph;
 use super::ledger_common::{fmt_time, lerr, open, resolve, short};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
 use super::{CliResult, Session};
-use crate::inspect::audit::{audit_column, AuditCell, AUDIT_COLUMN_HEADER};
+use crate::inspect::audit::{audit_column, audited_rounds, AuditCell, AUDIT_COLUMN_HEADER};
+use crate::round::meta::Headline;
 
 /// Show history, newest first. When the history holds round commits, text
 /// mode prints a table: id, date, round, target, gate, overall, S1–S5, the
@@ -96,8 +97,25 @@ impl From<serde_json::Error> for Stop {
     }
 }
 
-/// The JSON array, one element serialized per commit as it is read (the
-/// same bytes as serializing the whole array at once).
+/// One element of `bat log --json`: the commit's fields, its metadata
+/// passed through as stored (not decoded and encoded again), and the audit
+/// column of audited rounds.
+#[derive(serde::Serialize)]
+struct JsonEntry<'a> {
+    id: CommitId,
+    parents: &'a [CommitId],
+    tree: bat_ledger::TreeId,
+    author: &'a str,
+    time: i64,
+    message: &'a str,
+    metadata: &'a serde_json::value::RawValue,
+    fields: &'a std::collections::BTreeMap<String, bat_ledger::FieldValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit: Option<AuditCell>,
+}
+
+/// The JSON array, one element serialized per commit as it is read. The
+/// metadata member is each commit's stored (compact, canonical) JSON text.
 fn write_json(
     l: &Ledger,
     start: CommitId,
@@ -105,18 +123,23 @@ fn write_json(
     w: &mut impl Write,
 ) -> Result<(), Stop> {
     use serde::ser::{SerializeSeq, Serializer};
+    let audits = Audits::load(l)?;
     let mut ser = serde_json::Serializer::pretty(&mut *w);
     let mut seq = ser.serialize_seq(None)?;
-    for item in l.history(start, n).map_err(lerr)? {
+    for item in l.history_raw(start, n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
-        let mut entry = serde_json::json!({
-            "id": id, "parents": c.parents, "tree": c.tree, "author": c.author,
-            "time": c.time, "message": c.message, "metadata": c.metadata, "fields": c.fields,
-        });
-        if let Some(cell) = audit_cell(l, &id, &c)? {
-            entry["audit"] = serde_json::to_value(cell)?;
-        }
-        seq.serialize_element(&entry)?;
+        let audit = audits.cell(l, &id, &Headline::parse(&c.metadata))?;
+        seq.serialize_element(&JsonEntry {
+            id,
+            parents: &c.parents,
+            tree: c.tree,
+            author: &c.author,
+            time: c.time,
+            message: &c.message,
+            metadata: &c.metadata,
+            fields: &c.fields,
+            audit,
+        })?;
     }
     seq.end()?;
     writeln!(w)?;
@@ -137,7 +160,7 @@ struct View {
 fn write_plain(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
     let marks = refs_of(l)?;
     let p = v.paint;
-    for item in l.history(start, v.n).map_err(lerr)? {
+    for item in l.history_raw(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         let (node, after, cont) = match v.graph.as_mut() {
             Some(gr) => {
@@ -185,27 +208,38 @@ fn any_round_like(l: &Ledger, start: CommitId, n: Option<usize>) -> Result<bool,
     // The `kind` field index cannot answer this: `bat commit --meta` may
     // carry a round's metadata without indexing it, and older ledgers never
     // indexed it. The walk stops at the first round-like commit.
-    for item in l.history(start, n).map_err(lerr)? {
-        if is_round_like(&item.map_err(lerr)?.1) {
+    for item in l.history_raw(start, n).map_err(lerr)? {
+        if Headline::parse(&item.map_err(lerr)?.1.metadata).is_round_like() {
             return Ok(true);
         }
     }
     Ok(false)
 }
 
-/// The audit column of a round commit (audits only ever attach to rounds).
-fn audit_cell(l: &Ledger, id: &CommitId, c: &Commit) -> Result<Option<AuditCell>, super::CliError> {
-    if c.metadata.get("kind").and_then(serde_json::Value::as_str) != Some("bat_round") {
-        return Ok(None);
-    }
-    audit_column(l, id).map_err(|e| super::CliError::new(e.to_string()))
-}
+/// The rounds that have audits, read once per listing: most rounds have
+/// none, and asking the refs table per row cost a query per commit.
+struct Audits(std::collections::HashSet<CommitId>);
 
-fn is_round_like(c: &Commit) -> bool {
-    matches!(
-        c.metadata.get("kind").and_then(serde_json::Value::as_str),
-        Some("bat_round") | Some("bat_revert")
-    )
+impl Audits {
+    fn load(l: &Ledger) -> Result<Audits, super::CliError> {
+        audited_rounds(l)
+            .map(Audits)
+            .map_err(|e| super::CliError::new(e.to_string()))
+    }
+
+    /// The audit column of a round commit (audits only ever attach to
+    /// rounds).
+    fn cell(
+        &self,
+        l: &Ledger,
+        id: &CommitId,
+        h: &Headline<'_>,
+    ) -> Result<Option<AuditCell>, super::CliError> {
+        if !h.is_round() || !self.0.contains(id) {
+            return Ok(None);
+        }
+        audit_column(l, id).map_err(|e| super::CliError::new(e.to_string()))
+    }
 }
 
 /// The refs pointing at each commit, and HEAD.
@@ -261,6 +295,7 @@ const STAGES: [&str; 5] = ["S1", "S2", "S3", "S4", "S5"];
 /// The log table, written in batches of [`TABLE_BATCH`] rows.
 fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
     let marks = refs_of(l)?;
+    let audits = Audits::load(l)?;
     let mut cols: Vec<(&str, Align)> = Vec::new();
     if v.graph.is_some() {
         cols.push(("", Align::Left));
@@ -289,14 +324,14 @@ fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> 
         Ok(())
     };
     let mut rows = 0usize;
-    for item in l.history(start, v.n).map_err(lerr)? {
+    for item in l.history_raw(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         let drawn = v.graph.as_mut().map(|gr| gr.next(id, &c.parents));
         let mut cells = Vec::new();
         if let Some(d) = &drawn {
             cells.push(Cell::plain(d.node.clone()));
         }
-        cells.extend(table_cells(l, &id, &c, &marks)?);
+        cells.extend(table_cells(l, &id, &c, &marks, &audits)?);
         t.row(cells);
         for a in drawn.iter().flat_map(|d| d.after.iter()) {
             t.row(vec![Cell::plain(a.clone())]);
@@ -313,58 +348,59 @@ fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> 
 }
 
 /// The cells of one commit in the log table (after the graph column).
-fn table_cells(l: &Ledger, id: &CommitId, c: &Commit, marks: &Marks) -> Result<Vec<Cell>, Stop> {
-    let m = &c.metadata;
-    let get = |k: &str| m.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+fn table_cells(
+    l: &Ledger,
+    id: &CommitId,
+    c: &RawCommit,
+    marks: &Marks,
+    audits: &Audits,
+) -> Result<Vec<Cell>, Stop> {
+    let h = Headline::parse(&c.metadata);
+    let get = |v: &Option<std::borrow::Cow<'_, str>>| v.as_deref().unwrap_or("").to_string();
     let refs = marks.list(id);
     let id_cell = Cell::styled(short(id), Some(Role::Id));
     let date = fmt_time(c.time);
     // `2026-03-01 14:05`: the minute is enough in a table.
     let date = Cell::styled(date.get(..16).unwrap_or(&date).to_string(), Some(Role::Dim));
     let mut cells = vec![id_cell, date];
-    match get("kind") {
-        "bat_round" => {
-            let score = |k: &str| {
-                m.get("scores")
-                    .and_then(|s| s.get(k))
-                    .and_then(serde_json::Value::as_f64)
-                    .map(|x| format!("{x:.4}"))
-                    .unwrap_or_else(|| "-".into())
-            };
-            cells.push(get("round_id").into());
-            cells.push(get("target_stage").into());
-            cells.push(Cell::styled(
-                get("gate_status"),
-                Role::of_gate(get("gate_status")),
-            ));
-            cells.push(score("overall").into());
-            cells.extend(STAGES.iter().map(|s| Cell::from(score(s))));
-            let audit = audit_cell(l, id, c)?
-                .map(|a| a.text)
-                .unwrap_or_else(|| "-".into());
-            cells.push(audit.into());
-            cells.push(Cell::styled(refs, Some(Role::Ref)));
-        }
-        kind => {
-            let text = if kind == "bat_revert" {
-                format!(
-                    "revert of {} (promoted back to {})",
-                    get("reverts_round_id"),
-                    m.get("restored_round_id")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("the initial checkpoint")
-                )
-            } else {
-                c.message.lines().next().unwrap_or("").to_string()
-            };
-            let text = if refs.is_empty() {
-                text
-            } else {
-                format!("{text}  ({refs})")
-            };
-            let role = (kind == "bat_revert").then_some(Role::Bad);
-            cells.push(Cell::styled(text, role));
-        }
+    if h.is_round() {
+        let score = |k: &str| {
+            h.score(k)
+                .map(|x| format!("{x:.4}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        let gate = get(&h.gate_status);
+        cells.push(get(&h.round_id).into());
+        cells.push(get(&h.target_stage).into());
+        let role = Role::of_gate(&gate);
+        cells.push(Cell::styled(gate, role));
+        cells.push(score("overall").into());
+        cells.extend(STAGES.iter().map(|s| Cell::from(score(s))));
+        let audit = audits
+            .cell(l, id, &h)?
+            .map(|a| a.text)
+            .unwrap_or_else(|| "-".into());
+        cells.push(audit.into());
+        cells.push(Cell::styled(refs, Some(Role::Ref)));
+    } else {
+        let revert = h.kind() == crate::round::meta::REVERT_KIND;
+        let text = if revert {
+            format!(
+                "revert of {} (promoted back to {})",
+                get(&h.reverts_round_id),
+                h.restored_round_id
+                    .as_deref()
+                    .unwrap_or("the initial checkpoint")
+            )
+        } else {
+            c.message.lines().next().unwrap_or("").to_string()
+        };
+        let text = if refs.is_empty() {
+            text
+        } else {
+            format!("{text}  ({refs})")
+        };
+        cells.push(Cell::styled(text, revert.then_some(Role::Bad)));
     }
     Ok(cells)
 }

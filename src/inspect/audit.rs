@@ -211,6 +211,23 @@ pub fn list_audits(
     Ok(ledger.list_refs(&prefix)?)
 }
 
+/// Every round that has at least one audit (one read of the audit tags),
+/// for listings that would otherwise ask [`list_audits`] once per round.
+pub fn audited_rounds(
+    ledger: &Ledger,
+) -> Result<std::collections::HashSet<CommitId>, InspectError> {
+    let prefix = format!("refs/tags/{AUDIT_TAG_PREFIX}");
+    let mut out = std::collections::HashSet::new();
+    for (name, _) in ledger.list_refs(&prefix)? {
+        // `<round commit hex>/<protocol id>`
+        let hex = name.split('/').next().unwrap_or("");
+        if let Some(id) = bat_ledger::ObjectId::from_hex(hex) {
+            out.insert(CommitId(id));
+        }
+    }
+    Ok(out)
+}
+
 /// The gating scores of a round: its committed summary, else its metadata.
 pub fn gating_scores(round: &RoundTree<'_>) -> Result<(String, Scores), InspectError> {
     // A summary that is present but unreadable is an error; the metadata is

@@ -44,6 +44,8 @@ use crate::contract::json::{self, Value};
 pub const ROUND_META_SCHEMA: u32 = 1;
 /// `kind` of a round commit.
 pub const ROUND_KIND: &str = "bat_round";
+/// `kind` of a revert commit (`bat revert`).
+pub const REVERT_KIND: &str = "bat_revert";
 /// `loop.schema_version` of the inline state written before version 1.
 pub const LOOP_INLINE_VERSION: i64 = 1;
 /// `loop.schema_version` of the referencing loop record.
@@ -226,6 +228,65 @@ pub struct LoopMeta {
 fn malformed(e: impl std::fmt::Display) -> MetaError {
     MetaError::Malformed {
         reason: e.to_string(),
+    }
+}
+
+/// The few members of a commit's metadata that a history listing shows
+/// (the log table, the `--json` audit column), read straight from the
+/// stored JSON text without building the whole document: on a long
+/// campaign the log reads thousands of these. Every member is optional, so
+/// any commit's metadata (plain, round, revert, any schema) reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct Headline<'a> {
+    /// `bat_round`, `bat_revert` or absent.
+    #[serde(borrow, default)]
+    pub kind: Option<std::borrow::Cow<'a, str>>,
+    /// Rounds: the round id.
+    #[serde(borrow, default)]
+    pub round_id: Option<std::borrow::Cow<'a, str>>,
+    /// Rounds: the stage trained.
+    #[serde(borrow, default)]
+    pub target_stage: Option<std::borrow::Cow<'a, str>>,
+    /// Rounds: `promote` or `hold`.
+    #[serde(borrow, default)]
+    pub gate_status: Option<std::borrow::Cow<'a, str>>,
+    /// Rounds: `overall`, `S1`…`S5`, … (non-numbers read as absent).
+    #[serde(default)]
+    pub scores: BTreeMap<String, serde_json::Value>,
+    /// Reverts: the round reverted.
+    #[serde(borrow, default)]
+    pub reverts_round_id: Option<std::borrow::Cow<'a, str>>,
+    /// Reverts: the round promoted back (absent: the initial checkpoint).
+    #[serde(borrow, default)]
+    pub restored_round_id: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Headline<'a> {
+    /// Read from a commit's stored metadata text. Metadata that is not an
+    /// object, or whose listed members have other types, reads as empty
+    /// (it is not a round's).
+    pub fn parse(metadata: &'a serde_json::value::RawValue) -> Headline<'a> {
+        serde_json::from_str(metadata.get()).unwrap_or_default()
+    }
+
+    /// The `kind`, or "".
+    pub fn kind(&self) -> &str {
+        self.kind.as_deref().unwrap_or("")
+    }
+
+    /// A round commit.
+    pub fn is_round(&self) -> bool {
+        self.kind() == ROUND_KIND
+    }
+
+    /// A round or a revert commit (what the log shows as a table).
+    pub fn is_round_like(&self) -> bool {
+        matches!(self.kind(), ROUND_KIND | REVERT_KIND)
+    }
+
+    /// A score as a number.
+    pub fn score(&self, name: &str) -> Option<f64> {
+        self.scores.get(name).and_then(serde_json::Value::as_f64)
     }
 }
 

@@ -148,71 +148,15 @@ impl Ledger {
             && expired.is_empty()
             && walked.pruning.is_empty());
         if changes {
-            let tx = ImmediateTx::begin(&self.db)?;
-            let mut new_pids = Vec::with_capacity(written.packs.len());
-            for n in &written.packs {
-                tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
-                    .map_err(db_err("registering a pack"))?;
-                new_pids.push(tx.last_insert_rowid());
-            }
-            for id in &dead {
-                let b = id.as_bytes().as_slice();
-                for sql in [
-                    "DELETE FROM objects WHERE id = ?1",
-                    "DELETE FROM commits WHERE id = ?1",
-                    "DELETE FROM commit_parents WHERE commit_id = ?1",
-                    "DELETE FROM commit_fields WHERE commit_id = ?1",
-                ] {
-                    tx.prepare_cached(sql)
-                        .and_then(|mut st| st.execute([b]))
-                        .map_err(db_err("deleting objects"))?;
-                }
-            }
-            for seq in &expired {
-                tx.execute("DELETE FROM reflog WHERE seq = ?1", [seq])
-                    .map_err(db_err("expiring the reflog"))?;
-            }
-            if !walked.pruning.is_empty() {
-                super::prune::record_pruned(
-                    &tx,
-                    &walked.pruning,
-                    &opts.policy,
-                    crate::refs::now(),
-                )?;
-            }
-            let mut mv = tx
-                .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
-                .map_err(db_err("moving objects"))?;
-            for (id, pack, at) in &written.moved {
-                mv.execute(params![
-                    new_pids[*pack],
-                    *at as i64,
-                    id.as_bytes().as_slice()
-                ])
-                .map_err(db_err("moving objects"))?;
-            }
-            drop(mv);
-            let mut rb = tx
-                .prepare_cached(
-                    "UPDATE objects SET encoding = ?1, pack_id = ?2, offset = ?3, stored_len = ?4, base = NULL WHERE id = ?5",
-                )
-                .map_err(db_err("re-basing objects"))?;
-            for (id, pack, at, stored) in &rebased {
-                rb.execute(params![
-                    catalog::ENC_PACKED,
-                    new_pids[*pack],
-                    *at as i64,
-                    *stored as i64,
-                    id.as_bytes().as_slice()
-                ])
-                .map_err(db_err("re-basing objects"))?;
-            }
-            drop(rb);
-            for pid in &to_rewrite {
-                tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
-                    .map_err(db_err("dropping packs"))?;
-            }
-            tx.commit()?;
+            self.record_gc(&GcChanges {
+                written: &written,
+                rebased: &rebased,
+                dead: &dead,
+                expired: &expired,
+                pruning: &walked.pruning,
+                policy: &opts.policy,
+                rewritten: &to_rewrite,
+            })?;
         }
         self.clear_pack_cache();
         rep.rewritten_packs = to_rewrite.len() as u64;
@@ -222,6 +166,74 @@ impl Ledger {
         let _ = self.db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         rep.bytes_after = dir_size(&dir);
         Ok(rep)
+    }
+
+    /// The catalog side of a gc, in one transaction: register the new
+    /// packs, forget dead objects and expired reflog entries, record pruned
+    /// files, point moved and re-based records at their new place, and drop
+    /// the rewritten packs (their files are deleted after this commits).
+    fn record_gc(&self, c: &GcChanges<'_>) -> Result<()> {
+        let tx = ImmediateTx::begin(&self.db)?;
+        let mut new_pids = Vec::with_capacity(c.written.packs.len());
+        for n in &c.written.packs {
+            tx.execute("INSERT INTO packs(name) VALUES (?1)", [n])
+                .map_err(db_err("registering a pack"))?;
+            new_pids.push(tx.last_insert_rowid());
+        }
+        for id in c.dead {
+            let b = id.as_bytes().as_slice();
+            for sql in [
+                "DELETE FROM objects WHERE id = ?1",
+                "DELETE FROM commits WHERE id = ?1",
+                "DELETE FROM commit_parents WHERE commit_id = ?1",
+                "DELETE FROM commit_fields WHERE commit_id = ?1",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut st| st.execute([b]))
+                    .map_err(db_err("deleting objects"))?;
+            }
+        }
+        for seq in c.expired {
+            tx.execute("DELETE FROM reflog WHERE seq = ?1", [seq])
+                .map_err(db_err("expiring the reflog"))?;
+        }
+        if !c.pruning.is_empty() {
+            super::prune::record_pruned(&tx, c.pruning, c.policy, crate::refs::now())?;
+        }
+        let mut mv = tx
+            .prepare_cached("UPDATE objects SET pack_id = ?1, offset = ?2 WHERE id = ?3")
+            .map_err(db_err("moving objects"))?;
+        for (id, pack, at) in &c.written.moved {
+            mv.execute(params![
+                new_pids[*pack],
+                *at as i64,
+                id.as_bytes().as_slice()
+            ])
+            .map_err(db_err("moving objects"))?;
+        }
+        drop(mv);
+        let mut rb = tx
+            .prepare_cached(
+                "UPDATE objects SET encoding = ?1, pack_id = ?2, offset = ?3, stored_len = ?4, base = NULL WHERE id = ?5",
+            )
+            .map_err(db_err("re-basing objects"))?;
+        for (id, pack, at, stored) in c.rebased {
+            rb.execute(params![
+                catalog::ENC_PACKED,
+                new_pids[*pack],
+                *at as i64,
+                *stored as i64,
+                id.as_bytes().as_slice()
+            ])
+            .map_err(db_err("re-basing objects"))?;
+        }
+        drop(rb);
+        for pid in c.rewritten {
+            tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
+                .map_err(db_err("dropping packs"))?;
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Re-encode each record of `ids` (a delta whose base is being dropped)
@@ -315,6 +327,18 @@ pub(super) fn packs_to_rewrite(
 }
 
 /// What [`Ledger::copy_live_records`] wrote.
+/// What [`Ledger::record_gc`] writes to the catalog.
+struct GcChanges<'a> {
+    written: &'a Written,
+    /// (object, index into `written.packs`, offset, stored length).
+    rebased: &'a [(ObjectId, usize, u64, u64)],
+    dead: &'a [ObjectId],
+    expired: &'a [i64],
+    pruning: &'a HashMap<ObjectId, u64>,
+    policy: &'a str,
+    rewritten: &'a [i64],
+}
+
 pub(super) struct Written {
     /// New pack names, fsynced, in order.
     packs: Vec<String>,
