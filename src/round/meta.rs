@@ -158,13 +158,47 @@ pub struct CurrentCheckpoint {
     pub round_id: Option<String>,
 }
 
-/// A child log recorded with a round (the file stays outside the ledger).
+/// A child log recorded with a round.
+///
+/// Since [`LOG_TREE_DIR`] exists, the log's bytes are a file of the round
+/// commit's tree (`tree`), committed with the round, and the file at `path`
+/// is removed once the commit is durable. Records written before that have
+/// no `tree`: their logs stayed outside the ledger, at `path`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogRef {
-    /// Where it was written.
+    /// Where the child wrote it.
     pub path: String,
     /// sha256 of its bytes.
     pub sha256: String,
+    /// Its path in the round commit's tree (`logs/trainer.stdout`); `None`
+    /// in records from before logs were committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+}
+
+/// The folder of a round commit's tree that holds the round's child logs.
+pub const LOG_TREE_DIR: &str = "logs";
+
+impl LogRef {
+    /// The tree path a log written at `path` is committed under:
+    /// `logs/<file name>` (`logs/trainer.stdout`).
+    pub fn tree_path_for(path: &Path) -> Option<String> {
+        let name = path.file_name()?.to_str()?;
+        valid_log_name(name).then(|| format!("{LOG_TREE_DIR}/{name}"))
+    }
+
+    /// The file name of `tree` when it is a well-formed log path
+    /// (`logs/<name>`, one component, not `.`/`..`): tree paths come from
+    /// metadata handed in by callers, so they are checked before use.
+    pub fn tree_file_name(&self) -> Option<&str> {
+        let name = self.tree.as_deref()?.strip_prefix(LOG_TREE_DIR)?;
+        let name = name.strip_prefix('/')?;
+        valid_log_name(name).then_some(name)
+    }
+}
+
+fn valid_log_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// An evaluation summary named by a loop record.
