@@ -112,7 +112,10 @@ fn assert_logs_in_ledger(ledger_dir: &Path, l: &Ledger, rounds: &[(CommitId, met
         let lm = m.loop_meta.as_ref().expect("loop record");
         assert_eq!(lm.logs.len(), 4, "{}: {:?}", m.round_id, lm.logs.keys());
         for (name, log) in &lm.logs {
-            let tree = log.tree.as_deref().expect("a committed log has a tree path");
+            let tree = log
+                .tree
+                .as_deref()
+                .expect("a committed log has a tree path");
             assert!(tree.starts_with(&format!("{LOG_TREE_DIR}/")), "{tree}");
             let out = ok(bat(ledger_dir)
                 .arg("cat")
@@ -175,7 +178,14 @@ fn sim_run_commits_round_logs_and_keeps_none_in_the_run_dir() {
     let verify: serde_json::Value = serde_json::from_slice(&verify.stdout).unwrap();
     assert_eq!(verify["reproduced"], true, "{verify}");
     let replay = ok(bat(&l)
-        .args(["--json", "replay", "r01..r02", "--branch", "arm", "--work-dir"])
+        .args([
+            "--json",
+            "replay",
+            "r01..r02",
+            "--branch",
+            "arm",
+            "--work-dir",
+        ])
         .arg(&arm_dir)
         .output()
         .unwrap());
