@@ -389,8 +389,8 @@ pub fn remove_committed_logs(
 ) -> Result<(), LoopError> {
     for log in logs.values().filter(|l| l.tree.is_some()) {
         let p = Path::new(&log.path);
-        let bytes = match std::fs::read(p) {
-            Ok(b) => b,
+        let sha = match crate::round::meta::log_sha256(p) {
+            Ok(sha) => sha,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => {
                 return Err(LoopError::Io {
@@ -400,7 +400,7 @@ pub fn remove_committed_logs(
             }
         };
         // Other bytes than the committed ones are not the ledger's to drop.
-        if sha256_hex(&bytes) != log.sha256 {
+        if sha != log.sha256 {
             continue;
         }
         std::fs::remove_file(p).map_err(io_err(p))?;

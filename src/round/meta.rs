@@ -197,6 +197,16 @@ impl LogRef {
     }
 }
 
+/// sha256 (hex) of a log file, read in chunks (a trainer's log may be
+/// large).
+pub fn log_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
 fn valid_log_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }

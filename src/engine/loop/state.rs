@@ -92,8 +92,8 @@ pub fn loop_metadata(
     for (name, path) in logs {
         // A log that cannot be read is named without bytes (and without a
         // tree path: the round commit could not hold it either).
-        let (sha, tree) = match std::fs::read(path) {
-            Ok(b) => (sha256_hex(&b), LogRef::tree_path_for(path)),
+        let (sha, tree) = match crate::round::meta::log_sha256(path) {
+            Ok(sha) => (sha, LogRef::tree_path_for(path)),
             Err(_) => (String::new(), None),
         };
         log_entries.insert(
