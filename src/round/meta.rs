@@ -585,3 +585,43 @@ impl LoopMeta {
 pub fn file_object_id(path: &Path) -> std::io::Result<ObjectId> {
     std::fs::read(path).map(|b| ObjectId::of_bytes(&b))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_only_log_ref_reads_without_a_tree_path() {
+        let old = serde_json::json!({"path": "/x/logs/r01/trainer.stdout", "sha256": "ab"});
+        let r: LogRef = serde_json::from_value(old.clone()).expect("old LogRef reads");
+        assert_eq!(r.tree, None);
+        assert_eq!(r.tree_file_name(), None);
+        // And is written back unchanged.
+        assert_eq!(serde_json::to_value(&r).expect("encode"), old);
+    }
+
+    #[test]
+    fn tree_paths_stay_one_file_under_logs() {
+        let p = LogRef::tree_path_for(Path::new("/runs/1/logs/r01/trainer.stderr"));
+        assert_eq!(p.as_deref(), Some("logs/trainer.stderr"));
+        let with = |t: &str| LogRef {
+            path: String::new(),
+            sha256: String::new(),
+            tree: Some(t.to_string()),
+        };
+        assert_eq!(
+            with("logs/evaluator.stdout").tree_file_name(),
+            Some("evaluator.stdout")
+        );
+        for bad in [
+            "logs/",
+            "logs/..",
+            "logs/a/b",
+            "logsx/a",
+            "data/train.jsonl",
+            "logs",
+        ] {
+            assert_eq!(with(bad).tree_file_name(), None, "{bad}");
+        }
+    }
+}
