@@ -21,7 +21,9 @@
 //! monotonic clock around spawn and wait, peak RSS from `/usr/bin/time -f
 //! %M`. Runs of a bat command and its git counterpart alternate (A B A B)
 //! and the ratio is the median of the per-pair ratios. Quote medians; the
-//! [min-max] spread shows the noise of a shared machine.
+//! [min-max] spread shows the noise of a shared machine. The `.bat` file
+//! count is printed split into packs, catalog, run/replay folders and the
+//! rest, with pack files per 64 MiB of pack data, before and after `gc`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -155,6 +157,55 @@ fn dir_stats(p: &Path) -> (u64, u64) {
         }
     }
     (bytes, files)
+}
+
+/// The `.bat` directory split by part: `packs/`, the catalog
+/// (`catalog.sqlite*`), run and replay folders (`runs/`, `replays/`) and
+/// the rest; each (bytes, files).
+fn ledger_split(bat: &Path) -> Vec<(&'static str, u64, u64)> {
+    let mut parts = vec![
+        ("packs", 0, 0),
+        ("catalog", 0, 0),
+        ("runs+replays", 0, 0),
+        ("other", 0, 0),
+    ];
+    let Ok(rd) = std::fs::read_dir(bat) else {
+        return parts;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let i = match name.as_str() {
+            "packs" => 0,
+            n if n.starts_with("catalog.sqlite") => 1,
+            "runs" | "replays" => 2,
+            _ => 3,
+        };
+        let (b, f) = match e.metadata() {
+            Ok(md) if md.is_dir() => dir_stats(&e.path()),
+            Ok(md) => (md.len(), 1),
+            Err(_) => continue,
+        };
+        parts[i].1 += b;
+        parts[i].2 += f;
+    }
+    parts
+}
+
+/// One line: each part's files and size, and pack files per 64 MiB of
+/// pack data (the goal is at most 1 after `gc`).
+fn print_split(bat: &Path) {
+    let parts = ledger_split(bat);
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let text: Vec<String> = parts
+        .iter()
+        .map(|(n, b, f)| format!("{n} {f} files {:.1} MiB", mib(*b)))
+        .collect();
+    let (_, pack_bytes, pack_files) = parts[0];
+    let per_64 = pack_files as f64 / (mib(pack_bytes) / 64.0).max(1.0);
+    println!(
+        "    split: {}; pack files per 64 MiB of packs: {per_64:.2}",
+        text.join(", ")
+    );
 }
 
 const BASE_TIME: i64 = 1_700_000_000;
@@ -368,6 +419,7 @@ fn bench_ledger(what: &str, n: u64, bat_dir: &Path, git: Option<&Path>, runs: us
         "  ledger before gc: {:.1} MiB in {files} files",
         bytes as f64 / (1 << 20) as f64
     );
+    print_split(&bat_dir.join(".bat"));
     // The first gc consolidates the packs; the later ones find nothing to do.
     let (t, _) = run_once(bat_dir, &b(&["gc"]));
     println!("  {:<30} {:>8.1} (one run)", "gc (consolidating)", t * 1e3);
@@ -385,6 +437,7 @@ fn bench_ledger(what: &str, n: u64, bat_dir: &Path, git: Option<&Path>, runs: us
         bytes as f64 / (1 << 20) as f64,
         log_rss as f64 / 1024.0
     );
+    print_split(&bat_dir.join(".bat"));
     if let Some(d) = git {
         let (gb, gf) = dir_stats(&d.join(".git"));
         let (_, grss) = run_once(d, &s(&["git", "log"]));

@@ -367,6 +367,22 @@ fn bat_run_keeps_o1_round_folders_and_resumes_after_kill_9() {
             .round_id
             .as_ref()
     );
+    // No round's child logs are left in the run dir after the resume: each
+    // round's are in its commit (the killed round's were rewritten by the
+    // resumed round and then removed).
+    let round_logs: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .flat_map(|run| {
+            std::fs::read_dir(run.path().join("logs"))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('r') && n[1..].bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(round_logs, Vec::<String>::new());
     ok(bat().arg("-C").arg(&l).arg("fsck").output().unwrap());
     // A loop record parses on its own too (what `--resume` reads).
     let c = ledger

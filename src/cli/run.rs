@@ -17,7 +17,9 @@
 //! Files: the work dir (`--work-dir W`, else `.bat/runs/<run-id>/work`) is
 //! exactly the reference loop's; child output logs go to
 //! `.bat/runs/<run-id>/logs/<round>/{trainer,evaluator}.{stdout,stderr}`
-//! (outside W) and their paths and digests are recorded with each round.
+//! (outside W) while the round runs; the round commit stores them under
+//! `logs/` of its tree (paths and digests in the metadata) and the files are
+//! removed once it is durable (`bat cat REV:logs/trainer.stderr` reads one).
 
 use std::io::Write;
 use std::path::PathBuf;

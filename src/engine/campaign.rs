@@ -5,7 +5,8 @@
 //!
 //! Layout of one run under the ledger directory:
 //! `runs/<run-id>/work` (the work dir unless `--work-dir` is given),
-//! `runs/<run-id>/logs/<round>/{trainer,evaluator}.{stdout,stderr}`,
+//! `runs/<run-id>/logs/<round>/{trainer,evaluator}.{stdout,stderr}` (until
+//! the round's commit, which holds them under `logs/`, is durable),
 //! `runs/<run-id>/restore` (a resume's restored files) and
 //! `runs/<run-id>/sim-setup` (the simulator's generated inputs).
 

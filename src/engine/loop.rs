@@ -378,8 +378,46 @@ fn history_entry(
     )
 }
 
+/// Remove a committed round's log files: those its loop record names with
+/// a tree path (the round commit holds their bytes under `logs/`) and whose
+/// bytes still have the recorded sha256; then their folder
+/// `<log dir>/<round>` when that leaves it empty. Called only after the
+/// commit is durable: a kill before this leaves the files, which a resume
+/// removes ([`super::resume::prepare_resume_with`]).
+pub fn remove_committed_logs(
+    logs: &std::collections::BTreeMap<String, crate::round::meta::LogRef>,
+) -> Result<(), LoopError> {
+    for log in logs.values().filter(|l| l.tree.is_some()) {
+        let p = Path::new(&log.path);
+        let sha = match crate::round::meta::log_sha256(p) {
+            Ok(sha) => sha,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(LoopError::Io {
+                    path: p.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        // Other bytes than the committed ones are not the ledger's to drop.
+        if sha != log.sha256 {
+            continue;
+        }
+        std::fs::remove_file(p).map_err(io_err(p))?;
+        // Not empty (another child's logs) or already gone: both fine.
+        if let Some(parent) = p.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+    Ok(())
+}
+
 /// The child logs of a round that exist (`<label>.stdout|stderr`).
-fn round_logs(log_dir: Option<&Path>, trainer_label: &str, rid: &str) -> Vec<(String, PathBuf)> {
+pub(crate) fn round_logs(
+    log_dir: Option<&Path>,
+    trainer_label: &str,
+    rid: &str,
+) -> Vec<(String, PathBuf)> {
     let mut logs = Vec::new();
     if let Some(dir) = log_dir {
         for label in [trainer_label.to_string(), format!("{rid}/evaluator")] {
@@ -491,6 +529,14 @@ pub fn run_loop(
             round_id: &rid,
             note: &note,
         });
+        // Logs the sink committed with the round are not kept twice.
+        if sink.stores_logs() {
+            let lm =
+                crate::round::meta::LoopMeta::from_value(&meta).map_err(|e| LoopError::Encode {
+                    reason: e.to_string(),
+                })?;
+            remove_committed_logs(&lm.logs)?;
+        }
         // The round is durable in the ledger now: its work files need not
         // be kept twice (the current checkpoint's round stays for training).
         if opts.prune_round_dirs {

@@ -8,7 +8,9 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, Ledger, NoProgress};
 
-use super::r#loop::{prune_round_dirs, round_id, Campaign, LoopError, LoopState};
+use super::r#loop::{
+    prune_round_dirs, remove_committed_logs, round_id, Campaign, LoopError, LoopState,
+};
 use crate::contract::binding::model_identity;
 use crate::round::meta::{self, LoopMeta};
 
@@ -416,6 +418,9 @@ pub fn prepare_resume_with(
     if opts.prune_round_dirs {
         prune_round_dirs(w, cur_round.as_deref())?;
     }
+    // Logs of the last round left by an interruption between its commit and
+    // their removal: the commit holds their bytes.
+    remove_committed_logs(&lm.logs)?;
     std::fs::create_dir_all(w).map_err(io(w))?;
     Ok(ResumePoint {
         campaign,

@@ -19,7 +19,8 @@ use crate::contract::json::{self, Value};
 use crate::contract::pack::Pack;
 use crate::contract::round as cround;
 use crate::engine::r#loop::{
-    loop_metadata, run_round, Campaign, LoopState, Mixture, RoundInputs, RoundOutcome, RunOptions,
+    loop_metadata, remove_committed_logs, round_logs, run_round, Campaign, LoopState, Mixture,
+    RoundInputs, RoundOutcome, RunOptions,
 };
 use crate::round::meta::{self, LoopMeta};
 use crate::round::provenance::{measured_compute, round_budget};
@@ -404,7 +405,15 @@ fn commit_replayed(
         target_stage: r.next.target.clone(),
         history: r.history.to_vec(),
     };
-    let meta = loop_metadata(campaign, &plan.run_id, &state, &[])?;
+    // The arm's child logs go into the round commit like a run's.
+    let logs = round_logs(Some(&plan.logs), &r.done.trainer_label, &o.round_id);
+    let meta = loop_metadata(campaign, &plan.run_id, &state, &logs)?;
+    let committed_logs = meta::LoopMeta::from_value(&meta)
+        .map_err(|e| ReplayError::BadRecord {
+            commit: o.commit.to_string(),
+            reason: e.to_string(),
+        })?
+        .logs;
     let opts = CommitRoundOptions {
         branch: Some(branch.to_string()),
         pack: r.setup.pack.clone(),
@@ -432,5 +441,7 @@ fn commit_replayed(
         }
     }
     let rc = commit_round(ledger, r.root, &opts)?;
+    // Durable now: the replay's work folder need not keep the logs twice.
+    remove_committed_logs(&committed_logs)?;
     Ok(rc.commit.to_string())
 }

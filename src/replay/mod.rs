@@ -32,7 +32,9 @@
 //! summary, receipt), `gate.json`, `prescription.json` and
 //! `training-health.json`. `round.json`, `provenance.json`,
 //! `firewall.json` and `baseline-summary.json` are bat's records (time
-//! stamps, wall-clock figures, or inputs), not artifacts. With the built-in
+//! stamps, wall-clock figures, or inputs), and the child logs under
+//! `logs/` are the run's output, not its results: neither are artifacts.
+//! With the built-in
 //! simulator (both templates start with `{bat} sim`) every artifact must be
 //! identical ([`VerifyMode::Exact`]); with external backends the
 //! candidate's scores (overall, task, agentic, S1–S5) must agree within a

@@ -50,6 +50,17 @@ pub(super) const NOT_ARTIFACTS: [&str; 4] = [
     "baseline-summary.json",
 ];
 
+/// Whether a round tree path is an artifact: not one of bat's records and
+/// not a child log (`logs/…`, output of the run, not a result of it; a
+/// replay's logs are written outside its round folder).
+pub(super) fn is_artifact(path: &str) -> bool {
+    let log_dir = crate::round::meta::LOG_TREE_DIR;
+    let is_log = path
+        .strip_prefix(log_dir)
+        .is_some_and(|rest| rest.starts_with('/'));
+    !NOT_ARTIFACTS.contains(&path) && !is_log
+}
+
 /// How a verify judges differences.
 pub(super) struct Criteria {
     /// Exact (simulator) or by scores (external backends).
@@ -74,7 +85,7 @@ pub(super) fn verify_round(
 ) -> Result<RoundVerify, ReplayError> {
     let mut original = BTreeMap::new();
     for f in ledger.walk_files(&o.tree)? {
-        if !NOT_ARTIFACTS.contains(&f.path.as_str()) {
+        if is_artifact(&f.path) {
             original.insert(f.path.clone(), f.id.to_hex());
         }
     }

@@ -160,13 +160,57 @@ pub struct CurrentCheckpoint {
     pub round_id: Option<String>,
 }
 
-/// A child log recorded with a round (the file stays outside the ledger).
+/// A child log recorded with a round.
+///
+/// Since [`LOG_TREE_DIR`] exists, the log's bytes are a file of the round
+/// commit's tree (`tree`), committed with the round, and the file at `path`
+/// is removed once the commit is durable. Records written before that have
+/// no `tree`: their logs stayed outside the ledger, at `path`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogRef {
-    /// Where it was written.
+    /// Where the child wrote it.
     pub path: String,
     /// sha256 of its bytes.
     pub sha256: String,
+    /// Its path in the round commit's tree (`logs/trainer.stdout`); `None`
+    /// in records from before logs were committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+}
+
+/// The folder of a round commit's tree that holds the round's child logs.
+pub const LOG_TREE_DIR: &str = "logs";
+
+impl LogRef {
+    /// The tree path a log written at `path` is committed under:
+    /// `logs/<file name>` (`logs/trainer.stdout`).
+    pub fn tree_path_for(path: &Path) -> Option<String> {
+        let name = path.file_name()?.to_str()?;
+        valid_log_name(name).then(|| format!("{LOG_TREE_DIR}/{name}"))
+    }
+
+    /// The file name of `tree` when it is a well-formed log path
+    /// (`logs/<name>`, one component, not `.`/`..`): tree paths come from
+    /// metadata handed in by callers, so they are checked before use.
+    pub fn tree_file_name(&self) -> Option<&str> {
+        let name = self.tree.as_deref()?.strip_prefix(LOG_TREE_DIR)?;
+        let name = name.strip_prefix('/')?;
+        valid_log_name(name).then_some(name)
+    }
+}
+
+/// sha256 (hex) of a log file, read in chunks (a trainer's log may be
+/// large).
+pub fn log_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+fn valid_log_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// An evaluation summary named by a loop record.
@@ -601,4 +645,44 @@ impl LoopMeta {
 /// The object id a file's bytes are stored under.
 pub fn file_object_id(path: &Path) -> std::io::Result<ObjectId> {
     std::fs::read(path).map(|b| ObjectId::of_bytes(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_only_log_ref_reads_without_a_tree_path() {
+        let old = serde_json::json!({"path": "/x/logs/r01/trainer.stdout", "sha256": "ab"});
+        let r: LogRef = serde_json::from_value(old.clone()).expect("old LogRef reads");
+        assert_eq!(r.tree, None);
+        assert_eq!(r.tree_file_name(), None);
+        // And is written back unchanged.
+        assert_eq!(serde_json::to_value(&r).expect("encode"), old);
+    }
+
+    #[test]
+    fn tree_paths_stay_one_file_under_logs() {
+        let p = LogRef::tree_path_for(Path::new("/runs/1/logs/r01/trainer.stderr"));
+        assert_eq!(p.as_deref(), Some("logs/trainer.stderr"));
+        let with = |t: &str| LogRef {
+            path: String::new(),
+            sha256: String::new(),
+            tree: Some(t.to_string()),
+        };
+        assert_eq!(
+            with("logs/evaluator.stdout").tree_file_name(),
+            Some("evaluator.stdout")
+        );
+        for bad in [
+            "logs/",
+            "logs/..",
+            "logs/a/b",
+            "logsx/a",
+            "data/train.jsonl",
+            "logs",
+        ] {
+            assert_eq!(with(bad).tree_file_name(), None, "{bad}");
+        }
+    }
 }

@@ -17,7 +17,9 @@
 //! - bat's own layout, which is what a round commit's tree holds (so a
 //!   checked-out round can be committed again): the same files without
 //!   `candidate-eval/raw-evaluation.json`, plus `round.json`,
-//!   `baseline-summary.json`, `firewall.json` and `provenance.json`.
+//!   `baseline-summary.json`, `firewall.json` and `provenance.json` (and,
+//!   for rounds `bat run` or `bat replay` recorded, the child logs under
+//!   `logs/`, which validation does not read and a re-commit leaves out).
 //!
 //! # What is validated (before anything is written)
 //!

@@ -4,7 +4,8 @@
 //! The commit tree holds `data/`, `candidate/`, `candidate-eval/` without
 //! `raw-evaluation.json`, `gate.json`, `prescription.json`,
 //! `training-health.json`, and bat's `round.json`, `baseline-summary.json`,
-//! `firewall.json` and `provenance.json`. It is assembled in a staging
+//! `firewall.json` and `provenance.json`, and the round's child logs under
+//! `logs/` when its loop record names them. It is assembled in a staging
 //! folder under `.bat/` (hard links, or copies across file systems) and
 //! recorded with [`Ledger::commit_dir`].
 //!
@@ -229,6 +230,50 @@ fn stage_tree(
     Ok((stage, stage_root))
 }
 
+/// Stage the round's child logs that its loop record names with a tree
+/// path (`logs/<name>`, see [`super::meta::LogRef`]): the bytes must still
+/// have the recorded sha256, so the metadata and the committed file agree.
+/// The files outside the ledger are left alone; the loop removes them once
+/// the commit is durable.
+fn stage_logs(stage: &Path, opts: &CommitRoundOptions, round_id: &str) -> Result<(), RoundError> {
+    let Some(x) = &opts.extra_metadata else {
+        return Ok(());
+    };
+    let bad = |reason: String| RoundError::Metadata {
+        what: format!("round {round_id}"),
+        reason,
+    };
+    let lm = super::meta::LoopMeta::from_value(x).map_err(|e| bad(e.to_string()))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, log) in &lm.logs {
+        if log.tree.is_none() {
+            continue;
+        }
+        let file = log.tree_file_name().ok_or_else(|| {
+            bad(format!(
+                "log {name} has a tree path outside logs/: {:?}",
+                log.tree
+            ))
+        })?;
+        if !seen.insert(file) {
+            return Err(bad(format!("two logs are named logs/{file}")));
+        }
+        let src = Path::new(&log.path);
+        let sha = super::meta::log_sha256(src).map_err(RoundError::io(src))?;
+        if sha != log.sha256 {
+            return Err(bad(format!(
+                "log {} no longer has the recorded sha256 {}",
+                src.display(),
+                log.sha256
+            )));
+        }
+        // The child has ended and bat wrote the file, so nothing changes
+        // it between the check and the link.
+        link_or_copy(src, &stage.join(super::meta::LOG_TREE_DIR).join(file))?;
+    }
+    Ok(())
+}
+
 /// The commit metadata (one typed document, see `super::meta`), its indexed
 /// fields and the scores.
 #[allow(clippy::type_complexity)]
@@ -370,6 +415,7 @@ pub(crate) fn record(
             ("baseline-summary.json", c.baseline_bytes.clone()),
         ],
     )?;
+    stage_logs(stage.path(), opts, &c.round_id)?;
 
     let (meta, fields, sc) = commit_metadata(l, opts, &c, &facts, budget)?;
     let overall = sc

@@ -25,6 +25,14 @@ pub trait RoundSink {
     /// Record a round; `Ok` carries a note for the progress output (e.g. the
     /// commit id). An error stops the loop.
     fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError>;
+
+    /// Whether a recorded round's child logs are stored by this sink (the
+    /// ledger sink commits them in the round's tree), so the loop may
+    /// remove the log files once [`RoundSink::round_completed`] returned.
+    /// Default `false`: the files are kept.
+    fn stores_logs(&self) -> bool {
+        false
+    }
 }
 
 /// Why a [`RoundSink`] did not record a round.
@@ -115,5 +123,9 @@ impl RoundSink for LedgerSink<'_> {
             c.commit.0.short(),
             c.gate_status
         ))
+    }
+
+    fn stores_logs(&self) -> bool {
+        true
     }
 }

@@ -78,7 +78,8 @@ pub fn state_document(state: &LoopState) -> Value {
 }
 
 /// The `"loop"` metadata recorded with a round commit: the campaign, the
-/// run id, this round's history element and references to the summaries
+/// run id, this round's history element, references to the summaries and
+/// the round's child logs, which the round commit stores under `logs/`
 /// (constant size; see [`crate::round::meta`]).
 pub fn loop_metadata(
     campaign: &Campaign,
@@ -89,14 +90,18 @@ pub fn loop_metadata(
     use crate::round::meta::{CurrentCheckpoint, LogRef, LoopMeta, SummaryRef};
     let mut log_entries = std::collections::BTreeMap::new();
     for (name, path) in logs {
-        let sha = std::fs::read(path)
-            .map(|b| sha256_hex(&b))
-            .unwrap_or_default();
+        // A log that cannot be read is named without bytes (and without a
+        // tree path: the round commit could not hold it either).
+        let (sha, tree) = match crate::round::meta::log_sha256(path) {
+            Ok(sha) => (sha, LogRef::tree_path_for(path)),
+            Err(_) => (String::new(), None),
+        };
         log_entries.insert(
             name.clone(),
             LogRef {
                 path: path.to_string_lossy().into_owned(),
                 sha256: sha,
+                tree,
             },
         );
     }
