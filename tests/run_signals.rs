@@ -45,6 +45,27 @@ fn trainer_pgid(t: &Toy) -> u32 {
         .unwrap()
 }
 
+/// The run lock once it names the trainer's group. bat records the group
+/// right after the spawn returns, which can be after the trainer has
+/// already written its pid file, so the lock is read until it does.
+fn wait_for_lock_pgid(t: &Toy, pgid: u32) -> serde_json::Value {
+    let path = t.ledger.join(".bat/run.lock");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lock: Option<serde_json::Value> = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        match lock {
+            Some(l) if l["child_pgid"] == pgid => return l,
+            other => assert!(
+                Instant::now() < deadline,
+                "the run lock never named group {pgid}: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigterm_is_forwarded_then_the_group_is_killed_after_the_grace_period() {
     let t = Toy::new();
@@ -57,8 +78,7 @@ fn sigterm_is_forwarded_then_the_group_is_killed_after_the_grace_period() {
     let pgid = trainer_pgid(&t);
     assert!(!group_members(pgid).is_empty(), "the trainer group runs");
     // The lock names bat and the trainer's group.
-    let lock: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(t.ledger.join(".bat/run.lock")).unwrap()).unwrap();
+    let lock = wait_for_lock_pgid(&t, pgid);
     assert_eq!(lock["pid"], child.id());
     assert_eq!(lock["child_pgid"], pgid);
     assert_eq!(lock["child_label"], "r02/trainer");
@@ -111,6 +131,7 @@ fn a_killed_run_leaves_a_lock_that_holds_while_its_orphan_lives() {
     let mut child = spawn_run(&t, &args);
     wait_for_file(&t.root.join("trainer.pid"), 120, &mut child);
     let pgid = trainer_pgid(&t);
+    wait_for_lock_pgid(&t, pgid);
     let bat_pid = child.id();
     assert!(Command::new("kill")
         .args(["-9", &bat_pid.to_string()])
