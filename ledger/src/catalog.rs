@@ -55,6 +55,7 @@ CREATE TABLE commits(
     logical_bytes INTEGER NOT NULL,
     body BLOB
 ) WITHOUT ROWID;
+CREATE TABLE commit_bodies(id BLOB PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE commit_parents(
     commit_id BLOB NOT NULL, idx INTEGER NOT NULL, parent BLOB NOT NULL,
     PRIMARY KEY(commit_id, idx)
@@ -70,11 +71,11 @@ CREATE INDEX commit_fields_kv ON commit_fields(key, value);
 /// catalog without the key is version 1). Unlike [`FORMAT_VERSION`] this
 /// changes only derived tables, so an older catalog is upgraded in place
 /// when it is opened (see [`upgrade`]).
-pub const CATALOG_SCHEMA: u32 = 2;
+pub const CATALOG_SCHEMA: u32 = 3;
 
 /// Commits whose canonical encoding is at most this long keep a copy of it
-/// in `commits.body`, so history listings read the catalog instead of one
-/// pack record per commit. Larger commits (`body` NULL) are read from their
+/// in `commit_bodies` (schema 3; `commits.body` in schema 2), so history
+/// listings read the catalog instead of one pack record per commit. Larger commits (`body` NULL) are read from their
 /// pack; the bound keeps the catalog small whatever callers put in metadata.
 pub const MAX_INDEXED_BODY: usize = 32 << 10;
 
@@ -402,23 +403,60 @@ pub(crate) fn schema_version(conn: &Connection) -> Result<u32> {
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(1))
 }
 
-/// Upgrade a version-1 catalog in place to [`CATALOG_SCHEMA`]: add
-/// `commits.body` and fill it from the commit objects (`read` returns a
-/// commit's verified canonical bytes). One IMMEDIATE transaction: a crash
-/// leaves the old layout, and a concurrent opener waits, re-checks and finds
-/// nothing to do. Returns the number of commits whose body was indexed.
+/// Upgrade an older catalog in place to [`CATALOG_SCHEMA`] in one
+/// IMMEDIATE transaction: a crash leaves the old layout, and a concurrent
+/// opener waits, re-checks and finds nothing to do.
+///
+/// - schema 1 (no commit bodies): add the (unused since schema 3)
+///   `commits.body` column that older builds write, create
+///   `commit_bodies` and fill it from the commit objects (`read` returns a
+///   commit's verified canonical bytes);
+/// - schema 2 (bodies in `commits.body`): move them to `commit_bodies`.
+///
+/// Returns the number of commit bodies filled from objects.
 pub(crate) fn upgrade(
     conn: &Connection,
     read: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>>,
 ) -> Result<u64> {
     let tx = crate::commit::ImmediateTx::begin(conn)?;
-    if schema_version(&tx)? >= CATALOG_SCHEMA {
+    let from = schema_version(&tx)?;
+    if from >= CATALOG_SCHEMA {
         return Ok(0);
     }
-    tx.execute_batch("ALTER TABLE commits ADD COLUMN body BLOB")
-        .map_err(db_err("adding commits.body"))?;
+    if from < 2 {
+        tx.execute_batch("ALTER TABLE commits ADD COLUMN body BLOB")
+            .map_err(db_err("adding commits.body"))?;
+    }
+    // Large rows in the id-keyed `commits` table made every lookup copy
+    // whole bodies while comparing keys; a rowid table keyed through its
+    // id index reads a body only when it is asked for.
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS commit_bodies(id BLOB PRIMARY KEY, body BLOB NOT NULL);
+         INSERT OR IGNORE INTO commit_bodies(id, body)
+             SELECT id, body FROM commits WHERE body IS NOT NULL;
+         UPDATE commits SET body = NULL WHERE body IS NOT NULL;",
+    )
+    .map_err(db_err("moving commit bodies"))?;
+    let mut n = 0;
+    if from < 2 {
+        n = fill_bodies(&tx, read)?;
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('catalog_schema', ?1)",
+        [CATALOG_SCHEMA.to_string()],
+    )
+    .map_err(db_err("writing the catalog schema version"))?;
+    tx.commit()?;
+    Ok(n)
+}
+
+/// Index the body of every indexed commit from its object.
+fn fill_bodies(
+    conn: &Connection,
+    read: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>>,
+) -> Result<u64> {
     let ids: Vec<Vec<u8>> = {
-        let mut st = tx
+        let mut st = conn
             .prepare("SELECT id FROM commits")
             .map_err(db_err("listing commits"))?;
         let rows = st
@@ -432,34 +470,32 @@ pub(crate) fn upgrade(
         let Some(id) = ObjectId::from_slice(&idb) else {
             continue;
         };
-        // A commit that cannot be read keeps a NULL body: readers then go
-        // to the object and report its damage where it is.
+        // A commit that cannot be read gets no body: readers then go to
+        // the object and report its damage where it is.
         let Ok(body) = read(&id) else {
             continue;
         };
         if body.len() <= MAX_INDEXED_BODY {
-            tx.execute(
-                "UPDATE commits SET body = ?1 WHERE id = ?2",
-                params![body, idb],
+            conn.execute(
+                "INSERT OR IGNORE INTO commit_bodies(id, body) VALUES (?1, ?2)",
+                params![idb, body],
             )
             .map_err(db_err("indexing commit bodies"))?;
             n += 1;
         }
     }
-    tx.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES ('catalog_schema', ?1)",
-        [CATALOG_SCHEMA.to_string()],
-    )
-    .map_err(db_err("writing the catalog schema version"))?;
-    tx.commit()?;
     Ok(n)
 }
 
 /// The indexed copy of a commit's canonical bytes: `None` when the commit is
-/// not indexed, `Some(None)` when it is but its body is not kept.
+/// not indexed, `Some(None)` when it is but its body is not kept. A body
+/// written by an older build into `commits.body` is found too.
 pub(crate) fn commit_body(conn: &Connection, id: &ObjectId) -> Result<Option<Option<Vec<u8>>>> {
     let mut st = conn
-        .prepare_cached("SELECT body FROM commits WHERE id = ?1")
+        .prepare_cached(
+            "SELECT coalesce((SELECT body FROM commit_bodies WHERE id = ?1), body)
+             FROM commits WHERE id = ?1",
+        )
         .map_err(db_err("preparing commit lookup"))?;
     st.query_row(params![id.as_bytes().as_slice()], |r| r.get(0))
         .optional()

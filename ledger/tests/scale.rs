@@ -95,8 +95,22 @@ fn revisions_walk_the_index() {
     assert!(l.resolve("HEAD^2").is_err());
 }
 
-/// A catalog written before `commits.body` existed (schema 1) is upgraded
-/// in place on open, and commits indexed without a body still read.
+fn catalog_schema(c: &rusqlite::Connection) -> String {
+    c.query_row(
+        "SELECT value FROM meta WHERE key = 'catalog_schema'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+fn count(c: &rusqlite::Connection, sql: &str) -> i64 {
+    c.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// A catalog written before commit bodies were indexed (schema 1) is
+/// upgraded in place on open, and commits indexed without a body, or with
+/// a body in the schema-2 place (as an older build writes them), still read.
 #[test]
 fn schema_1_catalog_is_upgraded_in_place() {
     let t = tempfile::tempdir().unwrap();
@@ -107,38 +121,40 @@ fn schema_1_catalog_is_upgraded_in_place() {
     {
         let c = rusqlite::Connection::open(&cat).unwrap();
         c.execute_batch(
-            "ALTER TABLE commits DROP COLUMN body; DELETE FROM meta WHERE key = 'catalog_schema';",
+            "ALTER TABLE commits DROP COLUMN body; DROP TABLE commit_bodies;
+             DELETE FROM meta WHERE key = 'catalog_schema';",
         )
         .unwrap();
     }
     let l = Ledger::open(&t.path().join(".bat")).unwrap();
     {
         let c = rusqlite::Connection::open(&cat).unwrap();
-        let v: String = c
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'catalog_schema'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(v, "2");
-        let with_body: i64 = c
-            .query_row(
-                "SELECT COUNT(*) FROM commits WHERE body IS NOT NULL",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(with_body, 51);
-        // An older build would index new commits without a body.
+        assert_eq!(catalog_schema(&c), "3");
+        assert_eq!(count(&c, "SELECT COUNT(*) FROM commit_bodies"), 51);
+        assert_eq!(
+            count(&c, "SELECT COUNT(*) FROM commits WHERE body IS NOT NULL"),
+            0
+        );
+        // An older build would index new commits without a body ...
         c.execute(
-            "UPDATE commits SET body = NULL WHERE id = ?1",
+            "DELETE FROM commit_bodies WHERE id = ?1",
             [ids[10].0.as_bytes().as_slice()],
+        )
+        .unwrap();
+        // ... or with its body in `commits.body` (schema 2).
+        c.execute(
+            "UPDATE commits SET body = (SELECT body FROM commit_bodies WHERE id = ?1) WHERE id = ?1",
+            [ids[30].0.as_bytes().as_slice()],
+        )
+        .unwrap();
+        c.execute(
+            "DELETE FROM commit_bodies WHERE id = ?1",
+            [ids[30].0.as_bytes().as_slice()],
         )
         .unwrap();
         // A body that does not match its id is never believed.
         c.execute(
-            "UPDATE commits SET body = (SELECT body FROM commits WHERE id = ?2) WHERE id = ?1",
+            "UPDATE commit_bodies SET body = (SELECT body FROM commit_bodies WHERE id = ?2) WHERE id = ?1",
             [
                 ids[20].0.as_bytes().as_slice(),
                 ids[21].0.as_bytes().as_slice(),
@@ -151,6 +167,56 @@ fn schema_1_catalog_is_upgraded_in_place() {
     for (id, c) in &log {
         assert_eq!(*c, l.read_commit(id).unwrap());
     }
+    let raw: Vec<_> = l
+        .history_raw(*ids.last().unwrap(), None)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(raw.len(), 51);
+    for ((id, r), (lid, c)) in raw.iter().zip(&log) {
+        assert_eq!(id, lid);
+        assert_eq!(
+            r.metadata.get(),
+            serde_json::to_string(&c.metadata).unwrap()
+        );
+    }
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
+/// A schema-2 catalog (bodies in `commits.body`) has them moved to
+/// `commit_bodies` on open, keeping every commit readable.
+#[test]
+fn schema_2_catalog_moves_bodies_out_of_the_commit_rows() {
+    let t = tempfile::tempdir().unwrap();
+    let (mut l, tree) = seeded(t.path());
+    let ids = chain(&mut l, tree, 40, 40);
+    drop(l);
+    let cat = t.path().join(".bat/catalog.sqlite");
+    {
+        let c = rusqlite::Connection::open(&cat).unwrap();
+        c.execute_batch(
+            "UPDATE commits SET body = (SELECT body FROM commit_bodies b WHERE b.id = commits.id);
+             DROP TABLE commit_bodies;
+             UPDATE meta SET value = '2' WHERE key = 'catalog_schema';",
+        )
+        .unwrap();
+        assert_eq!(
+            count(&c, "SELECT COUNT(*) FROM commits WHERE body IS NOT NULL"),
+            41
+        );
+    }
+    let l = Ledger::open(&t.path().join(".bat")).unwrap();
+    {
+        let c = rusqlite::Connection::open(&cat).unwrap();
+        assert_eq!(catalog_schema(&c), "3");
+        assert_eq!(count(&c, "SELECT COUNT(*) FROM commit_bodies"), 41);
+        assert_eq!(
+            count(&c, "SELECT COUNT(*) FROM commits WHERE body IS NOT NULL"),
+            0
+        );
+    }
+    let log = l.log(*ids.last().unwrap(), None).unwrap();
+    assert_eq!(log.len(), 41);
     assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
 }
 

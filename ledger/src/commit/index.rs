@@ -107,12 +107,17 @@ pub(crate) fn index_commit(
         .ok()
         .filter(|b| b.len() <= crate::catalog::MAX_INDEXED_BODY);
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT OR IGNORE INTO commits(id, tree, time, author, message, logical_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .and_then(|mut st| {
-        st.execute(params![idb, c.tree.0.as_bytes().as_slice(), c.time, c.author, c.message, logical as i64, body])
+        st.execute(params![idb, c.tree.0.as_bytes().as_slice(), c.time, c.author, c.message, logical as i64])
     })
     .map_err(db_err("indexing a commit"))?;
+    if let Some(body) = body {
+        conn.prepare_cached("INSERT OR IGNORE INTO commit_bodies(id, body) VALUES (?1, ?2)")
+            .and_then(|mut st| st.execute(params![idb, body]))
+            .map_err(db_err("indexing a commit"))?;
+    }
     for (i, p) in c.parents.iter().enumerate() {
         conn.execute(
             "INSERT OR IGNORE INTO commit_parents(commit_id, idx, parent) VALUES (?1, ?2, ?3)",

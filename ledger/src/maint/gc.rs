@@ -185,6 +185,7 @@ impl Ledger {
             for sql in [
                 "DELETE FROM objects WHERE id = ?1",
                 "DELETE FROM commits WHERE id = ?1",
+                "DELETE FROM commit_bodies WHERE id = ?1",
                 "DELETE FROM commit_parents WHERE commit_id = ?1",
                 "DELETE FROM commit_fields WHERE commit_id = ?1",
             ] {

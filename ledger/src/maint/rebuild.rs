@@ -32,7 +32,7 @@ impl Ledger {
             .collect();
         names.sort();
         let tx = ImmediateTx::begin(&self.db)?;
-        tx.execute_batch("DELETE FROM objects; DELETE FROM packs; DELETE FROM commits; DELETE FROM commit_parents; DELETE FROM commit_fields;")
+        tx.execute_batch("DELETE FROM objects; DELETE FROM packs; DELETE FROM commits; DELETE FROM commit_bodies; DELETE FROM commit_parents; DELETE FROM commit_fields;")
             .map_err(db_err("clearing derived tables"))?;
         let mut n = 0u64;
         for name in &names {
