@@ -13,6 +13,9 @@
 //! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
 //! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
 //! off by default), for a side-by-side comparison in the same run;
+//! `BAT_BENCH_HIGH_PLANE=1` adds "bat (zstd high plane)": the same build
+//! writing the high plane of sparse 16-bit deltas as a zstd frame, as
+//! builds before FORMAT.md §12.3.2 did;
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
@@ -122,6 +125,7 @@ impl std::fmt::Display for Spread {
 struct BatTool {
     name: &'static str,
     joint: bool,
+    high_exceptions: bool,
     ledger: Option<PathBuf>,
     commits: Vec<CommitId>,
     ingest: Vec<f64>,
@@ -224,6 +228,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bats = vec![BatTool {
         name: "bat",
         joint: false,
+        high_exceptions: true,
         ledger: None,
         commits: vec![],
         ingest: vec![],
@@ -234,6 +239,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bats.push(BatTool {
             name: "bat (joint)",
             joint: true,
+            high_exceptions: true,
+            ledger: None,
+            commits: vec![],
+            ingest: vec![],
+            ingest_cpu: vec![],
+            stored: 0,
+        });
+    }
+    if env_is("BAT_BENCH_HIGH_PLANE", "1") {
+        bats.push(BatTool {
+            name: "bat (zstd high plane)",
+            joint: false,
+            high_exceptions: false,
             ledger: None,
             commits: vec![],
             ingest: vec![],
@@ -268,6 +286,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut ledger = Ledger::init(&lroot)?;
             ledger.config.delta_max_depth = depth;
             ledger.config.joint_coding = b.joint;
+            ledger.config.high_exceptions = b.high_exceptions;
             sync();
             let (t, c) = (Instant::now(), self_cpu(ticks));
             b.commits.clear();
