@@ -13,9 +13,9 @@
 //! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
 //! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
 //! off by default), for a side-by-side comparison in the same run;
-//! `BAT_BENCH_HIGH_PLANE=1` adds "bat (zstd high plane)": the same build
-//! writing the high plane of sparse 16-bit deltas as a zstd frame, as
-//! builds before FORMAT.md §12.3.2 did;
+//! `BAT_BENCH_HIGH_EXCEPTIONS=1` adds "bat (high exceptions)": the same
+//! build storing the high plane of sparse 16-bit deltas as its exceptions
+//! (FORMAT.md §12.3.2, off by default);
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
@@ -228,7 +228,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bats = vec![BatTool {
         name: "bat",
         joint: false,
-        high_exceptions: true,
+        high_exceptions: false,
         ledger: None,
         commits: vec![],
         ingest: vec![],
@@ -239,7 +239,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bats.push(BatTool {
             name: "bat (joint)",
             joint: true,
-            high_exceptions: true,
+            high_exceptions: false,
             ledger: None,
             commits: vec![],
             ingest: vec![],
@@ -247,11 +247,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             stored: 0,
         });
     }
-    if env_is("BAT_BENCH_HIGH_PLANE", "1") {
+    if env_is("BAT_BENCH_HIGH_EXCEPTIONS", "1") {
         bats.push(BatTool {
-            name: "bat (zstd high plane)",
+            name: "bat (high exceptions)",
             joint: false,
-            high_exceptions: false,
+            high_exceptions: true,
             ledger: None,
             commits: vec![],
             ingest: vec![],

@@ -182,9 +182,9 @@ pub struct PlanesOptions {
 
 /// Encode `raw` (a whole number of `width`-byte elements) as a planes
 /// payload, XOR-ed with `base` (same length) when given. `joint` allows the
-/// joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]); the high plane
-/// of a zstd-coded sparse 16-bit delta is stored as its exceptions when
-/// that is smaller ([`FLAG_HIGH_EXCEPTIONS`]). See [`encode_planes_with`].
+/// joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]); `false` writes
+/// what builds before it wrote. Readers decode every form either way. See
+/// [`encode_planes_with`] for the other optional forms.
 pub fn encode_planes(
     comp: &mut zstd::bulk::Compressor<'static>,
     raw: &[u8],
@@ -194,7 +194,7 @@ pub fn encode_planes(
 ) -> std::result::Result<Vec<u8>, String> {
     let opts = PlanesOptions {
         joint,
-        high_exceptions: true,
+        high_exceptions: false,
     };
     encode_planes_with(comp, raw, width, base, opts)
 }
