@@ -202,3 +202,76 @@ fn malformed_exceptions_are_refused() {
     p[2] |= 8;
     assert!(PlanesHeader::decode(&p).is_err());
 }
+
+/// Ledgers written with the exceptions form on and off: every round of
+/// both reads back exactly, fsck accepts both, and the one with the form
+/// on stores less (so its deltas do use it; it is chosen only when
+/// smaller).
+#[test]
+fn ledger_round_trip_with_high_exceptions() {
+    use bat_ledger::{CommitRequest, Ledger, NoProgress};
+    use std::sync::atomic::AtomicBool;
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("d");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut ledgers = Vec::new();
+    for on in [true, false] {
+        let mut l = Ledger::init(&t.path().join(format!("l{on}"))).unwrap();
+        l.config.chunk_threshold = 1024;
+        l.config.high_exceptions = on;
+        ledgers.push(l);
+    }
+    let n = 65536usize;
+    let mut state = 0x2545_F491_u32;
+    let mut rnd = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let mut w: Vec<u16> = (0..n).map(|_| 0x3C00 | (rnd() as u16 & 0x3FF)).collect();
+    let header = format!(
+        "{{\"w\":{{\"dtype\":\"BF16\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}",
+        2 * n
+    );
+    let mut rounds = Vec::new();
+    for r in 0..4 {
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(header.as_bytes());
+        b.extend(w.iter().flat_map(|x| x.to_le_bytes()));
+        std::fs::write(d.join("m.safetensors"), &b).unwrap();
+        let mut commits = Vec::new();
+        for l in &mut ledgers {
+            let out = l
+                .commit_dir(
+                    &d,
+                    &CommitRequest::new(format!("r{r}")),
+                    &NoProgress,
+                    &AtomicBool::new(false),
+                )
+                .unwrap();
+            commits.push(out.commit);
+        }
+        rounds.push((commits, b));
+        for x in w.iter_mut() {
+            let v = rnd();
+            if v % 8 == 0 {
+                *x = x.wrapping_add(if v & 0x100 != 0 { 1 } else { 0xFFFF });
+            }
+        }
+    }
+    for (k, l) in ledgers.iter().enumerate() {
+        for (commits, b) in &rounds {
+            let tree = l.read_commit(&commits[k]).unwrap().tree;
+            let id = l.walk_files(&tree).unwrap()[0].id;
+            assert_eq!(&l.read_bytes(&id).unwrap(), b);
+        }
+        assert!(l.stats().unwrap().delta_objects >= 3);
+        assert!(l.fsck(&NoProgress, &AtomicBool::new(false)).unwrap().ok());
+    }
+    let (on, off) = (
+        ledgers[0].stats().unwrap().delta_stored_bytes,
+        ledgers[1].stats().unwrap().delta_stored_bytes,
+    );
+    assert!(on < off, "exceptions on {on} bytes, off {off}");
+}
