@@ -13,9 +13,16 @@
 //! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
 //! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
 //! off by default), for a side-by-side comparison in the same run;
+//! `BAT_BENCH_HIGH_EXCEPTIONS=1` adds "bat (high exceptions)": the same
+//! build storing the high plane of sparse 16-bit deltas as its exceptions
+//! (FORMAT.md §12.3.2, off by default);
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
+//! Next to wall seconds it prints CPU seconds (user + system, from
+//! `/proc`, of every process and thread of a tool, without the `sync`):
+//! on a shared machine wall-time ratios mostly measure the load, CPU
+//! ratios the work.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -118,10 +125,53 @@ impl std::fmt::Display for Spread {
 struct BatTool {
     name: &'static str,
     joint: bool,
+    high_exceptions: bool,
     ledger: Option<PathBuf>,
     commits: Vec<CommitId>,
     ingest: Vec<f64>,
+    ingest_cpu: Vec<f64>,
     stored: u64,
+}
+
+/// CPU seconds (user + system) used so far by the children this process
+/// has waited for (`cutime + cstime` in `/proc/self/stat`): the difference
+/// around one timed command is that command's CPU time, for
+/// `sh -c 'zstd | tar'` the shell's, zstd's and tar's together, for a
+/// restore child all of its threads. Unlike wall time it barely depends
+/// on what else runs on the machine, so it compares the tools' work even
+/// under load.
+fn children_cpu(ticks_per_s: f64) -> f64 {
+    stat_cpu(13) / ticks_per_s
+}
+
+/// CPU seconds (user + system) of this process so far, all threads (for
+/// bat's ingest, which runs in this process).
+fn self_cpu(ticks_per_s: f64) -> f64 {
+    stat_cpu(11) / ticks_per_s
+}
+
+/// The sum of two adjacent CPU-time fields of `/proc/self/stat`, in
+/// ticks, counted from field 3 (`at` 11: utime + stime; 13: cutime +
+/// cstime). The command name before them is in parentheses and may hold
+/// spaces, so fields are counted after its closing one.
+fn stat_cpu(at: usize) -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    f.get(at).copied().unwrap_or(0.0) + f.get(at + 1).copied().unwrap_or(0.0)
+}
+
+/// Clock ticks per second of the `/proc` CPU times (`getconf CLK_TCK`).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 fn load() -> String {
@@ -149,6 +199,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(5)
         .max(1);
     let cold = !env_is("BAT_BENCH_COLD", "0");
+    let ticks = clock_ticks();
     let series = Path::new(&args[1]).canonicalize()?;
     let work = Path::new(&args[2]);
     let depth: u32 = match args.get(3) {
@@ -177,30 +228,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bats = vec![BatTool {
         name: "bat",
         joint: false,
+        high_exceptions: false,
         ledger: None,
         commits: vec![],
         ingest: vec![],
+        ingest_cpu: vec![],
         stored: 0,
     }];
     if env_is("BAT_BENCH_JOINT", "1") {
         bats.push(BatTool {
             name: "bat (joint)",
             joint: true,
+            high_exceptions: false,
             ledger: None,
             commits: vec![],
             ingest: vec![],
+            ingest_cpu: vec![],
+            stored: 0,
+        });
+    }
+    if env_is("BAT_BENCH_HIGH_EXCEPTIONS", "1") {
+        bats.push(BatTool {
+            name: "bat (high exceptions)",
+            joint: false,
+            high_exceptions: true,
+            ledger: None,
+            commits: vec![],
+            ingest: vec![],
+            ingest_cpu: vec![],
             stored: 0,
         });
     }
     // Ingest, the tools alternating; each repetition starts from nothing.
     let tz = work.join("tarzst");
-    let (mut tz_ingest, mut tz_bytes) = (vec![], 0u64);
+    let (mut tz_ingest, mut tz_ingest_cpu, mut tz_bytes) = (vec![], vec![], 0u64);
     let cancel = AtomicBool::new(false);
     for _ in 0..repeat {
         let _ = std::fs::remove_dir_all(&tz);
         std::fs::create_dir_all(&tz)?;
         sync();
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), children_cpu(ticks));
         for r in &rounds {
             let ok = sh(&format!(
                 "tar -C '{}' -cf - '{r}' | zstd -q -1 -T0 -o '{}/{r}.tar.zst'",
@@ -209,6 +276,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
             assert!(ok, "tar | zstd failed");
         }
+        tz_ingest_cpu.push(children_cpu(ticks) - c);
         sync();
         tz_ingest.push(t.elapsed().as_secs_f64());
         tz_bytes = bat_ledger::maint::dir_size(&tz);
@@ -218,8 +286,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut ledger = Ledger::init(&lroot)?;
             ledger.config.delta_max_depth = depth;
             ledger.config.joint_coding = b.joint;
+            ledger.config.high_exceptions = b.high_exceptions;
             sync();
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), self_cpu(ticks));
             b.commits.clear();
             for r in &rounds {
                 let out = ledger.commit_dir(
@@ -230,6 +299,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 )?;
                 b.commits.push(out.commit);
             }
+            b.ingest_cpu.push(self_cpu(ticks) - c);
             sync();
             b.ingest.push(t.elapsed().as_secs_f64());
             b.stored = ledger.stats()?.pack_bytes;
@@ -237,11 +307,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("load after ingest {}", load());
-    println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
-    println!("|---|---|---|---|---|");
+    println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | ingest CPU s | CPU ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
+    println!("|---|---|---|---|---|---|---|");
     println!(
-        "| tar + zstd -1 -T0 | {} | 1 | {:.1} | {:.3} |",
+        "| tar + zstd -1 -T0 | {} | 1 | {} | 1 | {:.1} | {:.3} |",
         Spread::of(&tz_ingest),
+        Spread::of(&tz_ingest_cpu),
         tz_bytes as f64 / 1048576.0,
         tz_bytes as f64 / raw as f64
     );
@@ -251,11 +322,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .zip(&b.ingest)
             .map(|(t, x)| t / x)
             .collect();
+        let cpu_ratios: Vec<f64> = tz_ingest_cpu
+            .iter()
+            .zip(&b.ingest_cpu)
+            .map(|(t, x)| t / x)
+            .collect();
         println!(
-            "| {} | {} | {} | {:.1} | {:.3} |",
+            "| {} | {} | {} | {} | {} | {:.1} | {:.3} |",
             b.name,
             Spread::of(&b.ingest),
             Spread::of(&ratios),
+            Spread::of(&b.ingest_cpu),
+            Spread::of(&cpu_ratios),
             b.stored as f64 / 1048576.0,
             b.stored as f64 / raw as f64
         );
@@ -265,9 +343,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .position(|r| r == "r05")
         .unwrap_or(rounds.len() / 2);
-    println!("\nrestore: bat ÷ `zstd -d | tar -x` (each with sync); decode only: to /dev/null; ratios per repetition, median (min–max); seconds are medians");
-    println!("| round | cache | tool | restore s | restore ratio | decode s | decode ratio | peak RSS MB (restore / decode) | identical |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("\nrestore: bat ÷ `zstd -d | tar -x` (each with sync); decode only: to /dev/null; ratios per repetition, median (min–max); seconds are medians; CPU = user + system seconds of all the tool's processes and threads (without the sync)");
+    println!("| round | cache | tool | restore s | restore ratio | decode s | decode ratio | CPU s restore / decode | CPU ratio restore | CPU ratio decode | peak RSS MB (restore / decode) | identical |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let modes: &[bool] = if cold { &[false, true] } else { &[false] };
     for i in [idx, rounds.len() - 1] {
         let r = &rounds[i];
@@ -277,8 +355,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     drop_caches();
                 }
             };
-            let (mut tz_r, mut tz_d) = (vec![], vec![]);
-            let mut per: Vec<[Vec<f64>; 4]> = bats.iter().map(|_| Default::default()).collect();
+            let (mut tz_r, mut tz_d, mut tz_rc, mut tz_dc) = (vec![], vec![], vec![], vec![]);
+            // Per tool: restore s, decode s, restore RSS, decode RSS,
+            // restore CPU s, decode CPU s.
+            let mut per: Vec<[Vec<f64>; 6]> = bats.iter().map(|_| Default::default()).collect();
             let mut same = true;
             for _ in 0..repeat {
                 let out_tz = work.join(format!("restore-tz-{r}"));
@@ -286,12 +366,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::fs::create_dir_all(&out_tz)?;
                 sync();
                 maybe_cold();
-                let t = Instant::now();
+                let (t, c) = (Instant::now(), children_cpu(ticks));
                 assert!(sh(&format!(
                     "zstd -q -d -c '{}/{r}.tar.zst' | tar -C '{}' -xf -",
                     tz.display(),
                     out_tz.display()
                 )));
+                tz_rc.push(children_cpu(ticks) - c);
                 sync();
                 tz_r.push(t.elapsed().as_secs_f64());
                 for (b, m) in bats.iter().zip(per.iter_mut()) {
@@ -304,8 +385,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         b.commits[i].to_string(),
                         out_bat.display().to_string(),
                     );
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), children_cpu(ticks));
                     let rss = child(&["--checkout", &ldir, &cid, &out]);
+                    m[4].push(children_cpu(ticks) - c);
                     sync();
                     m[0].push(t.elapsed().as_secs_f64());
                     m[2].push(rss);
@@ -316,40 +398,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ));
                 }
                 maybe_cold();
-                let t = Instant::now();
+                let (t, c) = (Instant::now(), children_cpu(ticks));
                 assert!(sh(&format!(
                     "zstd -q -d -c '{}/{r}.tar.zst' > /dev/null",
                     tz.display()
                 )));
                 tz_d.push(t.elapsed().as_secs_f64());
+                tz_dc.push(children_cpu(ticks) - c);
                 for (b, m) in bats.iter().zip(per.iter_mut()) {
                     maybe_cold();
                     let (ldir, cid) = (
                         b.ledger.as_ref().expect("ingested").display().to_string(),
                         b.commits[i].to_string(),
                     );
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), children_cpu(ticks));
                     let rss = child(&["--decode", &ldir, &cid]);
                     m[1].push(t.elapsed().as_secs_f64());
+                    m[5].push(children_cpu(ticks) - c);
                     m[3].push(rss);
                 }
             }
             let cache = if is_cold { "cold" } else { "warm" };
             println!(
-                "| {r} | {cache} | zstd -d | {:.2} | 1 | {:.2} | 1 | | |",
+                "| {r} | {cache} | zstd -d | {:.2} | 1 | {:.2} | 1 | {:.2} / {:.2} | 1 | 1 | | |",
                 Spread::of(&tz_r).0,
-                Spread::of(&tz_d).0
+                Spread::of(&tz_d).0,
+                Spread::of(&tz_rc).0,
+                Spread::of(&tz_dc).0
             );
             for (b, m) in bats.iter().zip(&per) {
                 let rr: Vec<f64> = m[0].iter().zip(&tz_r).map(|(x, t)| x / t).collect();
                 let dr: Vec<f64> = m[1].iter().zip(&tz_d).map(|(x, t)| x / t).collect();
+                let rc: Vec<f64> = m[4].iter().zip(&tz_rc).map(|(x, t)| x / t).collect();
+                let dc: Vec<f64> = m[5].iter().zip(&tz_dc).map(|(x, t)| x / t).collect();
                 println!(
-                    "| {r} | {cache} | {} | {:.2} | {} | {:.2} | {} | {:.0} / {:.0} | {same} |",
+                    "| {r} | {cache} | {} | {:.2} | {} | {:.2} | {} | {:.2} / {:.2} | {} | {} | {:.0} / {:.0} | {same} |",
                     b.name,
                     Spread::of(&m[0]).0,
                     Spread::of(&rr),
                     Spread::of(&m[1]).0,
                     Spread::of(&dr),
+                    Spread::of(&m[4]).0,
+                    Spread::of(&m[5]).0,
+                    Spread::of(&rc),
+                    Spread::of(&dc),
                     Spread::of(&m[2]).2,
                     Spread::of(&m[3]).2,
                 );

@@ -56,7 +56,9 @@ pub(super) struct WorkerCtx {
     packs_dir: PathBuf,
     level: i32,
     max_depth: u32,
-    joint: bool,
+    /// Optional payload forms (`WriteConfig::joint_coding`,
+    /// `WriteConfig::high_exceptions`).
+    planes: delta::PlanesOptions,
     cache: crate::store::PackCache,
 }
 
@@ -217,12 +219,12 @@ pub(super) fn encode_job(
                 // damage).
                 if let Ok(bytes) = crate::store::decode_chain(&chain) {
                     if bytes.len() == job.data.len() {
-                        let p = delta::encode_planes(
+                        let p = delta::encode_planes_with(
                             planes_comp,
                             &job.data,
                             width.into(),
                             Some((&b, &bytes)),
-                            cx.joint,
+                            cx.planes,
                         )
                         .map_err(bad)?;
                         if chain_cost + link_cost(p.len() as u64, raw_len) <= cx.max_depth {
@@ -240,7 +242,7 @@ pub(super) fn encode_job(
         let (p, b) = delta.take().expect("checked");
         (p, Some(b))
     } else {
-        let key = delta::encode_planes(planes_comp, &job.data, width.into(), None, cx.joint)
+        let key = delta::encode_planes_with(planes_comp, &job.data, width.into(), None, cx.planes)
             .map_err(bad)?;
         match delta {
             Some((p, b)) if p.len() < key.len() => (p, Some(b)),
@@ -293,7 +295,10 @@ impl Ledger {
                     packs_dir: self.packs_dir(),
                     level: cfg.zstd_level,
                     max_depth: cfg.delta_max_depth,
-                    joint: cfg.joint_coding,
+                    planes: delta::PlanesOptions {
+                        joint: cfg.joint_coding,
+                        high_exceptions: cfg.high_exceptions,
+                    },
                     cache: Default::default(),
                 };
                 s.spawn(move || worker(cx, jr, done));

@@ -38,6 +38,11 @@ pub const FLAG_GAPS: u8 = 4;
 /// Flag bit (only with [`FLAG_GAPS`] and 16-bit elements): the changes are
 /// jointly coded ([`joint`]): one body instead of zstd frames.
 pub const FLAG_JOINT: u8 = 8;
+/// Flag bit (only with [`FLAG_GAPS`], without [`FLAG_JOINT`], and 16-bit
+/// elements): the high byte plane of the changes is stored as its
+/// exceptions, the few changes whose high XOR byte is not zero, instead of
+/// one byte per change (FORMAT.md §12.3.2).
+pub const FLAG_HIGH_EXCEPTIONS: u8 = 16;
 /// Fewest changes for which a sparse delta of 16-bit elements is written
 /// jointly coded (its code-length table costs 545 bytes).
 pub const JOINT_MIN_CHANGES: usize = 512;
@@ -57,6 +62,9 @@ pub struct PlanesHeader {
     pub plane_lens: Vec<u32>,
     /// The sparse delta is jointly coded ([`FLAG_JOINT`]).
     pub joint: bool,
+    /// The sparse delta's high plane is stored as its exceptions
+    /// ([`FLAG_HIGH_EXCEPTIONS`]).
+    pub high_exceptions: bool,
 }
 
 impl PlanesHeader {
@@ -88,7 +96,9 @@ impl PlanesHeader {
             );
         }
         let joint = flags & FLAG_JOINT != 0;
-        if flags & !(FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT) != 0
+        let high_exceptions = flags & FLAG_HIGH_EXCEPTIONS != 0;
+        if flags & !(FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT | FLAG_HIGH_EXCEPTIONS) != 0
+            || (high_exceptions && (flags & FLAG_GAPS == 0 || joint || width != 2))
             || (flags & FLAG_SPARSE != 0 && flags & FLAG_BASE == 0)
             || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
             || (joint && (flags & FLAG_GAPS == 0 || width != 2))
@@ -139,6 +149,7 @@ impl PlanesHeader {
             sparse_count,
             plane_lens,
             joint,
+            high_exceptions,
         })
     }
 }
@@ -157,11 +168,23 @@ pub fn planes_compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'
     Ok(c)
 }
 
+/// Which optional payload forms an encoder may write (readers decode all of
+/// them either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanesOptions {
+    /// Joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]; the ledger's
+    /// `WriteConfig::joint_coding`).
+    pub joint: bool,
+    /// The high plane of a sparse 16-bit delta as its exceptions when that
+    /// is smaller ([`FLAG_HIGH_EXCEPTIONS`]; `WriteConfig::high_exceptions`).
+    pub high_exceptions: bool,
+}
+
 /// Encode `raw` (a whole number of `width`-byte elements) as a planes
 /// payload, XOR-ed with `base` (same length) when given. `joint` allows the
-/// joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]; the ledger's
-/// `WriteConfig::joint_coding`); `false` writes what builds before it
-/// wrote. Readers decode both either way.
+/// joint coding of sparse 16-bit deltas ([`FLAG_JOINT`]); `false` writes
+/// what builds before it wrote. Readers decode every form either way. See
+/// [`encode_planes_with`] for the other optional forms.
 pub fn encode_planes(
     comp: &mut zstd::bulk::Compressor<'static>,
     raw: &[u8],
@@ -169,6 +192,23 @@ pub fn encode_planes(
     base: Option<(&ObjectId, &[u8])>,
     joint: bool,
 ) -> std::result::Result<Vec<u8>, String> {
+    let opts = PlanesOptions {
+        joint,
+        high_exceptions: false,
+    };
+    encode_planes_with(comp, raw, width, base, opts)
+}
+
+/// [`encode_planes`] with every optional form chosen by `opts`; with both
+/// off it writes what builds before them wrote.
+pub fn encode_planes_with(
+    comp: &mut zstd::bulk::Compressor<'static>,
+    raw: &[u8],
+    width: usize,
+    base: Option<(&ObjectId, &[u8])>,
+    opts: PlanesOptions,
+) -> std::result::Result<Vec<u8>, String> {
+    let joint = opts.joint;
     if !matches!(width, 1 | 2 | 4 | 8) || !raw.len().is_multiple_of(width) {
         return Err(format!(
             "cannot split {} bytes into {width}-byte elements",
@@ -217,10 +257,28 @@ pub fn encode_planes(
             out.extend_from_slice(id.as_bytes());
             let count = u32::try_from(count).map_err(|_| "piece too large".to_string())?;
             out.extend_from_slice(&count.to_le_bytes());
-            let frames: Vec<&[u8]> = std::iter::once(gaps.as_slice())
-                .chain(planes.iter().map(Vec::as_slice))
-                .collect();
-            append_frames(comp, &mut out, &frames)?;
+            let zstd = |comp: &mut zstd::bulk::Compressor<'static>, p: &[u8]| {
+                comp.compress(p).map_err(|e| format!("zstd: {e}"))
+            };
+            let mut frames = Vec::with_capacity(width + 1);
+            frames.push(zstd(comp, &gaps)?);
+            for p in &planes {
+                frames.push(zstd(comp, p)?);
+            }
+            if width == 2 && opts.high_exceptions {
+                let exceptions = zstd(comp, &high_exceptions(&planes[1]))?;
+                if exceptions.len() < frames[2].len() {
+                    frames[2] = exceptions;
+                    out[2] |= FLAG_HIGH_EXCEPTIONS;
+                }
+            }
+            for f in &frames {
+                let n = u32::try_from(f.len()).map_err(|_| "plane too large".to_string())?;
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            for f in &frames {
+                out.extend_from_slice(f);
+            }
             return Ok(out);
         }
     }
@@ -312,6 +370,31 @@ fn joint_w2(raw: &[u8], base: &[u8], limit: usize) -> Option<(Vec<u8>, usize)> {
     }
     let count = enc.changes();
     (count <= limit).then(|| (enc.finish(), count))
+}
+
+/// The exceptions form of the high plane of a sparse 16-bit delta
+/// ([`FLAG_HIGH_EXCEPTIONS`]): `u32` count `E` of its nonzero bytes, gap
+/// bytes giving their change indices (coded as the element gaps are, over
+/// changes instead of elements), then the `E` bytes. A fine-tuning step
+/// moves most weights by a code point or two, so the high XOR byte is
+/// zero for about 99 % of the changes (main series).
+pub fn high_exceptions(plane: &[u8]) -> Vec<u8> {
+    let e = plane.iter().filter(|&&b| b != 0).count();
+    let mut out = Vec::with_capacity(4 + 2 * e + plane.len() / 255 + 1);
+    // A plane has at most one byte per change, whose count is a u32.
+    out.extend_from_slice(&(e as u32).to_le_bytes());
+    let mut next = 0usize;
+    for (j, _) in plane.iter().enumerate().filter(|(_, &b)| b != 0) {
+        let mut gap = j - next;
+        while gap >= usize::from(GAP_SKIP) {
+            out.push(GAP_SKIP);
+            gap -= usize::from(GAP_SKIP);
+        }
+        out.push(gap as u8);
+        next = j + 1;
+    }
+    out.extend(plane.iter().filter(|&&b| b != 0));
+    out
 }
 
 /// Gap bytes, changed-element count and planes of a sparse delta.
@@ -518,6 +601,20 @@ fn decode_frames(
                 gaps.len()
             ));
         }
+        if h.high_exceptions {
+            let (low, rest) = planes.split_first_mut().expect("sized to the frames");
+            inflate_checked(frames[1], low, count, "plane")?;
+            let exceptions = &mut rest[0];
+            // The count, then at most a gap byte and a value per change
+            // plus a gap byte per 255 changes skipped.
+            let most = 4 + 2 * count + count / usize::from(GAP_SKIP) + 1;
+            inflate_into(frames[2], exceptions, most).map_err(|e| {
+                format!("zstd decompression of the high-plane exceptions failed: {e}")
+            })?;
+            let (exc_gaps, exc_values) = split_exceptions(exceptions, count)?;
+            apply_w2_exceptions(&mut out, gaps, low, exc_gaps, exc_values)?;
+            return Ok(out);
+        }
         for (f, buf) in frames[1..].iter().zip(planes.iter_mut()) {
             inflate_checked(f, buf, count, "plane")?;
         }
@@ -626,6 +723,110 @@ fn apply_w<const W: usize>(
         ));
     }
     Ok(())
+}
+
+/// The gap bytes and the values of a high-plane exceptions body
+/// ([`high_exceptions`]) of a delta with `count` changes, checking its
+/// count, that the gap bytes end at the count-th change they name, that
+/// exactly that many values follow and that none is zero.
+fn split_exceptions(body: &[u8], count: usize) -> std::result::Result<(&[u8], &[u8]), String> {
+    let (e, rest) = body
+        .split_first_chunk::<4>()
+        .ok_or("high-plane exceptions shorter than their count")?;
+    let e = u32::from_le_bytes(*e) as usize;
+    if e > count {
+        return Err(format!("{e} high-plane exceptions among {count} changes"));
+    }
+    let mut named = 0usize;
+    let mut end = 0usize;
+    for (i, &g) in rest.iter().enumerate() {
+        if named == e {
+            break;
+        }
+        if g != GAP_SKIP {
+            named += 1;
+        }
+        end = i + 1;
+    }
+    if named != e {
+        return Err("high-plane exceptions truncated in their gaps".into());
+    }
+    let (gaps, values) = rest.split_at(end);
+    if values.len() != e {
+        return Err(format!(
+            "{} high-plane exception values, their count is {e}",
+            values.len()
+        ));
+    }
+    if values.contains(&0) {
+        return Err("a high-plane exception of zero".into());
+    }
+    Ok((gaps, values))
+}
+
+/// [`apply_w`] for 16-bit elements whose high XOR bytes are given as
+/// exceptions ([`split_exceptions`]): the high byte of change `j` is the
+/// next exception value if `j` is the next exception's change index, else
+/// zero. Checks what [`apply_w`] checks, and that every exception names a
+/// change.
+fn apply_w2_exceptions(
+    out: &mut [u8],
+    gaps: &[u8],
+    low: &[u8],
+    exc_gaps: &[u8],
+    exc_values: &[u8],
+) -> std::result::Result<(), String> {
+    let mut values = low.iter();
+    let mut eg = exc_gaps.iter();
+    let mut ev = exc_values.iter();
+    let mut next = next_exception(&mut eg, 0);
+    let (mut at, mut j) = (0usize, 0usize);
+    for &g in gaps {
+        if g == GAP_SKIP {
+            at += usize::from(GAP_SKIP);
+            continue;
+        }
+        at += usize::from(g);
+        let (Some(e), Some(&lo)) = (out.get_mut(at * 2..at * 2 + 2), values.next()) else {
+            return Err("the gaps name elements past the piece or its count".into());
+        };
+        let e: &mut [u8; 2] = e.try_into().expect("two bytes");
+        let mut x = u16::from(lo);
+        // Rare (about one change in a hundred), so the branch predicts well.
+        if j == next {
+            let hi = ev
+                .next()
+                .ok_or("more high-plane exceptions named than given")?;
+            x |= u16::from(*hi) << 8;
+            next = next_exception(&mut eg, j + 1);
+        }
+        *e = (u16::from_le_bytes(*e) ^ x).to_le_bytes();
+        j += 1;
+        at += 1;
+    }
+    if values.next().is_some() {
+        return Err(format!(
+            "the gaps name {j} changed elements, fewer than the header's count"
+        ));
+    }
+    if next != usize::MAX || ev.next().is_some() {
+        return Err("a high-plane exception past the last change".into());
+    }
+    Ok(())
+}
+
+/// The change index of the next exception, its gap bytes read from `eg`
+/// and counted from change `from`; `usize::MAX` when none is left.
+fn next_exception(eg: &mut std::slice::Iter<'_, u8>, from: usize) -> usize {
+    let mut j = from;
+    for &g in eg.by_ref() {
+        if g == GAP_SKIP {
+            j += usize::from(GAP_SKIP);
+        } else {
+            return j + usize::from(g);
+        }
+    }
+    usize::MAX
 }
 
 /// Mask word `i` (elements `64 i ..`), zero-padded past the end.

@@ -61,12 +61,19 @@ pub struct WriteConfig {
     /// it stores. A piece whose delta would take its chain past this is
     /// stored as a keyframe instead (bounds restore cost; FORMAT.md §12.2).
     pub delta_max_depth: u32,
-    /// Code sparse 16-bit deltas jointly (FORMAT.md §13.1) instead of as
+    /// Code sparse 16-bit deltas jointly (FORMAT.md §12.3.1) instead of as
     /// zstd frames. Off by default: on the main series it stores 0.118 ×
-    /// raw instead of 0.124, but under the load it was measured with it
-    /// neither restored measurably faster and it ingested slower (its
-    /// encoder costs more CPU than zstd on the three frames).
+    /// raw instead of 0.124, but it costs more CPU both to ingest and to
+    /// decode (FORMAT.md §13.1: decode of round 9 2.39× `zstd -d`'s CPU
+    /// time against 2.13×).
     pub joint_coding: bool,
+    /// Store the high byte plane of a sparse 16-bit delta as its
+    /// exceptions (the changes whose high XOR byte is not zero) when that
+    /// is smaller (FORMAT.md §12.3.2). Off by default: on the main series
+    /// it stores 0.4 % less, but its faster decoding of that plane did not
+    /// show in restore CPU time (FORMAT.md §13.1) and builds before it
+    /// cannot read what it writes. `false` writes what they wrote.
+    pub high_exceptions: bool,
 }
 
 impl Default for WriteConfig {
@@ -81,6 +88,7 @@ impl Default for WriteConfig {
             delta: true,
             delta_max_depth: 9,
             joint_coding: false,
+            high_exceptions: false,
         }
     }
 }
