@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Output};
 
 use bat::contract::pack::Pack;
+use loop_support::example;
 use round_common::*;
 use serde_json::Value;
 
@@ -231,32 +232,6 @@ fn a_directory_that_is_almost_a_round_gets_a_hint() {
 }
 
 // ------------------------------------------------------------ replay --strict
-
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let p = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    if !p.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = StdCommand::new(cargo)
-            .args([
-                "build",
-                "--example",
-                "toy_trainer",
-                "--example",
-                "toy_evaluator",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo build");
-        assert!(st.success());
-    }
-    p
-}
 
 /// A two-round toy campaign (external backends: tolerance verify) whose
 /// trainer runs through a wrapper script the test can change.

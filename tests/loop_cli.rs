@@ -14,33 +14,6 @@ fn bat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bat"))
 }
 
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    if !p.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args([
-                "build",
-                "--example",
-                "toy_trainer",
-                "--example",
-                "toy_evaluator",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    p
-}
-
 /// A ledger in `dir/ledger` and a written template file.
 fn init(dir: &Path) -> PathBuf {
     let l = dir.join("ledger");

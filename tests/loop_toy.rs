@@ -3,7 +3,7 @@
 
 mod loop_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bat::contract::json;
 use bat::contract::pack::Pack;
@@ -14,28 +14,6 @@ use bat_ledger::Ledger;
 use loop_support::*;
 
 /// target/<profile>/examples/<name>, building the examples if needed.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
-    let p = dir.join(name);
-    if !p.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--example",
-                "toy_trainer",
-                "--example",
-                "toy_evaluator",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    p
-}
-
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }

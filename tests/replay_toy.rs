@@ -5,41 +5,15 @@
 
 mod loop_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use bat::contract::pack::Pack;
-use loop_support::source;
+use loop_support::{example, source};
 use serde_json::Value;
 
 fn bat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bat"))
-}
-
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let p = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    if !p.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args([
-                "build",
-                "--example",
-                "toy_trainer",
-                "--example",
-                "toy_evaluator",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo build");
-        assert!(st.success());
-    }
-    p
 }
 
 struct Campaign {

@@ -208,3 +208,31 @@ pub fn copy_tree(from: &Path, to: &Path) {
 pub fn read_json(p: &Path) -> Value {
     bat::contract::json::parse_bytes(&std::fs::read(p).unwrap()).unwrap()
 }
+
+/// The path of a built example (`toy_trainer`, `toy_evaluator`), building
+/// the toy pair when missing. One copy for every test that runs them.
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("examples")
+        .join(name);
+    if !p.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = std::process::Command::new(cargo)
+            .args([
+                "build",
+                "--example",
+                "toy_trainer",
+                "--example",
+                "toy_evaluator",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build of the toy examples");
+        assert!(st.success());
+    }
+    p
+}

@@ -3,40 +3,16 @@
 //! script, and process-group checks through /proc.
 #![allow(dead_code)]
 
+#[path = "../loop_support/mod.rs"]
+mod loop_support;
+pub use loop_support::example;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 pub fn bat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bat"))
-}
-
-/// The path of a built example, building the toy pair when missing.
-pub fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    if !p.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args([
-                "build",
-                "--example",
-                "toy_trainer",
-                "--example",
-                "toy_evaluator",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    p
 }
 
 pub fn write_json(p: &Path, v: serde_json::Value) -> PathBuf {
