@@ -511,7 +511,8 @@ pub fn run_loop(
         )?;
         // Record the round before the next one starts.
         let logs = round_logs(opts.log_dir, &trainer_label, &rid);
-        let meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
+        let loop_meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
+        let meta = loop_meta.to_value();
         let note = sink
             .round_completed(&CompletedRound {
                 round_id: &rid,
@@ -531,11 +532,7 @@ pub fn run_loop(
         });
         // Logs the sink committed with the round are not kept twice.
         if sink.stores_logs() {
-            let lm =
-                crate::round::meta::LoopMeta::from_value(&meta).map_err(|e| LoopError::Encode {
-                    reason: e.to_string(),
-                })?;
-            remove_committed_logs(&lm.logs)?;
+            remove_committed_logs(&loop_meta.logs)?;
         }
         // The round is durable in the ledger now: its work files need not
         // be kept twice (the current checkpoint's round stays for training).

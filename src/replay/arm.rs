@@ -407,13 +407,8 @@ fn commit_replayed(
     };
     // The arm's child logs go into the round commit like a run's.
     let logs = round_logs(Some(&plan.logs), &r.done.trainer_label, &o.round_id);
-    let meta = loop_metadata(campaign, &plan.run_id, &state, &logs)?;
-    let committed_logs = meta::LoopMeta::from_value(&meta)
-        .map_err(|e| ReplayError::BadRecord {
-            commit: o.commit.to_string(),
-            reason: e.to_string(),
-        })?
-        .logs;
+    let loop_meta = loop_metadata(campaign, &plan.run_id, &state, &logs)?;
+    let meta = loop_meta.to_value();
     let opts = CommitRoundOptions {
         branch: Some(branch.to_string()),
         pack: r.setup.pack.clone(),
@@ -442,6 +437,6 @@ fn commit_replayed(
     }
     let rc = commit_round(ledger, r.root, &opts)?;
     // Durable now: the replay's work folder need not keep the logs twice.
-    remove_committed_logs(&committed_logs)?;
+    remove_committed_logs(&loop_meta.logs)?;
     Ok(rc.commit.to_string())
 }

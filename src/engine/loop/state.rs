@@ -86,7 +86,7 @@ pub fn loop_metadata(
     run_id: &str,
     state: &LoopState,
     logs: &[(String, PathBuf)],
-) -> Result<serde_json::Value, LoopError> {
+) -> Result<crate::round::meta::LoopMeta, LoopError> {
     use crate::round::meta::{CurrentCheckpoint, LogRef, LoopMeta, SummaryRef};
     let mut log_entries = std::collections::BTreeMap::new();
     for (name, path) in logs {
@@ -130,8 +130,7 @@ pub fn loop_metadata(
         next_target_stage: Some(state.target_stage.clone()),
         state: None,
         logs: log_entries,
-    }
-    .to_value())
+    })
 }
 
 /// The run's stdout document.
