@@ -340,9 +340,8 @@ impl Commit {
 
 /// A commit whose metadata is kept as the stored JSON text instead of a
 /// decoded tree: for walks over long histories that print or filter the
-/// metadata (`bat log --json`, the log table), where decoding every
-/// commit's metadata into a [`serde_json::Value`] and encoding it again
-/// was most of the time.
+/// metadata, where decoding every commit's metadata into a
+/// [`serde_json::Value`] and encoding it again was most of the time.
 #[derive(Debug, Clone)]
 pub struct RawCommit {
     /// The root tree.
