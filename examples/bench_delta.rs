@@ -16,6 +16,9 @@
 //! `BAT_BENCH_HIGH_EXCEPTIONS=1` adds "bat (high exceptions)": the same
 //! build storing the high plane of sparse 16-bit deltas as its exceptions
 //! (FORMAT.md §12.3.2, off by default);
+//! `BAT_BENCH_GC=0` leaves out "bat after gc" (a copy of the "bat"
+//! ledger after `gc`, which re-roots delta chains at their middle; its
+//! ingest figures are the commits plus the gc) and the restores of r00;
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
@@ -24,12 +27,16 @@
 //! on a shared machine wall-time ratios mostly measure the load, CPU
 //! ratios the work.
 
+#[path = "support/series.rs"]
+mod series;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
+use series::{children_cpu, clock_ticks, load, self_cpu, series_rounds};
 
 fn sync() {
     let _ = Command::new("sync").status();
@@ -126,6 +133,9 @@ struct BatTool {
     name: &'static str,
     joint: bool,
     high_exceptions: bool,
+    /// A copy of the first tool's ledger after `gc` (which re-roots delta
+    /// chains at their middle), instead of an ingest of its own.
+    after_gc: bool,
     ledger: Option<PathBuf>,
     commits: Vec<CommitId>,
     ingest: Vec<f64>,
@@ -133,51 +143,21 @@ struct BatTool {
     stored: u64,
 }
 
-/// CPU seconds (user + system) used so far by the children this process
-/// has waited for (`cutime + cstime` in `/proc/self/stat`): the difference
-/// around one timed command is that command's CPU time, for
-/// `sh -c 'zstd | tar'` the shell's, zstd's and tar's together, for a
-/// restore child all of its threads. Unlike wall time it barely depends
-/// on what else runs on the machine, so it compares the tools' work even
-/// under load.
-fn children_cpu(ticks_per_s: f64) -> f64 {
-    stat_cpu(13) / ticks_per_s
-}
-
-/// CPU seconds (user + system) of this process so far, all threads (for
-/// bat's ingest, which runs in this process).
-fn self_cpu(ticks_per_s: f64) -> f64 {
-    stat_cpu(11) / ticks_per_s
-}
-
-/// The sum of two adjacent CPU-time fields of `/proc/self/stat`, in
-/// ticks, counted from field 3 (`at` 11: utime + stime; 13: cutime +
-/// cstime). The command name before them is in parentheses and may hold
-/// spaces, so fields are counted after its closing one.
-fn stat_cpu(at: usize) -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    f.get(at).copied().unwrap_or(0.0) + f.get(at + 1).copied().unwrap_or(0.0)
-}
-
-/// Clock ticks per second of the `/proc` CPU times (`getconf CLK_TCK`).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+impl BatTool {
+    /// The default encoding, ingested by the benchmark itself.
+    fn new(name: &'static str) -> BatTool {
+        BatTool {
+            name,
+            joint: false,
+            high_exceptions: false,
+            after_gc: false,
+            ledger: None,
+            commits: vec![],
+            ingest: vec![],
+            ingest_cpu: vec![],
+            stored: 0,
+        }
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -208,16 +188,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     std::fs::create_dir_all(work)?;
     let work = work.canonicalize()?;
-    let mut rounds: Vec<String> = std::fs::read_dir(&series)?
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect();
-    rounds.sort();
-    let raw: u64 = rounds
-        .iter()
-        .map(|r| bat_ledger::maint::dir_size(&series.join(r)))
-        .sum();
+    let (rounds, raw) = series_rounds(&series)?;
     println!(
         "series {} ({} rounds, {:.1} MiB raw), max delta depth {depth}, {repeat} repetitions, load at start {}",
         series.display(),
@@ -225,40 +196,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         raw as f64 / 1048576.0,
         load()
     );
-    let mut bats = vec![BatTool {
-        name: "bat",
-        joint: false,
-        high_exceptions: false,
-        ledger: None,
-        commits: vec![],
-        ingest: vec![],
-        ingest_cpu: vec![],
-        stored: 0,
-    }];
+    let mut bats = vec![BatTool::new("bat")];
     if env_is("BAT_BENCH_JOINT", "1") {
         bats.push(BatTool {
-            name: "bat (joint)",
             joint: true,
-            high_exceptions: false,
-            ledger: None,
-            commits: vec![],
-            ingest: vec![],
-            ingest_cpu: vec![],
-            stored: 0,
+            ..BatTool::new("bat (joint)")
         });
     }
     if env_is("BAT_BENCH_HIGH_EXCEPTIONS", "1") {
         bats.push(BatTool {
-            name: "bat (high exceptions)",
-            joint: false,
             high_exceptions: true,
-            ledger: None,
-            commits: vec![],
-            ingest: vec![],
-            ingest_cpu: vec![],
-            stored: 0,
+            ..BatTool::new("bat (high exceptions)")
         });
     }
+    if !env_is("BAT_BENCH_GC", "0") {
+        bats.push(BatTool {
+            after_gc: true,
+            ..BatTool::new("bat after gc")
+        });
+    }
+    let (mut gc_wall, mut gc_cpu) = (vec![], vec![]);
     // Ingest, the tools alternating; each repetition starts from nothing.
     let tz = work.join("tarzst");
     let (mut tz_ingest, mut tz_ingest_cpu, mut tz_bytes) = (vec![], vec![], 0u64);
@@ -280,9 +237,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sync();
         tz_ingest.push(t.elapsed().as_secs_f64());
         tz_bytes = bat_ledger::maint::dir_size(&tz);
-        for (k, b) in bats.iter_mut().enumerate() {
+        for k in 0..bats.len() {
             let lroot = work.join(format!("ledger{k}"));
             let _ = std::fs::remove_dir_all(&lroot);
+            if bats[k].after_gc {
+                let first = &bats[0];
+                let src = first.ledger.as_ref().expect("the first tool ingests");
+                let src = src.parent().expect("a ledger's .bat is in its root");
+                assert!(sh(&format!(
+                    "cp -a '{}' '{}'",
+                    src.display(),
+                    lroot.display()
+                )));
+                let (commits, ingest, ingest_cpu) = (
+                    first.commits.clone(),
+                    first.ingest.clone(),
+                    first.ingest_cpu.clone(),
+                );
+                sync();
+                let (t, c) = (Instant::now(), self_cpu(ticks));
+                let mut ledger =
+                    Ledger::open_with(&lroot.join(".bat"), bat_ledger::LockMode::Exclusive)?;
+                ledger.gc(&NoProgress, &cancel)?;
+                let cpu = self_cpu(ticks) - c;
+                sync();
+                let wall = t.elapsed().as_secs_f64();
+                gc_wall.push(wall);
+                gc_cpu.push(cpu);
+                let b = &mut bats[k];
+                b.commits = commits;
+                // What the ledger cost to make: the commits and the gc.
+                b.ingest.push(ingest.last().copied().unwrap_or(0.0) + wall);
+                b.ingest_cpu
+                    .push(ingest_cpu.last().copied().unwrap_or(0.0) + cpu);
+                b.stored = ledger.stats()?.pack_bytes;
+                b.ledger = Some(ledger.dir().to_path_buf());
+                continue;
+            }
+            let b = &mut bats[k];
             let mut ledger = Ledger::init(&lroot)?;
             ledger.config.delta_max_depth = depth;
             ledger.config.joint_coding = b.joint;
@@ -307,6 +299,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("load after ingest {}", load());
+    if !gc_wall.is_empty() {
+        println!(
+            "gc of the ingested ledger (re-roots its delta chains): {} s, CPU {} s",
+            Spread::of(&gc_wall),
+            Spread::of(&gc_cpu)
+        );
+    }
     println!("\n| tool | ingest s | ingest ratio tar+zstd ÷ tool | ingest CPU s | CPU ratio tar+zstd ÷ tool | stored MiB | stored/raw |");
     println!("|---|---|---|---|---|---|---|");
     println!(
@@ -338,7 +337,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.stored as f64 / raw as f64
         );
     }
-    // Restores: r05 (the figure) and the deepest round.
+    // Restores: r05 (the figure), the last round (the deepest as
+    // committed) and the first (the deepest after gc's re-rooting).
     let idx = rounds
         .iter()
         .position(|r| r == "r05")
@@ -347,7 +347,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| round | cache | tool | restore s | restore ratio | decode s | decode ratio | CPU s restore / decode | CPU ratio restore | CPU ratio decode | peak RSS MB (restore / decode) | identical |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let modes: &[bool] = if cold { &[false, true] } else { &[false] };
-    for i in [idx, rounds.len() - 1] {
+    let mut which = vec![idx, rounds.len() - 1];
+    if !env_is("BAT_BENCH_GC", "0") {
+        which.push(0);
+    }
+    which.dedup();
+    for i in which {
         let r = &rounds[i];
         for &is_cold in modes {
             let maybe_cold = || {

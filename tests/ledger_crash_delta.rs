@@ -14,48 +14,33 @@ fn tip(w: &std::path::Path) -> serde_json::Value {
     json(bat(w).args(["log", "-n", "1"]))[0].clone()
 }
 
-/// A safetensors file with `n` BF16 tensors of 2 Mi elements each.
-fn write_model(path: &std::path::Path, data: &[Vec<u8>]) {
-    let mut header = serde_json::Map::new();
-    let mut off = 0usize;
-    for (i, d) in data.iter().enumerate() {
-        header.insert(
-            format!("layer{i}.weight"),
-            serde_json::json!({"dtype": "BF16", "shape": [d.len() / 2], "data_offsets": [off, off + d.len()]}),
-        );
-        off += d.len();
-    }
-    let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    for d in data {
-        out.extend_from_slice(d);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
-#[test]
-fn sigkill_during_delta_commit_never_breaks_the_ledger() {
+/// A new ledger with an empty `data` directory, a generator seeded from
+/// the clock (printed, to replay a failure) and `tensors` random BF16
+/// tensors of 2 Mi elements.
+fn seeded_setup(tensors: usize) -> (tempfile::TempDir, Rng, Vec<Vec<u8>>) {
     let t = new_ledger();
-    let w = t.path();
-    let d = w.join("data");
-    std::fs::create_dir_all(&d).unwrap();
+    std::fs::create_dir_all(t.path().join("data")).unwrap();
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
     println!("crash test seed {seed}");
     let mut rng = Rng(seed | 1);
-    let mut data: Vec<Vec<u8>> = (0..6)
+    let data = (0..tensors)
         .map(|_| {
             let mut v = vec![0u8; 4 << 20];
             fill(&mut v, &mut rng);
             v
         })
         .collect();
+    (t, rng, data)
+}
+
+#[test]
+fn sigkill_during_delta_commit_never_breaks_the_ledger() {
+    let (t, mut rng, mut data) = seeded_setup(6);
+    let w = t.path();
+    let d = w.join("data");
     write_model(&d.join("model.safetensors"), &data);
     bat(w)
         .args(["commit", "data", "-m", "base"])
@@ -184,4 +169,94 @@ fn delta_depth_flag_bounds_the_chain() {
         }
         assert!(bat(w).arg("fsck").output().unwrap().status.success());
     }
+}
+
+/// `bat gc` re-rooting delta chains killed with SIGKILL at random instants:
+/// after every kill fsck passes and every version checks out byte-exact;
+/// a gc left to finish re-roots the chains.
+#[test]
+fn sigkill_during_a_rerooting_gc_never_breaks_the_ledger() {
+    let (t, mut rng, mut data) = seeded_setup(5);
+    let w = t.path();
+    let d = w.join("data");
+    let mut versions = Vec::new();
+    for v in 0..8 {
+        for t in data.iter_mut() {
+            for _ in 0..(t.len() / 64) {
+                let i = (rng.next() as usize) % t.len();
+                t[i] ^= 1;
+            }
+        }
+        write_model(&d.join("model.safetensors"), &data);
+        versions.push(hash_file(&d.join("model.safetensors")));
+        bat(w)
+            .args(["commit", "data", "-m", &format!("v{v}")])
+            .assert()
+            .success();
+    }
+    let check_all = |label: &str| {
+        let fsck = bat(w).arg("fsck").output().unwrap();
+        assert!(
+            fsck.status.success(),
+            "{label}: fsck failed: {}",
+            String::from_utf8_lossy(&fsck.stdout)
+        );
+        for (v, want) in versions.iter().enumerate() {
+            let out = w.join("out");
+            let _ = std::fs::remove_dir_all(&out);
+            bat(w)
+                .args(["checkout", &format!("HEAD~{}", 7 - v), "--to", "out"])
+                .assert()
+                .success();
+            assert_eq!(
+                &hash_file(&out.join("model.safetensors")),
+                want,
+                "{label}: v{v}"
+            );
+        }
+    };
+    let plan = json(bat(w).args(["gc", "--dry-run"]));
+    assert!(plan["rerooted_trees"].as_u64().unwrap() >= 5, "{plan}");
+    // How long a whole gc takes, timed on a copy; kills land before that.
+    let copy = tempfile::tempdir().unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(w.join(".bat"))
+        .arg(copy.path())
+        .status()
+        .unwrap()
+        .success());
+    let start = Instant::now();
+    bat(copy.path()).arg("gc").assert().success();
+    let duration = start.elapsed();
+    let mut killed = 0;
+    for run in 0..6 {
+        let mut child = Command::new(bat_path())
+            .current_dir(w)
+            .env_remove("BAT_DIR")
+            .args(["gc", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let at = Duration::from_micros(rng.next() % (duration.as_micros() as u64 * 6 / 10 + 1));
+        std::thread::sleep(at);
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            // It finished: the chains are centred; the next runs would
+            // have nothing to re-root.
+            check_all(&format!("run {run} (completed)"));
+            break;
+        }
+        killed += 1;
+        check_all(&format!("run {run} (killed after {at:?})"));
+    }
+    println!("{killed} gc runs killed (a whole gc took {duration:?})");
+    assert!(killed >= 1, "the first run should be killed mid-gc");
+    let rep = json(bat(w).arg("gc"));
+    println!("{rep}");
+    check_all("after a full gc");
+    let again = json(bat(w).arg("gc"));
+    assert_eq!(again["rerooted_trees"], 0, "{again}");
 }

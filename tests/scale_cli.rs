@@ -242,3 +242,65 @@ fn log_into_a_closed_pipe_is_quiet() {
     assert!(res.status.success(), "status {:?}", res.status);
     assert_eq!(String::from_utf8_lossy(&res.stderr), "");
 }
+
+/// gc re-roots delta chains whose records are spread over a hundred pack
+/// segments (one per commit) with only 64 descriptors: a re-rooted chain
+/// holds its packs open only while it is re-encoded.
+#[test]
+fn rerooting_a_hundred_commits_of_delta_chains_with_64_open_files() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let d = w.join("data");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut l = Ledger::init(w).unwrap();
+    l.config.chunk_threshold = 1024;
+    let mut rng = Rng(0xc4a1);
+    let mut data: Vec<Vec<u8>> = (0..40)
+        .map(|_| {
+            let mut v = vec![0u8; 8192];
+            fill(&mut v, &mut rng);
+            v
+        })
+        .collect();
+    let mut versions = Vec::new();
+    for v in 0..100 {
+        for t in data.iter_mut() {
+            for _ in 0..64 {
+                let i = (rng.next() as usize) % t.len();
+                t[i] ^= 1;
+            }
+        }
+        write_model(&d.join("model.safetensors"), &data);
+        versions.push(hash_file(&d.join("model.safetensors")));
+        l.commit_dir(
+            &d,
+            &CommitRequest::new(format!("v{v}")),
+            &NoProgress,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    }
+    drop(l);
+    let packs = std::fs::read_dir(w.join(".bat/packs")).unwrap().count();
+    assert_eq!(packs, 100, "one pack per commit before gc");
+    let rep: serde_json::Value =
+        serde_json::from_str(&ok(bat_limited(w, 64, &["gc", "--json"]), "gc")).unwrap();
+    assert!(rep["rerooted_trees"].as_u64().unwrap() >= 400, "{rep}");
+    ok(bat_limited(w, 64, &["fsck"]), "fsck");
+    for (v, want) in versions.iter().enumerate().step_by(7) {
+        let out = format!("out{v}");
+        ok(
+            bat_limited(
+                w,
+                64,
+                &["checkout", &format!("HEAD~{}", 99 - v), "--to", &out],
+            ),
+            "checkout",
+        );
+        assert_eq!(
+            &hash_file(&w.join(&out).join("model.safetensors")),
+            want,
+            "v{v}"
+        );
+    }
+}

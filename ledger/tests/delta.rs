@@ -122,6 +122,19 @@ fn check(l: &Ledger, c: &CommitId, expect: &[(&str, &[u8])]) {
     }
 }
 
+/// Every commit of `s` reads back as its bytes.
+fn check_versions(l: &Ledger, s: &[(CommitId, Vec<u8>)]) {
+    for (c, b) in s {
+        check(l, c, &[("m.safetensors", b)]);
+    }
+}
+
+/// [`check_versions`], and fsck finds nothing wrong.
+fn check_series(l: &Ledger, s: &[(CommitId, Vec<u8>)]) {
+    check_versions(l, s);
+    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+}
+
 fn all_dtypes(rng: &mut Rng) -> Vec<T> {
     let mut ts = Vec::new();
     for (i, (d, w)) in DTYPES.iter().enumerate() {
@@ -343,6 +356,7 @@ fn chains(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<(usize, u64)> {
                         break;
                     };
                     depth += 1;
+                    assert!(depth <= 64, "the delta chain of {} loops", ch.id);
                     cost += (stored_len * 10).div_ceil(row.raw_len.max(1)).max(1);
                     cur = base;
                 }
@@ -366,9 +380,7 @@ fn chain_depth_is_bounded_by_keyframes() {
         "sparse chains reach the limit"
     );
     assert!(c.iter().all(|x| x.1 <= 2), "and never exceed it: {c:?}");
-    for (c, b) in &s {
-        check(&l, c, &[("m.safetensors", b)]);
-    }
+    check_versions(&l, &s);
 }
 
 #[test]
@@ -388,9 +400,7 @@ fn dense_deltas_count_more_toward_the_limit() {
         c.iter().all(|x| x.1 <= 9),
         "no chain costs more than the limit: {c:?}"
     );
-    for (c, b) in &s {
-        check(&l, c, &[("m.safetensors", b)]);
-    }
+    check_versions(&l, &s);
 }
 
 /// Pack segments, oldest first (each commit writes its own segment).
@@ -515,16 +525,11 @@ fn gc_keeps_bases_and_rebuild_restores_delta_rows() {
     drop(l);
     let mut l = Ledger::open_with(&t.path().join(".bat"), LockMode::Exclusive).unwrap();
     l.gc(&NoProgress, &no()).unwrap();
-    for (c, b) in &s {
-        check(&l, c, &[("m.safetensors", b)]);
-    }
+    check_versions(&l, &s);
     l.rebuild_catalog().unwrap();
     let after = l.stats().unwrap();
     assert_eq!(after.delta_objects, before.delta_objects);
-    for (c, b) in &s {
-        check(&l, c, &[("m.safetensors", b)]);
-    }
-    assert!(l.fsck(&NoProgress, &no()).unwrap().ok());
+    check_series(&l, &s);
 }
 
 #[test]
@@ -534,9 +539,7 @@ fn delta_disabled_stores_no_deltas() {
     l.config.delta = false;
     let s = series(&mut l, &t.path().join("d"), 3);
     assert_eq!(l.stats().unwrap().delta_objects, 0);
-    for (c, b) in &s {
-        check(&l, c, &[("m.safetensors", b)]);
-    }
+    check_versions(&l, &s);
 }
 
 /// Chunk ids of the large file in commit `c`.
@@ -593,4 +596,228 @@ fn an_explicit_delta_base_replaces_the_parent() {
         vec![s[1].0],
         "history is unchanged"
     );
+}
+
+/// The delta depth of every tensor piece of each commit, in commit order
+/// (the first chunk, the safetensors header, is never a delta).
+fn depths(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<Vec<usize>> {
+    commits
+        .iter()
+        .map(|c| {
+            chains(l, std::slice::from_ref(c))
+                .iter()
+                .skip(1)
+                .map(|x| x.0)
+                .collect()
+        })
+        .collect()
+}
+
+/// A ledger holding `rounds` commits of a lightly changed model (one
+/// forward delta chain per piece), reopened with the exclusive lock gc
+/// needs.
+fn lightly_changed(rounds: usize) -> (tempfile::TempDir, Ledger, Vec<(CommitId, Vec<u8>)>) {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series_with(&mut l, &t.path().join("d"), rounds, perturb_lightly);
+    drop(l);
+    let l = exclusive(t.path());
+    (t, l, s)
+}
+
+fn exclusive(t: &Path) -> Ledger {
+    let mut l = Ledger::open_with(&t.join(".bat"), LockMode::Exclusive).unwrap();
+    l.config.chunk_threshold = 1024;
+    l
+}
+
+#[test]
+fn gc_moves_each_chains_keyframe_to_its_middle() {
+    let (_t, mut l, s) = lightly_changed(10);
+    let before = depths(&l, &s);
+    assert!(
+        before
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.iter().all(|&x| x == i)),
+        "written as one forward chain per piece: {before:?}"
+    );
+    let stored = l.stats().unwrap().record_stored_bytes;
+    let rep = l.gc(&NoProgress, &no()).unwrap();
+    let pieces = before[0].len() as u64;
+    assert_eq!(rep.rerooted_trees, pieces, "{rep:?}");
+    assert_eq!(rep.rerooted_records, 6 * pieces, "r00..r05 re-encoded");
+    let after = depths(&l, &s);
+    let want = [5, 4, 3, 2, 1, 0, 1, 2, 3, 4];
+    for (i, v) in after.iter().enumerate() {
+        assert!(v.iter().all(|&x| x == want[i]), "r{i}: {v:?}");
+    }
+    let now = l.stats().unwrap();
+    assert_eq!(now.delta_objects, 9 * pieces);
+    let ratio = now.record_stored_bytes as f64 / stored as f64;
+    assert!(
+        (0.97..1.03).contains(&ratio),
+        "reversed links take the space they took: {ratio}"
+    );
+    check_series(&l, &s);
+    let again = l.gc(&NoProgress, &no()).unwrap();
+    assert_eq!(again.rerooted_trees, 0, "a centred tree stays: {again:?}");
+    l.rebuild_catalog().unwrap();
+    assert_eq!(depths(&l, &s), after, "rebuild reads the new bases back");
+}
+
+#[test]
+fn commits_after_a_reroot_extend_the_shallower_chain() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    l.config.delta_max_depth = 4;
+    let d = t.path().join("d");
+    let mut s = series_with(&mut l, &d, 5, perturb_lightly);
+    drop(l);
+    let mut l = exclusive(t.path());
+    l.config.delta_max_depth = 4;
+    l.gc(&NoProgress, &no()).unwrap();
+    assert!(depths(&l, &s)[4].iter().all(|&x| x == 2), "tip at depth 2");
+    // Three more rounds chain on at depths 3 and 4, then a keyframe.
+    let mut rng = Rng(7);
+    let mut ts = vec![
+        tensor(&mut rng, "w1", "BF16", 2, vec![128, 64]),
+        tensor(&mut rng, "w2", "F32", 4, vec![2000]),
+    ];
+    let last = s.last().unwrap().1.clone();
+    let header = u64::from_le_bytes(last[..8].try_into().unwrap()) as usize + 8;
+    let (a, b) = last[header..].split_at(ts[0].data.len());
+    ts[0].data = a.to_vec();
+    ts[1].data = b.to_vec();
+    for r in 5..8 {
+        perturb_lightly(&mut rng, &mut ts);
+        let bytes = safetensors(&ts);
+        std::fs::write(d.join("m.safetensors"), &bytes).unwrap();
+        s.push((commit(&mut l, &d, &format!("r{r}")), bytes));
+    }
+    let v = depths(&l, &s);
+    assert!(v[5].iter().all(|&x| x == 3), "{v:?}");
+    assert!(v[6].iter().all(|&x| x == 4), "{v:?}");
+    assert!(v[7].iter().all(|&x| x == 0), "{v:?}");
+    check_series(&l, &s);
+}
+
+#[test]
+fn keep_chains_and_dry_runs_leave_chains_alone() {
+    let (_t, mut l, s) = lightly_changed(6);
+    let before = depths(&l, &s);
+    let dry = bat_ledger::GcOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let rep = l.gc_with(&dry, &NoProgress, &no()).unwrap();
+    assert!(rep.rerooted_trees > 0, "a dry run says what it would do");
+    assert_eq!(depths(&l, &s), before);
+    let keep = bat_ledger::GcOptions {
+        keep_chains: true,
+        ..Default::default()
+    };
+    let rep = l.gc_with(&keep, &NoProgress, &no()).unwrap();
+    assert_eq!(rep.rerooted_trees, 0);
+    assert_eq!(depths(&l, &s), before);
+}
+
+#[test]
+fn dense_chains_stay_within_the_cost_limit_after_a_reroot() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series_with(&mut l, &t.path().join("d"), 8, perturb_all);
+    drop(l);
+    let mut l = exclusive(t.path());
+    l.gc(&NoProgress, &no()).unwrap();
+    let c = chains(&l, &s);
+    assert!(c.iter().all(|x| x.1 <= 9), "{c:?}");
+    check_versions(&l, &s);
+}
+
+/// Cancels when a phase whose label contains `at` starts.
+struct CancelAt<'a>(&'a str, &'a AtomicBool);
+
+impl bat_ledger::Progress for CancelAt<'_> {
+    fn start(&self, label: &str, _total: Option<u64>) {
+        if label.contains(self.0) {
+            self.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn inc(&self, _n: u64) {}
+    fn finish(&self) {}
+}
+
+#[test]
+fn an_interrupted_reroot_leaves_the_old_chains() {
+    let (_t, mut l, s) = lightly_changed(6);
+    let before = depths(&l, &s);
+    let cancel = no();
+    let err = l
+        .gc(&CancelAt("re-rooting", &cancel), &cancel)
+        .expect_err("cancelled");
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    assert_eq!(depths(&l, &s), before);
+    check_series(&l, &s);
+    // The next gc removes the unreferenced segment and re-roots.
+    let rep = l.gc(&NoProgress, &no()).unwrap();
+    assert!(rep.rerooted_trees > 0);
+    check_versions(&l, &s);
+}
+
+#[test]
+fn rebuild_with_old_and_rerooted_records_side_by_side_keeps_chains_finite() {
+    let (t, mut l, s) = lightly_changed(10);
+    let packs = t.path().join(".bat/packs");
+    let old: Vec<(std::path::PathBuf, Vec<u8>)> = std::fs::read_dir(&packs)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.path(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert!(l.gc(&NoProgress, &no()).unwrap().rerooted_trees > 0);
+    // A crash after gc's catalog switch, before it deleted the old packs:
+    // both forms of every re-rooted record are on disk.
+    for (p, bytes) in &old {
+        std::fs::write(p, bytes).unwrap();
+    }
+    l.rebuild_catalog().unwrap();
+    let d = depths(&l, &s);
+    assert!(d.iter().flatten().all(|&x| x <= 9), "{d:?}");
+    check_series(&l, &s);
+}
+
+#[test]
+fn gc_after_every_commit_keeps_twice_the_versions_per_keyframe() {
+    let t = tempfile::tempdir().unwrap();
+    drop(Ledger::init(t.path()).unwrap());
+    let mut l = exclusive(t.path());
+    l.config.delta_max_depth = 3;
+    let d = t.path().join("d");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut rng = Rng(99);
+    let mut ts = vec![
+        tensor(&mut rng, "w1", "BF16", 2, vec![128, 64]),
+        tensor(&mut rng, "w2", "F32", 4, vec![2000]),
+    ];
+    let mut s = Vec::new();
+    for r in 0..10 {
+        let b = safetensors(&ts);
+        std::fs::write(d.join("m.safetensors"), &b).unwrap();
+        s.push((commit(&mut l, &d, &format!("r{r}")), b));
+        l.gc(&NoProgress, &no()).unwrap();
+        perturb_lightly(&mut rng, &mut ts);
+    }
+    let v = depths(&l, &s);
+    assert!(v.iter().flatten().all(|&x| x <= 3), "{v:?}");
+    // Seven versions (depths 3 2 1 0 1 2 3) per keyframe instead of four.
+    let keyframes: Vec<usize> = v
+        .iter()
+        .map(|p| p.iter().filter(|&&x| x == 0).count())
+        .collect();
+    assert_eq!(
+        keyframes.iter().filter(|&&k| k > 0).count(),
+        2,
+        "r00..r06 share one keyframe, r07..r09 another: {v:?}"
+    );
+    check_series(&l, &s);
 }

@@ -163,7 +163,9 @@ pub enum Command {
     /// compare work); reading its bytes fails with a "pruned" error until
     /// `bat fetch REMOTE` brings them back from a remote that has them.
     /// Kept delta records whose base is pruned are re-encoded first (same
-    /// bytes, same ids).
+    /// bytes, same ids). gc also moves the keyframe of each checkpoint
+    /// piece's chain of versions to the chain's middle (same space, half
+    /// the reading for the deepest versions; `--keep-chains` skips it).
     Gc(gc::GcArgs),
     /// Show sizes and counts (--reclaimable: what gc --keep would free).
     Stats(stats::StatsArgs),

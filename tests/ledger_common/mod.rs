@@ -161,3 +161,27 @@ pub fn new_ledger() -> tempfile::TempDir {
     bat(t.path()).arg("init").assert().success();
     t
 }
+
+/// Write a safetensors file of one-dimensional BF16 tensors `layer{i}.weight`
+/// holding `data[i]`.
+pub fn write_model(path: &std::path::Path, data: &[Vec<u8>]) {
+    let mut header = serde_json::Map::new();
+    let mut off = 0usize;
+    for (i, d) in data.iter().enumerate() {
+        header.insert(
+            format!("layer{i}.weight"),
+            serde_json::json!({"dtype": "BF16", "shape": [d.len() / 2], "data_offsets": [off, off + d.len()]}),
+        );
+        off += d.len();
+    }
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&h);
+    for d in data {
+        out.extend_from_slice(d);
+    }
+    std::fs::write(path, out).unwrap();
+}

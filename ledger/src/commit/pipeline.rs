@@ -174,6 +174,26 @@ pub(crate) fn link_cost(stored_len: u64, raw_len: u64) -> u32 {
     u32::try_from(units).unwrap_or(u32::MAX)
 }
 
+/// The planes payload to store for a piece: its delta (payload, base) when
+/// that is at most half the raw length, else the smaller of the delta and
+/// the keyframe `keyframe` encodes (only called then).
+pub(crate) fn choose_planes(
+    delta: Option<(Vec<u8>, ObjectId)>,
+    raw_len: u64,
+    keyframe: impl FnOnce() -> Result<Vec<u8>>,
+) -> Result<(Vec<u8>, Option<ObjectId>)> {
+    match delta {
+        Some((p, b)) if (p.len() as u64) * 2 <= raw_len => Ok((p, Some(b))),
+        delta => {
+            let key = keyframe()?;
+            Ok(match delta {
+                Some((p, b)) if p.len() < key.len() => (p, Some(b)),
+                _ => (key, None),
+            })
+        }
+    }
+}
+
 /// Compress one piece: plain zstd, or byte planes (a delta against its base
 /// piece when the chain stays within the depth limit and the delta is the
 /// smaller encoding).
@@ -235,20 +255,10 @@ pub(super) fn encode_job(
             }
         }
     }
-    let small_enough = delta
-        .as_ref()
-        .is_some_and(|(p, _)| (p.len() as u64) * 2 <= raw_len);
-    let (payload, base) = if small_enough {
-        let (p, b) = delta.take().expect("checked");
-        (p, Some(b))
-    } else {
-        let key = delta::encode_planes_with(planes_comp, &job.data, width.into(), None, cx.planes)
-            .map_err(bad)?;
-        match delta {
-            Some((p, b)) if p.len() < key.len() => (p, Some(b)),
-            _ => (key, None),
-        }
-    };
+    let (payload, base) = choose_planes(delta, raw_len, || {
+        delta::encode_planes_with(planes_comp, &job.data, width.into(), None, cx.planes)
+            .map_err(bad)
+    })?;
     Ok((
         RecordHeader::for_payload(Kind::Bytes, pack::COMPRESSION_PLANES, id, raw_len, &payload),
         payload,

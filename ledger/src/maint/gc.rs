@@ -104,6 +104,15 @@ impl Ledger {
             super::prune::plan_bases(&mut reach, &dropped, &by_id)
         };
         let rebase_set: HashSet<ObjectId> = rebase.iter().copied().collect();
+        let reroot = if opts.keep_chains {
+            Vec::new()
+        } else {
+            super::reroot::plan(&rows, &reach, &rebase_set, self.config.delta_max_depth)
+        };
+        // Records re-based or re-rooted are not copied: their old packs
+        // are rewritten without them and the new records go to new packs.
+        let mut reencoded = rebase_set;
+        reencoded.extend(reroot.iter().flatten().copied());
         let packs = self.stat_packs()?;
         // Per pack: live records and whether anything dead is in it. A
         // record to re-base is not copied (its pack is rewritten without
@@ -120,7 +129,7 @@ impl Ledger {
             }
             if let Some((pack_id, _, _)) = r.location.record() {
                 let v = live_by_pack.entry(pack_id).or_default();
-                if live && !rebase_set.contains(&r.id) {
+                if live && !reencoded.contains(&r.id) {
                     v.push(r);
                 }
             }
@@ -130,6 +139,8 @@ impl Ledger {
         rep.pruned_file_bytes = walked.pruning.values().sum();
         rep.dropped_objects = dead.len() as u64;
         rep.rebased_records = rebase.len() as u64;
+        rep.rerooted_trees = reroot.len() as u64;
+        rep.rerooted_records = reroot.iter().map(|p| p.len() as u64).sum();
         rep.removed_objects = dead.len() as u64;
         rep.kept_objects = (rows.len() - dead.len()) as u64;
         if opts.dry_run {
@@ -140,6 +151,7 @@ impl Ledger {
         let mut written =
             self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
         let rebased = self.write_rebased(&rows, &rebase, &mut written, cancel)?;
+        let rerooted = self.write_rerooted(&reroot, &mut written, progress, cancel)?;
         // Nothing to change: no transaction (on a full disk, or with a
         // read-only catalog, there could be none).
         let changes = !(dead.is_empty()
@@ -151,6 +163,7 @@ impl Ledger {
             self.record_gc(&GcChanges {
                 written: &written,
                 rebased: &rebased,
+                rerooted: &rerooted,
                 dead: &dead,
                 expired: &expired,
                 pruning: &walked.pruning,
@@ -229,6 +242,23 @@ impl Ledger {
             .map_err(db_err("re-basing objects"))?;
         }
         drop(rb);
+        let mut rr = tx
+            .prepare_cached(
+                "UPDATE objects SET encoding = ?1, pack_id = ?2, offset = ?3, stored_len = ?4, base = ?5 WHERE id = ?6",
+            )
+            .map_err(db_err("re-rooting delta chains"))?;
+        for r in c.rerooted {
+            rr.execute(params![
+                super::reroot::encoding(r),
+                new_pids[r.pack],
+                r.offset as i64,
+                r.stored_len as i64,
+                r.base.as_ref().map(|b| b.as_bytes().to_vec()),
+                r.id.as_bytes().as_slice()
+            ])
+            .map_err(db_err("re-rooting delta chains"))?;
+        }
+        drop(rr);
         for pid in c.rewritten {
             tx.execute("DELETE FROM packs WHERE pack_id = ?1", [pid])
                 .map_err(db_err("dropping packs"))?;
@@ -333,6 +363,7 @@ struct GcChanges<'a> {
     written: &'a Written,
     /// (object, index into `written.packs`, offset, stored length).
     rebased: &'a [(ObjectId, usize, u64, u64)],
+    rerooted: &'a [super::reroot::Rerooted],
     dead: &'a [ObjectId],
     expired: &'a [i64],
     pruning: &'a HashMap<ObjectId, u64>,
@@ -342,7 +373,7 @@ struct GcChanges<'a> {
 
 pub(super) struct Written {
     /// New pack names, fsynced, in order.
-    packs: Vec<String>,
+    pub(super) packs: Vec<String>,
     /// (object, index into `packs`, offset) of every record copied.
     moved: Vec<(ObjectId, usize, u64)>,
 }

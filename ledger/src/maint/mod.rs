@@ -15,6 +15,7 @@ mod gc;
 mod prune;
 mod reach;
 mod rebuild;
+mod reroot;
 mod stats;
 
 pub use prune::{GcOptions, PrunedFile};
@@ -134,6 +135,12 @@ pub struct GcReport {
     /// Delta records re-encoded as self-contained records because their
     /// base was dropped.
     pub rebased_records: u64,
+    /// Delta trees whose keyframe moved to their centre (see
+    /// [`GcOptions::keep_chains`]).
+    pub rerooted_trees: u64,
+    /// Records re-encoded for it: the versions from each old keyframe to
+    /// its new one.
+    pub rerooted_records: u64,
     /// Objects kept.
     pub kept_objects: u64,
     /// Catalog rows removed.

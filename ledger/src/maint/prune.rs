@@ -54,6 +54,12 @@ pub struct GcOptions {
     pub expire_reflog_before: Option<i64>,
     /// Compute and report only; change nothing.
     pub dry_run: bool,
+    /// Leave delta trees as they are. By default gc moves the keyframe of
+    /// each tree of delta records (a tensor piece's versions) to the
+    /// tree's centre when that makes its deepest version at least two
+    /// links shallower: the same space, about half the decoding for the
+    /// deepest versions (FORMAT.md §9.2).
+    pub keep_chains: bool,
 }
 
 fn has_table(conn: &Connection) -> Result<bool> {

@@ -1,5 +1,6 @@
 //! Rebuilding the derived parts of the catalog from the packs.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -34,7 +35,9 @@ impl Ledger {
         let tx = ImmediateTx::begin(&self.db)?;
         tx.execute_batch("DELETE FROM objects; DELETE FROM packs; DELETE FROM commits; DELETE FROM commit_bodies; DELETE FROM commit_parents; DELETE FROM commit_fields;")
             .map_err(db_err("clearing derived tables"))?;
-        let mut n = 0u64;
+        // Every record of every pack, by id: a crash in gc can leave an
+        // object in two packs, the old record and the one gc re-encoded.
+        let mut found: HashMap<ObjectId, Vec<Found>> = HashMap::new();
         for name in &names {
             let recs = pack::scan_pack(&dir.join(name))?;
             tx.execute("INSERT INTO packs(name) VALUES (?1)", [name])
@@ -56,18 +59,26 @@ impl Ledger {
                         base = ObjectId::from_slice(&ph[4..36]);
                     }
                 }
-                let enc = if base.is_some() {
-                    catalog::ENC_DELTA
-                } else {
-                    catalog::ENC_PACKED
-                };
-                n += tx
-                    .execute(
-                        "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                        params![h.id.as_bytes().as_slice(), i64::from(h.kind.code()), h.raw_len as i64, enc, pid, off as i64, h.stored_len as i64, base.map(|b| b.as_bytes().to_vec())],
-                    )
-                    .map_err(db_err("inserting objects"))? as u64;
+                found
+                    .entry(h.id)
+                    .or_default()
+                    .push(Found { pid, off, h, base });
             }
+        }
+        let mut n = 0u64;
+        for f in choose_records(&found) {
+            let enc = if f.base.is_some() {
+                catalog::ENC_DELTA
+            } else {
+                catalog::ENC_PACKED
+            };
+            let h = &f.h;
+            n += tx
+                .execute(
+                    "INSERT OR IGNORE INTO objects(id, kind, raw_len, encoding, pack_id, offset, stored_len, base) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![h.id.as_bytes().as_slice(), i64::from(h.kind.code()), h.raw_len as i64, enc, f.pid, f.off as i64, h.stored_len as i64, f.base.map(|b| b.as_bytes().to_vec())],
+                )
+                .map_err(db_err("inserting objects"))? as u64;
         }
         tx.commit()?;
         self.clear_pack_cache();
@@ -111,4 +122,53 @@ impl Ledger {
         tx.commit()?;
         Ok(n)
     }
+}
+
+/// One record found in a pack.
+struct Found {
+    pid: i64,
+    off: u64,
+    h: pack::RecordHeader,
+    base: Option<ObjectId>,
+}
+
+/// One record per object id, chosen so that no delta chain loops: an
+/// object found both as a delta of B and (re-rooted by gc) as the base of
+/// B's delta must not get both forms. Self-contained records first, then,
+/// round by round, a delta whose base is already chosen; what is left
+/// (bases found nowhere, or only in loops) takes its first record, and
+/// reading it reports the damage. Without duplicates this is every record.
+fn choose_records(found: &HashMap<ObjectId, Vec<Found>>) -> Vec<&Found> {
+    let mut chosen: HashMap<ObjectId, &Found> = HashMap::new();
+    for (id, v) in found {
+        if let Some(f) = v.iter().find(|f| f.base.is_none()) {
+            chosen.insert(*id, f);
+        }
+    }
+    loop {
+        let mut more = Vec::new();
+        for (id, v) in found {
+            if chosen.contains_key(id) {
+                continue;
+            }
+            if let Some(f) = v
+                .iter()
+                .find(|f| f.base.is_some_and(|b| chosen.contains_key(&b)))
+            {
+                more.push((*id, f));
+            }
+        }
+        if more.is_empty() {
+            break;
+        }
+        chosen.extend(more);
+    }
+    for (id, v) in found {
+        if let (false, Some(f)) = (chosen.contains_key(id), v.first()) {
+            chosen.insert(*id, f);
+        }
+    }
+    let mut out: Vec<&Found> = chosen.into_values().collect();
+    out.sort_by_key(|f| (f.pid, f.off));
+    out
 }
