@@ -179,21 +179,7 @@ fn sigkill_during_a_rerooting_gc_never_breaks_the_ledger() {
     let (t, mut rng, mut data) = seeded_setup(5);
     let w = t.path();
     let d = w.join("data");
-    let mut versions = Vec::new();
-    for v in 0..8 {
-        for t in data.iter_mut() {
-            for _ in 0..(t.len() / 64) {
-                let i = (rng.next() as usize) % t.len();
-                t[i] ^= 1;
-            }
-        }
-        write_model(&d.join("model.safetensors"), &data);
-        versions.push(hash_file(&d.join("model.safetensors")));
-        bat(w)
-            .args(["commit", "data", "-m", &format!("v{v}")])
-            .assert()
-            .success();
-    }
+    let versions = commit_versions(w, &d, &mut data, &mut rng, 8);
     let check_all = |label: &str| {
         let fsck = bat(w).arg("fsck").output().unwrap();
         assert!(

@@ -375,3 +375,67 @@ fn eight_writers_with_gc_and_fsck_alongside() {
     assert_eq!(log.as_array().expect("array").len(), 24);
     fsck_ok(&w, "the writers");
 }
+
+/// gc on a full disk with delta chains to re-root fails before it changes
+/// anything, says the disk is full and that `--keep-chains` needs less
+/// room; once there is room it re-roots, and every version reads back.
+#[test]
+fn full_disk_gc_of_delta_chains_fails_cleanly_then_reroots() {
+    let Some(fs) = Tmpfs::mount("64m") else {
+        return;
+    };
+    let outside = tempfile::tempdir().expect("tempdir");
+    let w = fs.path().join("w");
+    let d = outside.path().join("data");
+    std::fs::create_dir(&w).expect("mkdir");
+    std::fs::create_dir(&d).expect("mkdir");
+    bat(&w).arg("init").assert().success();
+    let mut rng = Rng(0xf011);
+    let mut data: Vec<Vec<u8>> = (0..3)
+        .map(|_| {
+            let mut v = vec![0u8; 4 << 20];
+            fill(&mut v, &mut rng);
+            v
+        })
+        .collect();
+    let versions = commit_versions(&w, &d, &mut data, &mut rng, 6);
+    let read_all = |label: &str| {
+        for (v, want) in versions.iter().enumerate() {
+            let out = outside.path().join(format!("out-{label}-{v}"));
+            let (ok, err, _) = run_bounded(
+                &w,
+                &[
+                    "checkout",
+                    &format!("HEAD~{}", 5 - v),
+                    "--to",
+                    out.to_str().expect("utf-8"),
+                ],
+                Duration::from_secs(60),
+            );
+            assert!(ok, "{label}: checkout v{v}: {err}");
+            assert_eq!(
+                &hash_file(&out.join("model.safetensors")),
+                want,
+                "{label}: v{v}"
+            );
+        }
+    };
+    fill_disk(fs.path());
+    let (ok, err, _) = run_bounded(&w, &["gc"], Duration::from_secs(60));
+    assert!(!ok, "gc cannot fit its new packs on a full disk");
+    assert!(err.contains("the disk is full"), "{err}");
+    assert!(err.contains("--keep-chains"), "{err}");
+    let (ok, err, _) = run_bounded(&w, &["fsck"], Duration::from_secs(60));
+    assert!(ok, "fsck after the failed gc: {err}");
+    read_all("full");
+    std::fs::remove_file(fs.path().join("filler")).expect("rm filler");
+    let out = bat(&w).arg("gc").output().expect("gc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("re-root 3 delta chains"), "{text}");
+    read_all("after");
+}

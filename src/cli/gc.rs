@@ -67,7 +67,17 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
         None => None,
     };
     let bars = Bars::new(g);
-    let rep = l.gc_with(&opts, &bars, g.cancel()).map_err(lerr)?;
+    let rep = l.gc_with(&opts, &bars, g.cancel()).map_err(|e| {
+        let full = matches!(&e, bat_ledger::Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::StorageFull);
+        let c = lerr(e);
+        if full && !args.keep_chains {
+            // Re-rooting writes new keyframes before the old records go.
+            c.with_hint("`bat gc --keep-chains` needs less room: it only merges packs")
+        } else {
+            c
+        }
+    })?;
     if g.json {
         let mut v = serde_json::to_value(&rep).map_err(|e| CliError::internal(e.to_string()))?;
         if let Some(plan) = &plan {

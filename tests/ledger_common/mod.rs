@@ -185,3 +185,39 @@ pub fn write_model(path: &std::path::Path, data: &[Vec<u8>]) {
     }
     std::fs::write(path, out).unwrap();
 }
+
+/// Flip one bit in every `per` bytes (at random places) of every tensor:
+/// a sparse change like one training round's.
+pub fn perturb_model(data: &mut [Vec<u8>], rng: &mut Rng, per: usize) {
+    for t in data.iter_mut() {
+        for _ in 0..(t.len() / per) {
+            let i = (rng.next() as usize) % t.len();
+            t[i] ^= 1;
+        }
+    }
+}
+
+/// Commit `rounds` perturbed versions of the model in `data` (written to
+/// `dir/model.safetensors`, committed from `cwd` as `v0`, `v1`, ...);
+/// returns each version's BLAKE3.
+pub fn commit_versions(
+    cwd: &Path,
+    dir: &Path,
+    data: &mut [Vec<u8>],
+    rng: &mut Rng,
+    rounds: usize,
+) -> Vec<blake3::Hash> {
+    let mut versions = Vec::new();
+    for v in 0..rounds {
+        perturb_model(data, rng, 64);
+        write_model(&dir.join("model.safetensors"), data);
+        versions.push(hash_file(&dir.join("model.safetensors")));
+        bat(cwd)
+            .arg("commit")
+            .arg(dir)
+            .args(["-m", &format!("v{v}")])
+            .assert()
+            .success();
+    }
+    versions
+}

@@ -107,8 +107,9 @@ fn farthest(dist: &HashMap<ObjectId, (u64, Option<ObjectId>)>) -> (ObjectId, u64
 /// is at least [`MIN_GAIN`] shallower at its deepest than its root (or,
 /// when the deepest version is at the writers' limit `max_depth`, so that
 /// a commit below it would start a new keyframe, whose centre brings that
-/// version up), the path from the root to the centre (old root first). Trees holding a
-/// record of `skip` (re-based by a retention gc) are left alone.
+/// version up), the path from the root to the centre (old root first).
+/// Trees holding a record of `skip` (re-based by a retention gc) are left
+/// alone.
 pub(super) fn plan(
     rows: &[ObjectRow],
     live: &HashSet<ObjectId>,
