@@ -151,7 +151,9 @@ impl Ledger {
         let mut written =
             self.copy_live_records(&to_rewrite, &packs, &live_by_pack, progress, cancel)?;
         let rebased = self.write_rebased(&rows, &rebase, &mut written, cancel)?;
-        let rerooted = self.write_rerooted(&reroot, &mut written, progress, cancel)?;
+        let (rerooted, segments) =
+            self.write_rerooted(&reroot, written.packs.len(), progress, cancel)?;
+        written.packs.extend(segments);
         // Nothing to change: no transaction (on a full disk, or with a
         // read-only catalog, there could be none).
         let changes = !(dead.is_empty()
@@ -373,7 +375,7 @@ struct GcChanges<'a> {
 
 pub(super) struct Written {
     /// New pack names, fsynced, in order.
-    pub(super) packs: Vec<String>,
+    packs: Vec<String>,
     /// (object, index into `packs`, offset) of every record copied.
     moved: Vec<(ObjectId, usize, u64)>,
 }

@@ -25,8 +25,6 @@ use crate::pack::{self, PackWriter, RecordHeader};
 use crate::progress::{check_cancel, Progress};
 use crate::store::{Ledger, RecordRef};
 
-use super::gc::Written;
-
 /// A tree is re-rooted only when that makes its deepest version at least
 /// this many cost units shallower: each re-root re-encodes the records on
 /// the way from the old root to the new one, which is not worth one unit.
@@ -36,7 +34,7 @@ pub(crate) const MIN_GAIN: u64 = 2;
 #[derive(Debug, Clone)]
 pub(super) struct Rerooted {
     pub id: ObjectId,
-    /// Index into [`Written::packs`].
+    /// Index of its segment among the ledger's new packs of this gc.
     pub pack: usize,
     pub offset: u64,
     pub stored_len: u64,
@@ -181,19 +179,20 @@ impl Ledger {
     /// root last): every version but the last as a delta against the next
     /// one, the last as a keyframe. Each version is decoded verified (its
     /// digest) and each new payload is decoded again and compared with the
-    /// version's bytes before it is written; the new records go into new
-    /// packs (appended to `written.packs`), are read back checked (header,
-    /// payload checksum) and fsynced before this returns. Trees are
-    /// encoded on scoped threads, one tree per core at a time.
+    /// version's bytes before it is written; the new records go into two
+    /// new packs, read back checked (header, payload checksum) and fsynced
+    /// before this returns, with their names: gc numbers them from
+    /// `first_pack` on, and [`Rerooted::pack`] counts in that numbering.
+    /// Trees are encoded on scoped threads, one tree per core at a time.
     pub(super) fn write_rerooted(
         &self,
         paths: &[Vec<ObjectId>],
-        written: &mut Written,
+        first_pack: usize,
         progress: &dyn Progress,
         cancel: &AtomicBool,
-    ) -> Result<Vec<Rerooted>> {
+    ) -> Result<(Vec<Rerooted>, Vec<String>)> {
         if paths.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let opts = delta::PlanesOptions {
             joint: self.config.joint_coding,
@@ -210,8 +209,8 @@ impl Ledger {
         // New keyframes in one segment, deltas in another: a version read
         // from disk then finds its keyframe pieces next to each other.
         let mut segs = [
-            Segment::create(&self.packs_dir(), written.packs.len())?,
-            Segment::create(&self.packs_dir(), written.packs.len() + 1)?,
+            Segment::create(&self.packs_dir(), first_pack)?,
+            Segment::create(&self.packs_dir(), first_pack + 1)?,
         ];
         let mut out = Vec::new();
         // One tree per core at a time: a resolved chain holds its packs
@@ -258,10 +257,11 @@ impl Ledger {
             }
         }
         progress.finish();
-        for seg in segs {
-            written.packs.push(seg.finish(&self.packs_dir())?);
-        }
-        Ok(out)
+        let names = segs
+            .into_iter()
+            .map(|seg| seg.finish(&self.packs_dir()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((out, names))
     }
 
     /// The record chain of a planned path's new root, checked to be the
@@ -288,7 +288,7 @@ impl Ledger {
 /// A new pack segment of re-rooted records.
 struct Segment {
     writer: PackWriter,
-    /// Its index in [`Written::packs`] once finished.
+    /// Its number among gc's new packs.
     index: usize,
     expects: Vec<pack::Expect>,
 }
