@@ -2,6 +2,9 @@
 //! demo's sim backend), reflog expiry, tag moves and deletes, and pruning
 //! under a delta chain (the kept checkpoint is re-based, byte-exact).
 
+#[path = "ledger_common/mod.rs"]
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -432,29 +435,6 @@ fn tags_move_with_a_reflog_entry_and_delete() {
         .success());
 }
 
-/// A safetensors file of BF16 tensors.
-fn write_model(path: &Path, data: &[Vec<u8>]) {
-    let mut header = serde_json::Map::new();
-    let mut off = 0usize;
-    for (i, d) in data.iter().enumerate() {
-        header.insert(
-            format!("layer{i}.weight"),
-            serde_json::json!({"dtype": "BF16", "shape": [d.len() / 2], "data_offsets": [off, off + d.len()]}),
-        );
-        off += d.len();
-    }
-    let mut h = serde_json::to_vec(&header).expect("json");
-    while h.len() % 8 != 0 {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    for d in data {
-        out.extend_from_slice(d);
-    }
-    std::fs::write(path, out).expect("write model");
-}
-
 #[test]
 fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -481,7 +461,7 @@ fn pruning_the_base_of_a_delta_chain_re_bases_the_kept_checkpoint() {
                 }
             }
         }
-        write_model(&data.join("model.safetensors"), &tensors);
+        common::write_model(&data.join("model.safetensors"), &tensors);
         versions.push(std::fs::read(data.join("model.safetensors")).expect("read"));
         ok(bat(dir)
             .arg("commit")
