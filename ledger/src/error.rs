@@ -274,6 +274,11 @@ impl Error {
                 | Error::Cancelled
         )
     }
+
+    /// True when a write failed because the file system is full.
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull)
+    }
 }
 
 /// Attach context to a SQLite error.

@@ -175,7 +175,7 @@ fn ledger_hint(e: &LedgerError) -> Option<&'static str> {
         LedgerError::Busy { .. } => "wait for the other bat process to finish",
         LedgerError::RefNotFound { .. } => "list branches with `bat branch`",
         LedgerError::TooManyOpenFiles { .. } => "raise the open-file limit (`ulimit -n`)",
-        LedgerError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+        LedgerError::Io { .. } if e.is_storage_full() => {
             "the disk is full: free some space and run the command again (a write that fails leaves the ledger as it was)"
         }
         LedgerError::Pruned { .. } => {

@@ -68,8 +68,7 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
     };
     let bars = Bars::new(g);
     let rep = l.gc_with(&opts, &bars, g.cancel()).map_err(|e| {
-        let full = matches!(&e, bat_ledger::Error::Io { source, .. }
-            if source.kind() == std::io::ErrorKind::StorageFull);
+        let full = e.is_storage_full();
         let c = lerr(e);
         if full && !args.keep_chains {
             // Re-rooting writes new keyframes before the old records go.

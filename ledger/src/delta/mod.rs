@@ -863,32 +863,22 @@ const POOL_BUFFER_MAX: usize = 2 * MAX_PIECE as usize;
 /// zero-filling every payload and piece only to overwrite it took 4 % of a
 /// restore. Callers never return bytes they did not write.
 pub fn take_buffer(len: usize) -> Vec<u8> {
-    let mut buf = if len < POOL_MIN {
-        Vec::new()
-    } else {
-        POOL.lock()
-            .ok()
-            .and_then(|mut p| p.pop())
-            .unwrap_or_default()
-    };
+    let mut buf = pooled(len);
     buf.truncate(len);
     buf.resize(len, 0);
     buf
 }
 
-/// An empty buffer for about `len` bytes: a recycled one if `len` is
-/// piece-sized and one is free.
+/// A buffer for about `len` bytes, holding stale bytes: a recycled one if
+/// `len` is piece-sized and one is free, else an empty one.
 fn pooled(len: usize) -> Vec<u8> {
     if len < POOL_MIN {
         return Vec::new();
     }
-    let mut buf = POOL
-        .lock()
+    POOL.lock()
         .ok()
         .and_then(|mut p| p.pop())
-        .unwrap_or_default();
-    buf.clear();
-    buf
+        .unwrap_or_default()
 }
 
 /// Give a buffer that is no longer needed back for [`take_buffer`].

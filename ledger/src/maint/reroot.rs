@@ -28,7 +28,7 @@ use crate::store::{Ledger, RecordRef};
 /// A tree is re-rooted only when that makes its deepest version at least
 /// this many cost units shallower: each re-root re-encodes the records on
 /// the way from the old root to the new one, which is not worth one unit.
-pub(crate) const MIN_GAIN: u64 = 2;
+const MIN_GAIN: u64 = 2;
 
 /// One re-rooted record: its new place and base.
 #[derive(Debug, Clone)]
