@@ -10,15 +10,17 @@
 //!
 //! Environment: `BAT_BENCH_REPEAT=N` repetitions (default 5);
 //! `BAT_BENCH_COLD=0` skips the cold restores (run only as root: they empty
-//! the page cache); `BAT_BENCH_JOINT=1` adds a third tool, "bat (joint)":
-//! the same build writing jointly coded sparse deltas (FORMAT.md §12.3.1,
-//! off by default), for a side-by-side comparison in the same run;
+//! the page cache); `BAT_BENCH_ZSTD_LINKS=1` adds a tool "bat (zstd
+//! links)": the same build writing sparse deltas as zstd frames instead of
+//! jointly coded (FORMAT.md §12.3 against §12.3.1, the default), for a
+//! side-by-side comparison in the same run;
 //! `BAT_BENCH_HIGH_EXCEPTIONS=1` adds "bat (high exceptions)": the same
 //! build storing the high plane of sparse 16-bit deltas as its exceptions
 //! (FORMAT.md §12.3.2, off by default);
 //! `BAT_BENCH_GC=0` leaves out "bat after gc" (a copy of the "bat"
 //! ledger after `gc`, which re-roots delta chains at their middle; its
-//! ingest figures are the commits plus the gc) and the restores of r00;
+//! ingest figures are the commits plus the gc; with the zstd links tool,
+//! the same for its ledger) and the restores of r00;
 //! `BAT_BENCH_KEEP=1` keeps WORK_DIR.
 //!
 //! Restores include `sync`; "decode only" is the same work to /dev/null.
@@ -133,9 +135,10 @@ struct BatTool {
     name: &'static str,
     joint: bool,
     high_exceptions: bool,
-    /// A copy of the first tool's ledger after `gc` (which re-roots delta
-    /// chains at their middle), instead of an ingest of its own.
-    after_gc: bool,
+    /// A copy of the ledger of the tool at this index after `gc` (which
+    /// re-roots delta chains at their middle), instead of an ingest of its
+    /// own.
+    gc_of: Option<usize>,
     ledger: Option<PathBuf>,
     commits: Vec<CommitId>,
     ingest: Vec<f64>,
@@ -148,9 +151,9 @@ impl BatTool {
     fn new(name: &'static str) -> BatTool {
         BatTool {
             name,
-            joint: false,
+            joint: bat_ledger::WriteConfig::default().joint_coding,
             high_exceptions: false,
-            after_gc: false,
+            gc_of: None,
             ledger: None,
             commits: vec![],
             ingest: vec![],
@@ -197,10 +200,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         load()
     );
     let mut bats = vec![BatTool::new("bat")];
-    if env_is("BAT_BENCH_JOINT", "1") {
+    if env_is("BAT_BENCH_ZSTD_LINKS", "1") {
         bats.push(BatTool {
-            joint: true,
-            ..BatTool::new("bat (joint)")
+            joint: false,
+            ..BatTool::new("bat (zstd links)")
         });
     }
     if env_is("BAT_BENCH_HIGH_EXCEPTIONS", "1") {
@@ -210,10 +213,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     if !env_is("BAT_BENCH_GC", "0") {
+        let zstd_links = bats.iter().position(|b| !b.joint);
         bats.push(BatTool {
-            after_gc: true,
+            gc_of: Some(0),
             ..BatTool::new("bat after gc")
         });
+        if let Some(z) = zstd_links {
+            bats.push(BatTool {
+                joint: false,
+                gc_of: Some(z),
+                ..BatTool::new("bat (zstd links) after gc")
+            });
+        }
     }
     let (mut gc_wall, mut gc_cpu) = (vec![], vec![]);
     // Ingest, the tools alternating; each repetition starts from nothing.
@@ -240,8 +251,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for k in 0..bats.len() {
             let lroot = work.join(format!("ledger{k}"));
             let _ = std::fs::remove_dir_all(&lroot);
-            if bats[k].after_gc {
-                let first = &bats[0];
+            if let Some(of) = bats[k].gc_of {
+                let first = &bats[of];
                 let src = first.ledger.as_ref().expect("the first tool ingests");
                 let src = src.parent().expect("a ledger's .bat is in its root");
                 assert!(sh(&format!(
@@ -258,6 +269,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let (t, c) = (Instant::now(), self_cpu(ticks));
                 let mut ledger =
                     Ledger::open_with(&lroot.join(".bat"), bat_ledger::LockMode::Exclusive)?;
+                // Re-encoded links take the form the tool commits in.
+                ledger.config.joint_coding = bats[k].joint;
                 ledger.gc(&NoProgress, &cancel)?;
                 let cpu = self_cpu(ticks) - c;
                 sync();

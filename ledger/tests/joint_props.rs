@@ -191,9 +191,10 @@ fn fine_tuning_changes_cost_about_six_and_a_half_bits_each() {
     assert_eq!(out, apply_plain(&vec![0u8; 2 * n], &ch));
 }
 
-/// A ledger written with the joint coding switched on: every round reads
-/// back exactly, fsck accepts it, and a damaged joint record is reported as
-/// corruption of that record, never returned as bytes.
+/// A ledger written with the default configuration, which codes sparse
+/// 16-bit deltas jointly: every round reads back exactly, fsck accepts it,
+/// the delta records are jointly coded, and a damaged joint record is
+/// reported as corruption of that record, never returned as bytes.
 #[test]
 fn ledger_round_trip_with_joint_coding() {
     use bat_ledger::{CommitRequest, Error, Ledger, Location, NoProgress};
@@ -204,7 +205,6 @@ fn ledger_round_trip_with_joint_coding() {
     std::fs::create_dir_all(&d).unwrap();
     let mut l = Ledger::init(&t.path().join("l")).unwrap();
     l.config.chunk_threshold = 1024;
-    l.config.joint_coding = true;
     let n = 65536usize;
     let mut state = 0x9E37_79B9_u32;
     let mut rnd = move || {
@@ -277,6 +277,11 @@ fn ledger_round_trip_with_joint_coding() {
         .write(true)
         .open(&path)
         .unwrap();
+    // The payload (after the 80-byte record header) is a planes payload:
+    // byte 2 holds its flags.
+    let mut flags = [0u8; 1];
+    f.read_exact_at(&mut flags, off + 82).unwrap();
+    assert_ne!(flags[0] & FLAG_JOINT, 0, "jointly coded by default");
     let at = off + 80 + stored / 2;
     let mut byte = [0u8; 1];
     f.read_exact_at(&mut byte, at).unwrap();
@@ -286,4 +291,119 @@ fn ledger_round_trip_with_joint_coding() {
         other => panic!("expected Corrupt, got {:?}", other.map(|b| b.len())),
     }
     assert!(!l.fsck(&NoProgress, &AtomicBool::new(false)).unwrap().ok());
+}
+
+/// Where stream `k`'s (changes, bytes) entry sits in a joint body.
+fn stream_entry(k: usize) -> usize {
+    joint::SYMBOLS.div_ceil(2) + 1 + 8 * k
+}
+
+fn read_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn write_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// One change in eight over `n` elements, all +1.
+fn every_eighth(n: usize) -> Vec<joint::Change> {
+    (0..n as u32).step_by(8).map(|i| (i, 1)).collect()
+}
+
+/// The streams are read from one slice, so a stream whose codes would run
+/// into the next stream's bytes reads valid-looking codes: the decoder must
+/// still refuse a body whose streams are split at another byte, or whose
+/// changes are counted in another stream, with the totals unchanged.
+#[test]
+fn streams_must_end_exactly_at_their_own_bytes_and_elements() {
+    let n = 4096;
+    let ch = every_eighth(n);
+    let body = joint::encode(&ch, n);
+    let mut out = vec![0u8; 2 * n];
+    joint::apply(&body, &mut out, ch.len()).unwrap();
+    for (from, to) in [(0, 1), (1, 0), (2, 3), (3, 2)] {
+        for delta in [1u32, 2] {
+            // Bytes moved from one stream to its neighbour.
+            let mut bad = body.clone();
+            let (a, b) = (stream_entry(from) + 4, stream_entry(to) + 4);
+            write_u32(&mut bad, a, read_u32(&body, a) - delta);
+            write_u32(&mut bad, b, read_u32(&body, b) + delta);
+            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len());
+            assert!(r.is_err(), "bytes {from}→{to} by {delta}");
+            // A change moved from one stream's count to its neighbour's.
+            let mut bad = body.clone();
+            let (a, b) = (stream_entry(from), stream_entry(to));
+            write_u32(&mut bad, a, read_u32(&body, a) - delta);
+            write_u32(&mut bad, b, read_u32(&body, b) + delta);
+            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len());
+            assert!(r.is_err(), "changes {from}→{to} by {delta}");
+        }
+    }
+}
+
+/// A code table whose only symbol is the 64-element skip, and streams
+/// without bytes (read as zero bits: skip after skip): decoding ends with
+/// an error at the end of the piece instead of looping, for every piece
+/// size.
+#[test]
+fn a_body_of_endless_skips_ends_at_the_piece() {
+    let mut body = vec![0u8; joint::SYMBOLS.div_ceil(2)];
+    // Symbol 1088 (the skip) has length 1: the low nibble of byte 544.
+    body[1088 / 2] = 1;
+    body.push(4);
+    for k in 0..4u32 {
+        body.extend_from_slice(&(k % 2).to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+    }
+    for n in [0usize, 1, 63, 64, 65, 4096, 1 << 20] {
+        let r = joint::apply(&body, &mut vec![0u8; 2 * n], 2);
+        assert!(r.is_err(), "{n} elements");
+    }
+}
+
+/// A piece where most elements change (a high learning rate) is stored as
+/// a dense XOR delta whether the joint coding is on or off, decided from a
+/// sample without coding its changes first; it still reads back exactly.
+/// A sparse piece of the same size is still jointly coded.
+#[test]
+fn mostly_changed_pieces_go_straight_to_the_dense_form() {
+    use bat_ledger::delta::{encode_planes_with, PlanesOptions, FLAG_SPARSE};
+    let n = 1 << 16;
+    let base: Vec<u8> = (0..n as u32)
+        .flat_map(|i| (0x3C00u16 | (i.wrapping_mul(2_654_435_761) >> 22) as u16).to_le_bytes())
+        .collect();
+    let bump = |every_of_10: u32| -> Vec<u8> {
+        let mut raw = base.clone();
+        for i in 0..n {
+            if (i as u32).wrapping_mul(7) % 10 < every_of_10 {
+                let v = u16::from_le_bytes([raw[2 * i], raw[2 * i + 1]]).wrapping_add(1);
+                raw[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        raw
+    };
+    let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+    let bid = ObjectId([9; 32]);
+    for joint in [true, false] {
+        let opts = PlanesOptions {
+            joint,
+            high_exceptions: false,
+        };
+        let raw = bump(8);
+        let p = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), opts).unwrap();
+        assert_eq!(p[2] & (FLAG_SPARSE | FLAG_JOINT), 0, "80 % changed: dense");
+        assert_eq!(
+            decode_planes(&p, raw.len() as u64, Some(&base)).unwrap(),
+            raw
+        );
+        let raw = bump(1);
+        let p = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), opts).unwrap();
+        assert_ne!(p[2] & FLAG_SPARSE, 0, "10 % changed: sparse");
+        assert_eq!(p[2] & FLAG_JOINT != 0, joint);
+        assert_eq!(
+            decode_planes(&p, raw.len() as u64, Some(&base)).unwrap(),
+            raw
+        );
+    }
 }

@@ -92,9 +92,11 @@ pub struct Encoder {
     bounds: [usize; STREAMS],
     counts: [u32; STREAMS],
     freq: Vec<u32>,
-    /// Current stream and the element after its last change.
+    /// Current stream, the element after its last change, and the end of
+    /// its range.
     j: usize,
     next: usize,
+    end: usize,
     changes: usize,
 }
 
@@ -102,8 +104,10 @@ impl Encoder {
     /// An encoder for a piece of `n` elements, expecting about `expect`
     /// changes.
     pub fn new(n: usize, expect: usize) -> Encoder {
+        let ranges = stream_ranges(n, STREAMS);
         Encoder {
-            ranges: stream_ranges(n, STREAMS),
+            end: ranges[0].1,
+            ranges,
             syms: Vec::with_capacity(expect + expect / 32 + 16),
             bounds: [0; STREAMS],
             counts: [0; STREAMS],
@@ -120,19 +124,16 @@ impl Encoder {
     }
 
     /// Record a change of element `idx` (above the previous one, below
-    /// `n`) by the wrapping difference `d` (nonzero).
-    #[inline]
+    /// `n`) by the wrapping difference `d` (nonzero). Inlined into the
+    /// scan: one call per change was a tenth of a commit's CPU time.
+    #[inline(always)]
     pub fn push(&mut self, idx: usize, d: u16) {
-        while idx >= self.ranges[self.j].1 {
-            self.bounds[self.j] = self.syms.len();
-            self.j += 1;
-            self.next = self.ranges[self.j].0;
+        if idx >= self.end {
+            self.enter_stream_of(idx);
         }
         let mut gap = idx - self.next;
-        while gap >= GAP {
-            self.syms.push(u32::from(SKIP));
-            self.freq[usize::from(SKIP)] += 1;
-            gap -= GAP;
+        if gap >= GAP {
+            gap = self.skip(gap);
         }
         let sym = match class_of(d) {
             Some(c) => c * GAP as u16 + gap as u16,
@@ -143,6 +144,28 @@ impl Encoder {
         self.counts[self.j] += 1;
         self.next = idx + 1;
         self.changes += 1;
+    }
+
+    /// Close streams until the one whose range holds `idx`.
+    #[cold]
+    fn enter_stream_of(&mut self, idx: usize) {
+        while idx >= self.ranges[self.j].1 {
+            self.bounds[self.j] = self.syms.len();
+            self.j += 1;
+            self.next = self.ranges[self.j].0;
+        }
+        self.end = self.ranges[self.j].1;
+    }
+
+    /// Emit skips for all but the last `gap % GAP` unchanged elements.
+    #[cold]
+    fn skip(&mut self, mut gap: usize) -> usize {
+        while gap >= GAP {
+            self.syms.push(u32::from(SKIP));
+            self.freq[usize::from(SKIP)] += 1;
+            gap -= GAP;
+        }
+        gap
     }
 
     /// The body.
@@ -210,34 +233,46 @@ fn code_lengths(freq: &[u32]) -> Vec<u8> {
     }
 }
 
-/// Unlimited Huffman code lengths (0 for unused symbols).
+/// Unlimited Huffman code lengths (0 for unused symbols), by the
+/// two-queue method: leaves sorted by count, internal nodes made in
+/// nondecreasing weight order, so the two lightest nodes are always at the
+/// fronts of the two queues (a binary heap here was 4 % of a commit's CPU
+/// time).
 fn huffman_lengths(f: &[u64]) -> Vec<u8> {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-    let used: Vec<usize> = (0..f.len()).filter(|&s| f[s] > 0).collect();
+    let mut used: Vec<usize> = (0..f.len()).filter(|&s| f[s] > 0).collect();
     let mut lens = vec![0u8; f.len()];
     if used.len() == 1 {
         lens[used[0]] = 1;
         return lens;
     }
-    // Nodes: leaves 0..used.len(), then internal nodes; parent links give depths.
-    let mut parent: Vec<usize> = vec![usize::MAX; used.len()];
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = used
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| Reverse((f[s], i)))
-        .collect();
-    while heap.len() > 1 {
-        let Reverse((a, i)) = heap.pop().expect("two nodes");
-        let Reverse((b, k)) = heap.pop().expect("two nodes");
-        let node = parent.len();
-        parent.push(usize::MAX);
-        parent[i] = node;
-        parent[k] = node;
-        heap.push(Reverse((a + b, node)));
+    if used.is_empty() {
+        return lens;
     }
-    // Depth of each node: parents are created after their children, so a
-    // walk from the last (the root) down fills depths in one pass.
+    used.sort_by_key(|&s| (f[s], s));
+    let leaves = used.len();
+    // Nodes: leaves 0..leaves (in count order), then internal nodes.
+    let mut weight: Vec<u64> = used.iter().map(|&s| f[s]).collect();
+    let mut parent: Vec<usize> = vec![usize::MAX; leaves];
+    let (mut leaf, mut inner) = (0usize, leaves);
+    // The lighter front of the two queues, taken off its queue.
+    let lightest = |weight: &[u64], leaf: &mut usize, inner: &mut usize| {
+        let take_leaf =
+            *leaf < leaves && (*inner >= weight.len() || weight[*leaf] <= weight[*inner]);
+        let front = if take_leaf { leaf } else { inner };
+        *front += 1;
+        *front - 1
+    };
+    for _ in 0..leaves - 1 {
+        let a = lightest(&weight, &mut leaf, &mut inner);
+        let b = lightest(&weight, &mut leaf, &mut inner);
+        let node = weight.len();
+        weight.push(weight[a] + weight[b]);
+        parent.push(usize::MAX);
+        parent[a] = node;
+        parent[b] = node;
+    }
+    // Parents come after their children, so one walk down from the root
+    // (the last node) gives every depth.
     let mut depth = vec![0u32; parent.len()];
     for node in (0..parent.len()).rev() {
         if parent[node] != usize::MAX {
@@ -303,14 +338,17 @@ impl<'a> BitWriter<'a> {
     }
 }
 
-/// Decoding table indexed by the next 12 bits of a stream. Entry bits 0-3:
-/// code length (0: no code starts here); bits 4-9: the gap; bits 10-11:
-/// kind ([`KIND_CHANGE`], [`KIND_ESCAPE`], [`KIND_SKIP`]); bits 16-31: the
-/// difference of a [`KIND_CHANGE`]. Everything a change needs comes from
-/// one lookup, so the common case has no branch on the symbol.
+/// Decoding table indexed by the next 12 bits of a stream. Entry bits
+/// 0-15: the difference of a plain change (0 otherwise); bits 16-19: code
+/// length; bits 20-27: how far the stream's next element moves (gap + 1 for
+/// a change, [`GAP`] for a skip); bits 28-29: the kind of a special entry
+/// ([`KIND_ESCAPE`], [`KIND_SKIP`], [`KIND_NONE`]); bit 31: special. A plain
+/// change, nearly every symbol, takes one lookup and no shift for its
+/// difference: the decoder is bound by instructions per change, not by
+/// latency (four streams in flight).
 type Table = [u32; 1 << MAX_LEN];
-/// A change by the difference in the entry.
-const KIND_CHANGE: u32 = 0;
+/// Set on entries that are not a plain change.
+const SPECIAL: u32 = 1 << 31;
 /// A change whose difference follows as 16 raw bits.
 const KIND_ESCAPE: u32 = 1;
 /// 64 unchanged elements.
@@ -329,7 +367,7 @@ fn decode_table(lens: &[u8]) -> Result<Box<Table>, String> {
     if kraft > 1 << MAX_LEN {
         return Err("over-subscribed code lengths".into());
     }
-    let mut t: Box<Table> = Box::new([KIND_NONE << 10; 1 << MAX_LEN]);
+    let mut t: Box<Table> = Box::new([SPECIAL | KIND_NONE << 28; 1 << MAX_LEN]);
     for (s, (code, len)) in canonical_codes(lens).into_iter().enumerate() {
         if len == 0 {
             continue;
@@ -338,11 +376,11 @@ fn decode_table(lens: &[u8]) -> Result<Box<Table>, String> {
         let len = u32::from(len);
         let entry = if s < SMALL {
             let value = u32::from(VALUES[usize::from(s) / GAP]);
-            len | (u32::from(s) % GAP as u32) << 4 | KIND_CHANGE << 10 | value << 16
+            value | len << 16 | (u32::from(s) % GAP as u32 + 1) << 20
         } else if s < ESCAPE_END {
-            len | u32::from(s - SMALL) << 4 | KIND_ESCAPE << 10
+            len << 16 | (u32::from(s - SMALL) + 1) << 20 | SPECIAL | KIND_ESCAPE << 28
         } else {
-            len | KIND_SKIP << 10
+            len << 16 | (GAP as u32) << 20 | SPECIAL | KIND_SKIP << 28
         };
         let mut i = usize::from(code);
         while i < t.len() {
@@ -353,13 +391,13 @@ fn decode_table(lens: &[u8]) -> Result<Box<Table>, String> {
     Ok(t)
 }
 
-/// Where one stream is: its next bit and next element, and the end of its
-/// element range.
+/// Where one stream is: its next bit (counted from the start of the first
+/// stream, since all streams are read from one slice) and its next element.
+/// Two words, so four streams and the shared state fit in registers.
 #[derive(Clone, Copy)]
 struct Pos {
     bit: usize,
     at: usize,
-    end: usize,
 }
 
 /// The 57 or more bits of `data` from bit `bit` on (zeros past the end).
@@ -378,22 +416,24 @@ fn peek(data: &[u8], bit: usize) -> u64 {
     w >> (bit & 7)
 }
 
-/// Decode one change of the stream `data` at `s` and apply it to `out`
-/// (16-bit elements). Positions only grow, so a change past the stream's
-/// range is caught once, at the end ([`apply`]); memory safety does not
-/// rest on it (every access is bounds-checked).
+/// Decode one change at `s` from `data` (all streams' bytes) and apply it
+/// to `out` (16-bit elements). A stream's codes may run into the next
+/// stream's bytes only if the body is damaged: [`apply`] checks at the end
+/// that each stream ended exactly at its last byte and inside its element
+/// range. Memory safety does not rest on those checks (every access is
+/// bounds-checked); skips stop at the end of the piece, so every loop ends.
 #[inline(always)]
-fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [u8]) -> Result<(), String> {
+fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), String> {
     loop {
         let w = peek(data, s.bit);
         let e = t[(w & ((1 << MAX_LEN) - 1)) as usize];
-        let len = (e & 15) as usize;
+        let len = ((e >> 16) & 15) as usize;
         s.bit += len;
-        s.at += ((e >> 4) & 63) as usize;
-        let d = if (e >> 10) & 3 == KIND_CHANGE {
-            (e >> 16) as u16
+        s.at += ((e >> 20) & 0xFF) as usize;
+        let d = if e & SPECIAL == 0 {
+            e as u16
         } else {
-            match (e >> 10) & 3 {
+            match (e >> 28) & 3 {
                 KIND_ESCAPE => {
                     s.bit += 16;
                     let d = (w >> len) as u16;
@@ -403,28 +443,25 @@ fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [u8]) -> Result<(), Strin
                     d
                 }
                 KIND_SKIP => {
-                    s.at += GAP;
-                    if s.at >= s.end {
-                        return Err("a skip past its stream's elements".into());
+                    if s.at >= out.len() {
+                        return Err("a skip past the piece".into());
                     }
                     continue;
                 }
                 _ => return Err("a code that no symbol has".into()),
             }
         };
-        let at = s.at;
-        let e: &mut [u8; 2] = out
-            .get_mut(2 * at..2 * at + 2)
-            .and_then(|x| x.try_into().ok())
+        // `at` is the element after the change (at least 1 here).
+        let e = out
+            .get_mut(s.at.wrapping_sub(1))
             .ok_or("a change past the piece")?;
         *e = u16::from_le_bytes(*e).wrapping_add(d).to_le_bytes();
-        s.at = at + 1;
         return Ok(());
     }
 }
 
-/// One stream being decoded: position, bytes, changes left.
-type Stream<'a> = (Pos, &'a [u8], u32);
+/// One stream being decoded: position, changes left.
+type Stream = (Pos, u32);
 
 /// Apply a joint body of `count` changes to `out` (`n` 16-bit elements),
 /// checking everything a damaged body could get wrong: code lengths, stream
@@ -452,12 +489,16 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
     if !(1..=MAX_STREAMS).contains(&s) {
         return Err(format!("{s} streams"));
     }
-    let mut at = lens_len + 1 + 8 * s;
+    let first = lens_len + 1 + 8 * s;
     let table = body
-        .get(lens_len + 1..at)
+        .get(lens_len + 1..first)
         .ok_or("joint stream table truncated")?;
+    let data = &body[first..];
+    // Per stream: its position, changes left, and where it must end (bit
+    // after its last byte, element after its range).
     let mut streams: Vec<Stream> = Vec::with_capacity(s);
-    let mut total = 0u64;
+    let mut ends: Vec<(usize, usize)> = Vec::with_capacity(s);
+    let (mut total, mut at) = (0u64, 0usize);
     for (k, (start, end)) in stream_ranges(n, s).into_iter().enumerate() {
         let e = &table[8 * k..8 * k + 8];
         let left = u32::from_le_bytes(e[0..4].try_into().expect("4 bytes"));
@@ -466,16 +507,18 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
             return Err("a stream with more changes than elements".into());
         }
         total += u64::from(left);
-        let data = body.get(at..at + bytes).ok_or("joint stream truncated")?;
-        at += bytes;
         let pos = Pos {
-            bit: 0,
+            bit: 8 * at,
             at: start,
-            end,
         };
-        streams.push((pos, data, left));
+        at += bytes;
+        if at > data.len() {
+            return Err("joint stream truncated".into());
+        }
+        streams.push((pos, left));
+        ends.push((8 * at, end));
     }
-    if at != body.len() {
+    if at != data.len() {
         return Err("joint body longer than its streams".into());
     }
     if total != count as u64 {
@@ -483,12 +526,15 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
             "the streams hold {total} changes, the header {count}"
         ));
     }
-    run(&mut streams, &t, out)?;
-    for (pos, data, _) in &streams {
-        if pos.at > pos.end {
+    // Whole elements only (an odd trailing byte is never a change).
+    run(&mut streams, data, &t, out.as_chunks_mut::<2>().0)?;
+    for ((pos, _), &(end_bit, end)) in streams.iter().zip(&ends) {
+        if pos.at > end {
             return Err("a change past its stream's elements".into());
         }
-        if pos.bit.div_ceil(8) != data.len() {
+        // Each stream is padded to whole bytes: its codes must end in its
+        // last byte (not short of it, not in the next stream's bytes).
+        if pos.bit.div_ceil(8) * 8 != end_bit {
             return Err("a joint stream's length does not match its codes".into());
         }
     }
@@ -498,32 +544,78 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
 /// Decode every stream: all four side by side while each has changes left
 /// (the processor overlaps their lookups; positions kept in locals, i.e.
 /// registers), then the rest one by one.
-fn run(streams: &mut [Stream], t: &Table, out: &mut [u8]) -> Result<(), String> {
+fn run(streams: &mut [Stream], data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), String> {
     loop {
-        let live = streams.iter().filter(|c| c.2 > 0).count();
-        let Some(rounds) = streams.iter().map(|c| c.2).filter(|&l| l > 0).min() else {
+        let live = streams.iter().filter(|c| c.1 > 0).count();
+        let Some(rounds) = streams.iter().map(|c| c.1).filter(|&l| l > 0).min() else {
             return Ok(());
         };
         if let (4, [a, b, c, d]) = (live, &mut *streams) {
             let (mut pa, mut pb, mut pc, mut pd) = (a.0, b.0, c.0, d.0);
             for _ in 0..rounds {
-                step(&mut pa, a.1, t, out)?;
-                step(&mut pb, b.1, t, out)?;
-                step(&mut pc, c.1, t, out)?;
-                step(&mut pd, d.1, t, out)?;
+                step(&mut pa, data, t, out)?;
+                step(&mut pb, data, t, out)?;
+                step(&mut pc, data, t, out)?;
+                step(&mut pd, data, t, out)?;
             }
             (a.0, b.0, c.0, d.0) = (pa, pb, pc, pd);
             for x in [a, b, c, d] {
-                x.2 -= rounds;
+                x.1 -= rounds;
             }
         } else {
-            for x in streams.iter_mut().filter(|x| x.2 > 0) {
+            for x in streams.iter_mut().filter(|x| x.1 > 0) {
                 let mut p = x.0;
                 for _ in 0..rounds {
-                    step(&mut p, x.1, t, out)?;
+                    step(&mut p, data, t, out)?;
                 }
                 x.0 = p;
-                x.2 -= rounds;
+                x.1 -= rounds;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The cost of an optimal prefix code for `f` (the sum of the weights
+    /// of a Huffman tree's internal nodes), by the textbook heap method.
+    fn optimal_cost(f: &[u64]) -> u64 {
+        use std::cmp::Reverse;
+        let mut heap: std::collections::BinaryHeap<Reverse<u64>> =
+            f.iter().filter(|&&x| x > 0).map(|&x| Reverse(x)).collect();
+        let mut cost = 0;
+        while heap.len() > 1 {
+            let (Reverse(a), Reverse(b)) = (heap.pop().unwrap(), heap.pop().unwrap());
+            cost += a + b;
+            heap.push(Reverse(a + b));
+        }
+        cost
+    }
+
+    proptest! {
+        /// The two-queue lengths are a complete prefix code (Kraft sum
+        /// exactly 1) as cheap as the heap-built Huffman code, and only
+        /// used symbols get a length.
+        #[test]
+        fn two_queue_huffman_is_optimal_and_complete(
+            f in proptest::collection::vec(
+                prop_oneof![3 => Just(0u64), 5 => 1u64..50, 2 => 1u64..1_000_000],
+                0..300,
+            ),
+        ) {
+            let lens = huffman_lengths(&f);
+            let used = f.iter().filter(|&&x| x > 0).count();
+            for (x, l) in f.iter().zip(&lens) {
+                prop_assert_eq!(*x > 0, *l > 0);
+            }
+            if used >= 2 {
+                let cost: u64 = f.iter().zip(&lens).map(|(x, &l)| x * u64::from(l)).sum();
+                prop_assert_eq!(cost, optimal_cost(&f));
+                let kraft: f64 = lens.iter().filter(|&&l| l > 0).map(|&l| 0.5f64.powi(i32::from(l))).sum();
+                prop_assert!((kraft - 1.0).abs() < 1e-9, "Kraft sum {}", kraft);
             }
         }
     }
