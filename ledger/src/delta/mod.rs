@@ -220,9 +220,9 @@ pub fn encode_planes_with(
             return Err("base has a different length".into());
         }
     }
-    // Whether the delta is known to be dense: from a sample, or because
-    // the joint scan stopped (the sparse scan would stop at the same
-    // element). Either way the sparse forms are skipped.
+    // Whether the delta is taken as dense, skipping the sparse forms:
+    // from a sample, or because the joint scan gave up (more than a
+    // quarter of the elements changed).
     let mut dense = base.is_some_and(|(_, b)| mostly_changed(raw, b, width));
     if let (Some((id, b)), 2, true, false) = (base, width, joint, dense) {
         let coded = joint_w2(raw, b, raw.len() / 4);
