@@ -306,11 +306,6 @@ fn write_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-/// One change in eight over `n` elements, all +1.
-fn every_eighth(n: usize) -> Vec<joint::Change> {
-    (0..n as u32).step_by(8).map(|i| (i, 1)).collect()
-}
-
 /// The streams are read from one slice, so a stream whose codes would run
 /// into the next stream's bytes reads valid-looking codes: the decoder must
 /// still refuse a body whose streams are split at another byte, or whose
@@ -318,7 +313,8 @@ fn every_eighth(n: usize) -> Vec<joint::Change> {
 #[test]
 fn streams_must_end_exactly_at_their_own_bytes_and_elements() {
     let n = 4096;
-    let ch = every_eighth(n);
+    // One change in eight, all +1.
+    let ch: Vec<joint::Change> = (0..n as u32).step_by(8).map(|i| (i, 1)).collect();
     let body = joint::encode(&ch, n);
     let mut out = vec![0u8; 2 * n];
     joint::apply(&body, &mut out, ch.len()).unwrap();

@@ -241,12 +241,13 @@ fn code_lengths(freq: &[u32]) -> Vec<u8> {
 fn huffman_lengths(f: &[u64]) -> Vec<u8> {
     let mut used: Vec<usize> = (0..f.len()).filter(|&s| f[s] > 0).collect();
     let mut lens = vec![0u8; f.len()];
-    if used.len() == 1 {
-        lens[used[0]] = 1;
-        return lens;
-    }
-    if used.is_empty() {
-        return lens;
+    match used[..] {
+        [] => return lens,
+        [only] => {
+            lens[only] = 1;
+            return lens;
+        }
+        _ => {}
     }
     used.sort_by_key(|&s| (f[s], s));
     let leaves = used.len();
