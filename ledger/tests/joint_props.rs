@@ -45,17 +45,23 @@ fn diffs() -> impl Strategy<Value = u16> + Clone {
     ]
 }
 
+/// Both forms of escaped differences: the Golomb codes written today and
+/// the 16 raw bits of older payloads.
+fn escapes() -> impl Strategy<Value = joint::Escapes> {
+    prop_oneof![Just(joint::Escapes::Golomb), Just(joint::Escapes::Raw16)]
+}
+
 fn case() -> impl Strategy<Value = (usize, Vec<joint::Change>)> {
     (0usize..6000).prop_flat_map(|n| (Just(n), changes(n, diffs())))
 }
 
 proptest! {
     #[test]
-    fn round_trip((n, ch) in case(), seed in any::<u8>()) {
+    fn round_trip((n, ch) in case(), seed in any::<u8>(), esc in escapes()) {
         let base: Vec<u8> = (0..2 * n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
-        let body = joint::encode(&ch, n);
+        let body = joint::encode(&ch, n, esc);
         let mut out = base.clone();
-        joint::apply(&body, &mut out, ch.len()).unwrap();
+        joint::apply(&body, &mut out, ch.len(), esc).unwrap();
         prop_assert_eq!(out, apply_plain(&base, &ch));
     }
 
@@ -64,13 +70,14 @@ proptest! {
         n in 1usize..20000,
         every in prop_oneof![Just(1usize), Just(63), Just(64), Just(65), Just(127), Just(4000)],
         d in any::<u16>().prop_filter("nonzero", |d| *d != 0),
+        esc in escapes(),
     ) {
         // Long runs of skips, escapes only, or every element changed.
         let ch: Vec<joint::Change> = (0..n).step_by(every).map(|i| (i as u32, d)).collect();
         let base = vec![0x5Au8; 2 * n];
-        let body = joint::encode(&ch, n);
+        let body = joint::encode(&ch, n, esc);
         let mut out = base.clone();
-        joint::apply(&body, &mut out, ch.len()).unwrap();
+        joint::apply(&body, &mut out, ch.len(), esc).unwrap();
         prop_assert_eq!(out, apply_plain(&base, &ch));
     }
 
@@ -81,29 +88,30 @@ proptest! {
         x in 1u8..=255,
         cut in any::<usize>(),
         extra in any::<u8>(),
+        esc in escapes(),
     ) {
         let base = vec![0u8; 2 * n];
-        let body = joint::encode(&ch, n);
+        let body = joint::encode(&ch, n, esc);
         let mut out = base.clone();
         // A flipped byte: an error, or (a code swapped for another of the
         // same length) other bytes, which the object digest catches.
         let mut bad = body.clone();
         let i = at % bad.len();
         bad[i] ^= x;
-        let _ = joint::apply(&bad, &mut out, ch.len());
+        let _ = joint::apply(&bad, &mut out, ch.len(), esc);
         // Truncated or extended bodies and a wrong count are refused.
         let short = &body[..cut % body.len()];
-        prop_assert!(joint::apply(short, &mut base.clone(), ch.len()).is_err());
+        prop_assert!(joint::apply(short, &mut base.clone(), ch.len(), esc).is_err());
         let mut long = body.clone();
         long.push(extra);
-        prop_assert!(joint::apply(&long, &mut base.clone(), ch.len()).is_err());
-        prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() + 1).is_err());
+        prop_assert!(joint::apply(&long, &mut base.clone(), ch.len(), esc).is_err());
+        prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() + 1, esc).is_err());
         if !ch.is_empty() {
-            prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() - 1).is_err());
+            prop_assert!(joint::apply(&body, &mut base.clone(), ch.len() - 1, esc).is_err());
         }
         // Applied to an empty piece, any change is past its end.
         if !ch.is_empty() {
-            prop_assert!(joint::apply(&body, &mut [], ch.len()).is_err());
+            prop_assert!(joint::apply(&body, &mut [], ch.len(), esc).is_err());
         }
     }
 
@@ -112,8 +120,9 @@ proptest! {
         body in proptest::collection::vec(any::<u8>(), 0..2000),
         n in 0usize..5000,
         count in 0usize..5000,
+        esc in escapes(),
     ) {
-        let _ = joint::apply(&body, &mut vec![0u8; 2 * n], count);
+        let _ = joint::apply(&body, &mut vec![0u8; 2 * n], count, esc);
     }
 
     #[test]
@@ -138,6 +147,9 @@ proptest! {
         let joint = changed <= n / 2;
         prop_assert_eq!(h.joint, joint);
         prop_assert_eq!(payload[2] & FLAG_JOINT != 0, joint);
+        if joint {
+            prop_assert_eq!(h.escapes, joint::Escapes::Golomb);
+        }
         prop_assert_eq!(decode_planes(&payload, raw.len() as u64, Some(&base)).unwrap(), raw.clone());
         prop_assert!(decode_planes(&payload[..payload.len() - 1], raw.len() as u64, Some(&base)).is_err());
         if h.joint {
@@ -146,6 +158,139 @@ proptest! {
             prop_assert!(decode_planes(&bad, raw.len() as u64, Some(&base)).is_err());
         }
     }
+}
+
+/// Every nonzero 16-bit difference, one per element, round-trips in both
+/// escape forms: the Golomb classes meet without a gap or an overlap, and
+/// the largest class ends exactly at the largest magnitude (32768).
+#[test]
+fn every_difference_round_trips_in_both_escape_forms() {
+    let n = 1 << 16;
+    let ch: Vec<joint::Change> = (1..n as u32).map(|i| (i, i as u16)).collect();
+    let base: Vec<u8> = (0..n)
+        .flat_map(|i| (i as u16 ^ 0x3C5A).to_le_bytes())
+        .collect();
+    let mut sizes = vec![];
+    for esc in [joint::Escapes::Golomb, joint::Escapes::Raw16] {
+        let body = joint::encode(&ch, n, esc);
+        let mut out = base.clone();
+        joint::apply(&body, &mut out, ch.len(), esc).unwrap();
+        assert_eq!(out, apply_plain(&base, &ch), "{esc:?}");
+        sizes.push(body.len());
+    }
+    // Uniform differences are mostly large: a Golomb code takes up to 27
+    // bits where the raw form takes 16, never more than 11 bits more.
+    assert!(sizes[0] > sizes[1], "{sizes:?}");
+    assert!(sizes[0] <= sizes[1] + 11 * ch.len() / 8 + 64, "{sizes:?}");
+}
+
+/// Escapes of 9 to 64 code points, what small weights see in a
+/// fine-tuning step, take at most 11 bits in the Golomb form instead of
+/// 16: the body shrinks by at least 5 bits per change.
+#[test]
+fn golomb_escapes_are_shorter_for_moderate_differences() {
+    let n = 1 << 16;
+    let ch: Vec<joint::Change> = (0..n as u32)
+        .step_by(4)
+        .map(|i| (i, (9 + i % 56) as u16 ^ if i % 3 == 0 { 0 } else { 0xFFFF }))
+        .filter(|c| c.1 != 0)
+        .collect();
+    let golomb = joint::encode(&ch, n, joint::Escapes::Golomb);
+    let raw = joint::encode(&ch, n, joint::Escapes::Raw16);
+    assert!(
+        (golomb.len() as f64) < raw.len() as f64 - 5.0 * ch.len() as f64 / 8.0,
+        "{} vs {} bytes for {} changes",
+        golomb.len(),
+        raw.len(),
+        ch.len()
+    );
+}
+
+/// A Golomb class above 11 (twelve or more one bits) would describe a
+/// difference wider than 16 bits: refused, in every stream position.
+#[test]
+fn golomb_escapes_longer_than_sixteen_bits_are_refused() {
+    let n = 256;
+    // One escape (+9) at element 0 of the one stream, a table with the
+    // escape symbol 1024 and the skip as the only codes (length 1 each).
+    let mut body = vec![0u8; joint::SYMBOLS.div_ceil(2)];
+    body[1024 / 2] = 1;
+    body[1088 / 2] = 1;
+    body.push(1);
+    body.extend_from_slice(&1u32.to_le_bytes());
+    // Codes: escape = 0, skip = 1 (canonical, by symbol). Then class k
+    // ones, a zero, the sign and k + 3 offset bits.
+    let stream = |k: u32| -> Vec<u8> {
+        let bits: u64 = ((1u64 << k) - 1) << 1;
+        let len = 1 + 2 * k + 5;
+        bits.to_le_bytes()[..len.div_ceil(8) as usize].to_vec()
+    };
+    for k in 0..14u32 {
+        let mut b = body.clone();
+        let s = stream(k);
+        b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        b.extend_from_slice(&s);
+        let mut out = vec![0u8; 2 * n];
+        let r = joint::apply(&b, &mut out, 1, joint::Escapes::Golomb);
+        if k <= 11 {
+            r.unwrap();
+            let want = 9 + 8 * ((1u32 << k) - 1);
+            assert_eq!(
+                u16::from_le_bytes([out[0], out[1]]),
+                want as u16,
+                "class {k}"
+            );
+        } else {
+            assert!(r.is_err(), "class {k}");
+        }
+    }
+}
+
+#[test]
+fn golomb_flag_is_refused_without_joint_coding() {
+    use bat_ledger::delta::FLAG_GOLOMB_ESCAPES;
+    let mut p = vec![1u8, 2, 1 | 2 | 4 | FLAG_JOINT | FLAG_GOLOMB_ESCAPES, 0];
+    p.extend_from_slice(&[0; 32]);
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    let h = PlanesHeader::decode(&p).unwrap();
+    assert_eq!(h.escapes, joint::Escapes::Golomb);
+    p[2] = 1 | 2 | 4 | FLAG_JOINT;
+    assert_eq!(
+        PlanesHeader::decode(&p).unwrap().escapes,
+        joint::Escapes::Raw16
+    );
+    p[2] = 1 | 2 | 4 | FLAG_GOLOMB_ESCAPES;
+    assert!(
+        PlanesHeader::decode(&p).is_err(),
+        "Golomb escapes without joint coding"
+    );
+}
+
+/// Payloads written before the Golomb escapes (flag bit 5 clear, 16 raw
+/// bits per escape) still decode through `decode_planes`.
+#[test]
+fn older_joint_payloads_with_raw_escapes_still_decode() {
+    let n = 5000;
+    let base: Vec<u8> = (0..n)
+        .flat_map(|i| (i as u16).wrapping_mul(7).to_le_bytes())
+        .collect();
+    let ch: Vec<joint::Change> = (0..n as u32)
+        .step_by(3)
+        .map(|i| (i, [1u16, 0xFFFF, 40, 0xFF00, 0x8000][i as usize % 5]))
+        .collect();
+    let body = joint::encode(&ch, n, joint::Escapes::Raw16);
+    let mut p = vec![1u8, 2, 1 | 2 | 4 | FLAG_JOINT, 0];
+    p.extend_from_slice(&[9; 32]);
+    p.extend_from_slice(&(ch.len() as u32).to_le_bytes());
+    p.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    p.extend_from_slice(&body);
+    let out = decode_planes(&p, base.len() as u64, Some(&base)).unwrap();
+    assert_eq!(out, apply_plain(&base, &ch));
+    // The same body read as Golomb escapes does not give the same bytes.
+    p[2] |= bat_ledger::delta::FLAG_GOLOMB_ESCAPES;
+    let wrong = decode_planes(&p, base.len() as u64, Some(&base));
+    assert!(wrong.map_or(true, |w| w != out));
 }
 
 #[test]
@@ -168,6 +313,7 @@ fn joint_flag_is_refused_with_other_widths_or_without_gaps() {
 fn fine_tuning_changes_cost_about_six_and_a_half_bits_each() {
     // One change in eight, ±1 mostly: the body should be near the entropy
     // of (gap, difference), far below the 16 bits of a raw element.
+    let esc = joint::Escapes::Golomb;
     let n = 1 << 20;
     let mut state = 0x1234_5678_u32;
     let mut rnd = || {
@@ -182,12 +328,12 @@ fn fine_tuning_changes_cost_about_six_and_a_half_bits_each() {
             (r % 8 == 0).then_some((i, if r & 0x100 != 0 { 1 } else { 0xFFFF }))
         })
         .collect();
-    let body = joint::encode(&ch, n);
+    let body = joint::encode(&ch, n, esc);
     let bits = body.len() as f64 * 8.0 / ch.len() as f64;
     // gap entropy of p = 1/8 is 4.35 bits per change, the sign 1 bit.
     assert!(bits < 5.6, "{bits} bits per change");
     let mut out = vec![0u8; 2 * n];
-    joint::apply(&body, &mut out, ch.len()).unwrap();
+    joint::apply(&body, &mut out, ch.len(), esc).unwrap();
     assert_eq!(out, apply_plain(&vec![0u8; 2 * n], &ch));
 }
 
@@ -282,6 +428,11 @@ fn ledger_round_trip_with_joint_coding() {
     let mut flags = [0u8; 1];
     f.read_exact_at(&mut flags, off + 82).unwrap();
     assert_ne!(flags[0] & FLAG_JOINT, 0, "jointly coded by default");
+    assert_ne!(
+        flags[0] & bat_ledger::delta::FLAG_GOLOMB_ESCAPES,
+        0,
+        "with Golomb escapes"
+    );
     let at = off + 80 + stored / 2;
     let mut byte = [0u8; 1];
     f.read_exact_at(&mut byte, at).unwrap();
@@ -312,12 +463,12 @@ fn write_u32(b: &mut [u8], at: usize, v: u32) {
 /// changes are counted in another stream, with the totals unchanged.
 #[test]
 fn streams_must_end_exactly_at_their_own_bytes_and_elements() {
-    let n = 4096;
+    let (n, esc) = (4096, joint::Escapes::Golomb);
     // One change in eight, all +1.
     let ch: Vec<joint::Change> = (0..n as u32).step_by(8).map(|i| (i, 1)).collect();
-    let body = joint::encode(&ch, n);
+    let body = joint::encode(&ch, n, esc);
     let mut out = vec![0u8; 2 * n];
-    joint::apply(&body, &mut out, ch.len()).unwrap();
+    joint::apply(&body, &mut out, ch.len(), esc).unwrap();
     for (from, to) in [(0, 1), (1, 0), (2, 3), (3, 2)] {
         for delta in [1u32, 2] {
             // Bytes moved from one stream to its neighbour.
@@ -325,14 +476,14 @@ fn streams_must_end_exactly_at_their_own_bytes_and_elements() {
             let (a, b) = (stream_entry(from) + 4, stream_entry(to) + 4);
             write_u32(&mut bad, a, read_u32(&body, a) - delta);
             write_u32(&mut bad, b, read_u32(&body, b) + delta);
-            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len());
+            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len(), esc);
             assert!(r.is_err(), "bytes {from}→{to} by {delta}");
             // A change moved from one stream's count to its neighbour's.
             let mut bad = body.clone();
             let (a, b) = (stream_entry(from), stream_entry(to));
             write_u32(&mut bad, a, read_u32(&body, a) - delta);
             write_u32(&mut bad, b, read_u32(&body, b) + delta);
-            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len());
+            let r = joint::apply(&bad, &mut vec![0u8; 2 * n], ch.len(), esc);
             assert!(r.is_err(), "changes {from}→{to} by {delta}");
         }
     }
@@ -353,8 +504,10 @@ fn a_body_of_endless_skips_ends_at_the_piece() {
         body.extend_from_slice(&0u32.to_le_bytes());
     }
     for n in [0usize, 1, 63, 64, 65, 4096, 1 << 20] {
-        let r = joint::apply(&body, &mut vec![0u8; 2 * n], 2);
-        assert!(r.is_err(), "{n} elements");
+        for esc in [joint::Escapes::Golomb, joint::Escapes::Raw16] {
+            let r = joint::apply(&body, &mut vec![0u8; 2 * n], 2, esc);
+            assert!(r.is_err(), "{n} elements");
+        }
     }
 }
 

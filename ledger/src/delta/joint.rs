@@ -31,7 +31,8 @@
 /// `VALUES[s / 64]`.
 const SMALL: u16 = 1024;
 /// Symbols `1024..1088`: a change after `s - 1024` unchanged elements whose
-/// 16-bit difference follows as 16 raw bits.
+/// difference (outside `-8..=8`) follows in raw bits, in the payload's
+/// [`Escapes`] form.
 const ESCAPE_END: u16 = 1088;
 /// Symbol 1088: 64 unchanged elements, no change.
 const SKIP: u16 = 1088;
@@ -73,10 +74,78 @@ fn class_of(d: u16) -> Option<u16> {
 /// One change: element index and wrapping difference (nonzero).
 pub type Change = (u32, u16);
 
+/// How the difference of an escaped change (one outside `-8..=8`) follows
+/// its symbol. Which form a payload uses is in its flags
+/// ([`super::FLAG_GOLOMB_ESCAPES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Escapes {
+    /// The 16-bit wrapping difference as 16 raw bits (nonzero): what
+    /// builds before the Golomb form wrote.
+    Raw16,
+    /// Sign and magnitude, the magnitude minus 9 as an exponential-Golomb
+    /// code of order 3: `k` one bits and a zero (`k <= 11`), the sign bit
+    /// (1: negative), then `k + 3` bits of offset; `2k + 5` bits in all.
+    /// Differences of 9 to 16 code points, half of the escapes on the main
+    /// series, take 5 bits instead of 16 (FORMAT.md §12.3.1).
+    Golomb,
+}
+
+/// Largest exponential-Golomb class of an escaped difference: class `k`
+/// holds the magnitudes `9 + 8 (2^k - 1) ..= 8 + 8 (2^(k+1) - 1)`, and
+/// class 11 ends exactly at 32768, the largest wrapping magnitude.
+const GOLOMB_MAX_CLASS: u32 = 11;
+
+/// The raw bits (least significant first) and their count that follow an
+/// escape symbol for the difference `d` (nonzero) in the form `esc`.
+fn escape_bits(d: u16, esc: Escapes) -> (u64, u32) {
+    match esc {
+        Escapes::Raw16 => (u64::from(d), 16),
+        Escapes::Golomb => {
+            let neg = (d as i16) < 0;
+            let mag = u32::from(if neg { d.wrapping_neg() } else { d });
+            // Only differences outside -8..=8 are escaped (`push` takes
+            // nonzero ones); a smaller one has no Golomb code, and coding
+            // it as 9 would store a wrong checkpoint.
+            assert!(mag >= 9, "escape of the small difference {d}");
+            let v = mag - 9;
+            let k = (v / 8 + 1).ilog2();
+            let offset = v - 8 * ((1 << k) - 1);
+            let bits = ((1u64 << k) - 1) | u64::from(neg) << (k + 1) | u64::from(offset) << (k + 2);
+            (bits, 2 * k + 5)
+        }
+    }
+}
+
+/// Decode the raw bits `w` after an escape symbol: the difference and how
+/// many bits it took.
+#[cold]
+fn escape_value(w: u64, esc: Escapes) -> Result<(u16, usize), String> {
+    match esc {
+        Escapes::Raw16 => match w as u16 {
+            0 => Err("an escaped change of zero".into()),
+            d => Ok((d, 16)),
+        },
+        Escapes::Golomb => {
+            let k = w.trailing_ones();
+            if k > GOLOMB_MAX_CLASS {
+                return Err("an escaped difference longer than 16 bits".into());
+            }
+            let neg = (w >> (k + 1)) & 1 == 1;
+            let offset = ((w >> (k + 2)) & ((1 << (k + 3)) - 1)) as u32;
+            let mag = 9 + 8 * ((1u32 << k) - 1) + offset;
+            // Class 11 ends at 32768 exactly, so `mag` fits 16 bits
+            // (32768 is 0x8000 with either sign).
+            let d = mag as u16;
+            Ok((if neg { d.wrapping_neg() } else { d }, 2 * k as usize + 5))
+        }
+    }
+}
+
 /// Encode the changes (ascending indices, all `< n`, nonzero differences) of
-/// a piece of `n` 16-bit elements as a joint body.
-pub fn encode(changes: &[Change], n: usize) -> Vec<u8> {
-    let mut e = Encoder::new(n, changes.len());
+/// a piece of `n` 16-bit elements as a joint body, escapes in the form
+/// `esc`.
+pub fn encode(changes: &[Change], n: usize, esc: Escapes) -> Vec<u8> {
+    let mut e = Encoder::new(n, changes.len(), esc);
     for &(idx, d) in changes {
         e.push(idx as usize, d);
     }
@@ -98,12 +167,13 @@ pub struct Encoder {
     next: usize,
     end: usize,
     changes: usize,
+    escapes: Escapes,
 }
 
 impl Encoder {
     /// An encoder for a piece of `n` elements, expecting about `expect`
-    /// changes.
-    pub fn new(n: usize, expect: usize) -> Encoder {
+    /// changes, writing escapes in the form `escapes`.
+    pub fn new(n: usize, expect: usize, escapes: Escapes) -> Encoder {
         let ranges = stream_ranges(n, STREAMS);
         Encoder {
             end: ranges[0].1,
@@ -115,6 +185,7 @@ impl Encoder {
             j: 0,
             next: 0,
             changes: 0,
+            escapes,
         }
     }
 
@@ -190,12 +261,12 @@ impl Encoder {
             for &e in &self.syms[from..self.bounds[k]] {
                 let s = e as u16;
                 let (code, len) = codes[usize::from(s)];
-                let (mut bits, mut len) = (u64::from(code), u32::from(len));
+                w.put(u64::from(code), u32::from(len));
                 if (SMALL..ESCAPE_END).contains(&s) {
-                    bits |= u64::from(e >> 16) << len;
-                    len += 16;
+                    // Up to 27 bits: a second put, as one may take 32.
+                    let (raw, n) = escape_bits((e >> 16) as u16, self.escapes);
+                    w.put(raw, n);
                 }
-                w.put(bits, len);
             }
             from = self.bounds[k];
             w.finish();
@@ -350,7 +421,7 @@ impl<'a> BitWriter<'a> {
 type Table = [u32; 1 << MAX_LEN];
 /// Set on entries that are not a plain change.
 const SPECIAL: u32 = 1 << 31;
-/// A change whose difference follows as 16 raw bits.
+/// A change whose difference follows in raw bits ([`Escapes`]).
 const KIND_ESCAPE: u32 = 1;
 /// 64 unchanged elements.
 const KIND_SKIP: u32 = 2;
@@ -424,7 +495,12 @@ fn peek(data: &[u8], bit: usize) -> u64 {
 /// range. Memory safety does not rest on those checks (every access is
 /// bounds-checked); skips stop at the end of the piece, so every loop ends.
 #[inline(always)]
-fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), String> {
+fn step<const GOLOMB: bool>(
+    s: &mut Pos,
+    data: &[u8],
+    t: &Table,
+    out: &mut [[u8; 2]],
+) -> Result<(), String> {
     loop {
         let w = peek(data, s.bit);
         let e = t[(w & ((1 << MAX_LEN) - 1)) as usize];
@@ -436,11 +512,13 @@ fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), 
         } else {
             match (e >> 28) & 3 {
                 KIND_ESCAPE => {
-                    s.bit += 16;
-                    let d = (w >> len) as u16;
-                    if d == 0 {
-                        return Err("an escaped change of zero".into());
-                    }
+                    let esc = if GOLOMB {
+                        Escapes::Golomb
+                    } else {
+                        Escapes::Raw16
+                    };
+                    let (d, bits) = escape_value(w >> len, esc)?;
+                    s.bit += bits;
                     d
                 }
                 KIND_SKIP => {
@@ -465,9 +543,10 @@ fn step(s: &mut Pos, data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), 
 type Stream = (Pos, u32);
 
 /// Apply a joint body of `count` changes to `out` (`n` 16-bit elements),
-/// checking everything a damaged body could get wrong: code lengths, stream
-/// table and lengths, every change inside its stream's range, the counts.
-pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
+/// its escapes in the form `esc`, checking everything a damaged body could
+/// get wrong: code lengths, stream table and lengths, every change inside
+/// its stream's range, the counts.
+pub fn apply(body: &[u8], out: &mut [u8], count: usize, esc: Escapes) -> Result<(), String> {
     let n = out.len() / 2;
     let lens_len = SYMBOLS.div_ceil(2);
     let packed = body
@@ -528,7 +607,11 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
         ));
     }
     // Whole elements only (an odd trailing byte is never a change).
-    run(&mut streams, data, &t, out.as_chunks_mut::<2>().0)?;
+    let out = out.as_chunks_mut::<2>().0;
+    match esc {
+        Escapes::Raw16 => run::<false>(&mut streams, data, &t, out)?,
+        Escapes::Golomb => run::<true>(&mut streams, data, &t, out)?,
+    }
     for ((pos, _), &(end_bit, end)) in streams.iter().zip(&ends) {
         if pos.at > end {
             return Err("a change past its stream's elements".into());
@@ -545,7 +628,12 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize) -> Result<(), String> {
 /// Decode every stream: all four side by side while each has changes left
 /// (the processor overlaps their lookups; positions kept in locals, i.e.
 /// registers), then the rest one by one.
-fn run(streams: &mut [Stream], data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> Result<(), String> {
+fn run<const GOLOMB: bool>(
+    streams: &mut [Stream],
+    data: &[u8],
+    t: &Table,
+    out: &mut [[u8; 2]],
+) -> Result<(), String> {
     loop {
         let live = streams.iter().filter(|c| c.1 > 0).count();
         let Some(rounds) = streams.iter().map(|c| c.1).filter(|&l| l > 0).min() else {
@@ -554,10 +642,10 @@ fn run(streams: &mut [Stream], data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> R
         if let (4, [a, b, c, d]) = (live, &mut *streams) {
             let (mut pa, mut pb, mut pc, mut pd) = (a.0, b.0, c.0, d.0);
             for _ in 0..rounds {
-                step(&mut pa, data, t, out)?;
-                step(&mut pb, data, t, out)?;
-                step(&mut pc, data, t, out)?;
-                step(&mut pd, data, t, out)?;
+                step::<GOLOMB>(&mut pa, data, t, out)?;
+                step::<GOLOMB>(&mut pb, data, t, out)?;
+                step::<GOLOMB>(&mut pc, data, t, out)?;
+                step::<GOLOMB>(&mut pd, data, t, out)?;
             }
             (a.0, b.0, c.0, d.0) = (pa, pb, pc, pd);
             for x in [a, b, c, d] {
@@ -567,7 +655,7 @@ fn run(streams: &mut [Stream], data: &[u8], t: &Table, out: &mut [[u8; 2]]) -> R
             for x in streams.iter_mut().filter(|x| x.1 > 0) {
                 let mut p = x.0;
                 for _ in 0..rounds {
-                    step(&mut p, data, t, out)?;
+                    step::<GOLOMB>(&mut p, data, t, out)?;
                 }
                 x.0 = p;
                 x.1 -= rounds;

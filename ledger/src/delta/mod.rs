@@ -43,6 +43,11 @@ pub const FLAG_JOINT: u8 = 8;
 /// exceptions, the few changes whose high XOR byte is not zero, instead of
 /// one byte per change (FORMAT.md §12.3.2).
 pub const FLAG_HIGH_EXCEPTIONS: u8 = 16;
+/// Flag bit (only with [`FLAG_JOINT`]): the differences of escaped changes
+/// follow their symbols as exponential-Golomb codes
+/// ([`joint::Escapes::Golomb`]) instead of 16 raw bits. Written with every
+/// jointly coded delta since 2026-12-02.
+pub const FLAG_GOLOMB_ESCAPES: u8 = 32;
 /// Fewest changes for which a sparse delta of 16-bit elements is written
 /// jointly coded (its code-length table costs 545 bytes).
 pub const JOINT_MIN_CHANGES: usize = 512;
@@ -62,6 +67,9 @@ pub struct PlanesHeader {
     pub plane_lens: Vec<u32>,
     /// The sparse delta is jointly coded ([`FLAG_JOINT`]).
     pub joint: bool,
+    /// How a jointly coded delta's escaped differences are written
+    /// ([`FLAG_GOLOMB_ESCAPES`]); `Raw16` for other payloads.
+    pub escapes: joint::Escapes,
     /// The sparse delta's high plane is stored as its exceptions
     /// ([`FLAG_HIGH_EXCEPTIONS`]).
     pub high_exceptions: bool,
@@ -97,7 +105,15 @@ impl PlanesHeader {
         }
         let joint = flags & FLAG_JOINT != 0;
         let high_exceptions = flags & FLAG_HIGH_EXCEPTIONS != 0;
-        if flags & !(FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT | FLAG_HIGH_EXCEPTIONS) != 0
+        let golomb = flags & FLAG_GOLOMB_ESCAPES != 0;
+        let known = FLAG_BASE
+            | FLAG_SPARSE
+            | FLAG_GAPS
+            | FLAG_JOINT
+            | FLAG_HIGH_EXCEPTIONS
+            | FLAG_GOLOMB_ESCAPES;
+        if flags & !known != 0
+            || (golomb && !joint)
             || (high_exceptions && (flags & FLAG_GAPS == 0 || joint || width != 2))
             || (flags & FLAG_SPARSE != 0 && flags & FLAG_BASE == 0)
             || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
@@ -149,6 +165,11 @@ impl PlanesHeader {
             sparse_count,
             plane_lens,
             joint,
+            escapes: if golomb {
+                joint::Escapes::Golomb
+            } else {
+                joint::Escapes::Raw16
+            },
             high_exceptions,
         })
     }
@@ -232,7 +253,7 @@ pub fn encode_planes_with(
                 let mut out = vec![
                     PLANES_VERSION,
                     2,
-                    FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT,
+                    FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT | FLAG_GOLOMB_ESCAPES,
                     0,
                 ];
                 out.extend_from_slice(id.as_bytes());
@@ -376,7 +397,7 @@ fn mostly_changed_w<const W: usize>(raw: &[u8], base: &[u8]) -> bool {
 /// differ (a dense delta).
 fn joint_w2(raw: &[u8], base: &[u8], limit: usize) -> Option<(Vec<u8>, usize)> {
     let n = raw.len() / 2;
-    let mut enc = joint::Encoder::new(n, (n / 6).min(limit + 1));
+    let mut enc = joint::Encoder::new(n, (n / 6).min(limit + 1), joint::Escapes::Golomb);
     let diff = |r: &[u8], b: &[u8], e: usize| {
         let new = u16::from_le_bytes([r[2 * e], r[2 * e + 1]]);
         let old = u16::from_le_bytes([b[2 * e], b[2 * e + 1]]);
@@ -625,7 +646,7 @@ fn decode_frames(
             return Err(format!("{count} changed elements in a piece of {n}"));
         }
         if h.joint {
-            joint::apply(frames[0], &mut out, count)?;
+            joint::apply(frames[0], &mut out, count, h.escapes)?;
             return Ok(out);
         }
         let (gaps, planes) = bufs.split_first_mut().expect("sized to the frames");
