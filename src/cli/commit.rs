@@ -70,8 +70,9 @@ pub struct CommitArgs {
     /// Longest chain of tensor deltas before a checkpoint piece is stored in
     /// full again (default 9: one full copy per 10 fine-tuning rounds; a
     /// dense delta, where most weights changed, counts up to 4). Lower
-    /// restores faster, higher stores less; 0 stores every checkpoint in full.
-    #[arg(long, value_name = "N")]
+    /// restores faster, higher stores less; 0 stores every checkpoint in full;
+    /// at most 32 (longer chains would slow every restore of the round).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=32))]
     pub delta_depth: Option<u32>,
     /// Store large checkpoint files as deltas against the same paths in this
     /// revision instead of the branch tip (e.g. a replay arm against the

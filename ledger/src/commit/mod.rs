@@ -24,7 +24,7 @@ mod pipeline;
 mod scan;
 
 pub(crate) use index::{index_commit, ImmediateTx};
-pub(crate) use pipeline::{choose_planes, link_cost};
+pub(crate) use pipeline::{chain_cost, choose_planes, link_cost};
 pub(crate) use scan::check_symlink;
 use scan::scan;
 

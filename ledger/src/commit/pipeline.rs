@@ -174,6 +174,17 @@ pub(crate) fn link_cost(stored_len: u64, raw_len: u64) -> u32 {
     u32::try_from(units).unwrap_or(u32::MAX)
 }
 
+/// What a resolved record chain costs against `delta_max_depth`: the sum
+/// of its links' [`link_cost`] (the self-contained record at its root
+/// counts nothing).
+pub(crate) fn chain_cost(chain: &[crate::store::RecordRef]) -> u32 {
+    chain
+        .iter()
+        .filter(|r| r.3.is_some())
+        .map(|r| link_cost(r.2.stored_len, r.2.raw_len))
+        .fold(0, u32::saturating_add)
+}
+
 /// The planes payload to store for a piece: its delta (payload, base) when
 /// that is at most half the raw length, else the smaller of the delta and
 /// the keyframe `keyframe` encodes (only called then).
@@ -227,11 +238,7 @@ pub(super) fn encode_job(
                 &mut |x| Ok(catalog::get_object(conn, x)?.and_then(|r| r.ok())),
                 &mut |pid, x| crate::store::open_pack_with(conn, dir, cache, pid, x),
             )?;
-            let chain_cost: u32 = chain
-                .iter()
-                .filter(|r| r.3.is_some())
-                .map(|r| link_cost(r.2.stored_len, r.2.raw_len))
-                .sum();
+            let chain_cost = chain_cost(&chain);
             if chain_cost < cx.max_depth {
                 // The base is checked against its digest, so a delta never
                 // depends on damaged bytes; a base that does not verify
@@ -304,11 +311,8 @@ impl Ledger {
                     conn,
                     packs_dir: self.packs_dir(),
                     level: cfg.zstd_level,
-                    max_depth: cfg.delta_max_depth,
-                    planes: delta::PlanesOptions {
-                        joint: cfg.joint_coding,
-                        high_exceptions: cfg.high_exceptions,
-                    },
+                    max_depth: cfg.depth_limit(),
+                    planes: cfg.planes_options(),
                     cache: Default::default(),
                 };
                 s.spawn(move || worker(cx, jr, done));

@@ -194,10 +194,7 @@ impl Ledger {
         if paths.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let opts = delta::PlanesOptions {
-            joint: self.config.joint_coding,
-            high_exceptions: self.config.high_exceptions,
-        };
+        let opts = self.config.planes_options();
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);

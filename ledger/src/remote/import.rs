@@ -10,12 +10,12 @@ use serde::Serialize;
 
 use super::{WireBody, WireObject};
 use crate::catalog::{self, Location, ObjectRow};
-use crate::commit::{index_commit, ImmediateTx};
+use crate::commit::{chain_cost, index_commit, link_cost, ImmediateTx};
 use crate::error::{io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
-use crate::store::{decode_in_order, name_damage, resolve_chain, Ledger, Staging};
+use crate::store::{decode_in_order, name_damage, resolve_chain, Ledger, Staging, MAX_DELTA_DEPTH};
 use crate::validate;
 
 /// What [`Ledger::import_wire`] did.
@@ -218,6 +218,10 @@ impl Ledger {
             })
             .collect();
         let mut cache: HashMap<ObjectId, Arc<Vec<u8>>> = HashMap::new();
+        // Chain cost (`commit::chain_cost`) of every record stored so far
+        // in this batch, and a compressor for versions stored whole.
+        let mut costs: HashMap<ObjectId, u32> = HashMap::new();
+        let mut whole_comp = None;
         let mut dec = Decoded::default();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut aliases: Vec<(ObjectId, u64, ObjectId)> = Vec::new();
@@ -250,6 +254,7 @@ impl Ledger {
                         RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
                     st.append_record_with_base(&h, payload, None)?;
                     stats.payload_bytes += payload.len() as u64;
+                    costs.insert(o.id, 0);
                 }
                 WireBody::Delta {
                     base,
@@ -276,11 +281,56 @@ impl Ledger {
                     let base_bytes = self.base_bytes(o, base, &cache, st)?;
                     let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
                         .map_err(|r| bad(o.id, r))?;
-                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
-                    let hd =
-                        RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
-                    st.append_record_with_base(&hd, payload, Some(*base))?;
-                    stats.payload_bytes += payload.len() as u64;
+                    let cost = self
+                        .base_chain_cost(base, &costs)?
+                        .saturating_add(link_cost(payload.len() as u64, o.raw_len));
+                    if cost > MAX_DELTA_DEPTH {
+                        // This ledger holds the base deeper in its chain
+                        // than the sender does (the sender's gc re-rooted
+                        // it since), so the delta would take the chain
+                        // past what any writer makes; stored as received,
+                        // such links can stack up fetch after fetch until
+                        // readers refuse the chain. Store the version
+                        // whole, as a commit at the limit would.
+                        let comp = match &mut whole_comp {
+                            Some(c) => c,
+                            None => whole_comp.insert(
+                                crate::delta::planes_compressor(self.config.zstd_level)
+                                    .map_err(io_err("create zstd compressor", "(memory)"))?,
+                            ),
+                        };
+                        let whole = crate::delta::encode_planes_with(
+                            comp,
+                            &raw,
+                            usize::from(h.width),
+                            None,
+                            self.config.planes_options(),
+                        )
+                        .map_err(|r| bad(o.id, r))?;
+                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                        let hw = RecordHeader::for_payload(
+                            o.kind,
+                            pack::COMPRESSION_PLANES,
+                            o.id,
+                            o.raw_len,
+                            &whole,
+                        );
+                        st.append_record_with_base(&hw, &whole, None)?;
+                        stats.payload_bytes += whole.len() as u64;
+                        costs.insert(o.id, 0);
+                    } else {
+                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                        let hd = RecordHeader::for_payload(
+                            o.kind,
+                            *compression,
+                            o.id,
+                            o.raw_len,
+                            payload,
+                        );
+                        st.append_record_with_base(&hd, payload, Some(*base))?;
+                        stats.payload_bytes += payload.len() as u64;
+                        costs.insert(o.id, cost);
+                    }
                 }
             }
             stats.stored += 1;
@@ -377,6 +427,21 @@ impl Ledger {
             }
         }
         Ok(())
+    }
+
+    /// The chain cost (`commit::chain_cost`) of a delta's base in this
+    /// ledger: from this batch, or of its stored chain. Called after
+    /// [`Self::base_bytes`] accepted the base.
+    fn base_chain_cost(&self, base: &ObjectId, costs: &HashMap<ObjectId, u32>) -> Result<u32> {
+        if let Some(c) = costs.get(base) {
+            return Ok(*c);
+        }
+        match self.locate(base)? {
+            Some(row) if row.location.record().is_some() => {
+                Ok(chain_cost(&self.record_chain(row)?))
+            }
+            _ => Ok(0),
+        }
     }
 
     /// Verified bytes of a delta's base: from this batch, or stored.

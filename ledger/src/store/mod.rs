@@ -60,10 +60,12 @@ pub struct WriteConfig {
     /// fine-tuning round) counts 1, a denser one 1 per tenth of its raw size
     /// it stores. A piece whose delta would take its chain past this is
     /// stored as a keyframe instead (bounds restore cost; FORMAT.md §12.2).
+    /// Values above [`MAX_DELTA_DEPTH`] count as that
+    /// ([`WriteConfig::depth_limit`]).
     pub delta_max_depth: u32,
     /// Code sparse 16-bit deltas jointly (FORMAT.md §12.3.1) instead of as
-    /// zstd frames. On by default: on the main series a link is 0.057 ×
-    /// raw instead of 0.064 (the ledger 0.118 × raw instead of 0.124), for
+    /// zstd frames. On by default: on the main series a link is 0.055 ×
+    /// raw instead of 0.064 (the ledger 0.116 × raw instead of 0.124), for
     /// about the same CPU time to write and to read (FORMAT.md §13.0).
     /// `false` writes the zstd form, which every reader decodes.
     pub joint_coding: bool,
@@ -74,6 +76,30 @@ pub struct WriteConfig {
     /// show in restore CPU time (FORMAT.md §13.1) and builds before it
     /// cannot read what it writes. `false` writes what they wrote.
     pub high_exceptions: bool,
+}
+
+/// Highest effective `delta_max_depth`, and the bound on chains that
+/// fetches, clones and bundle imports store (a received delta that would
+/// take this ledger's chain past it is stored whole). Every link costs at
+/// least one unit, so chains stay within 33 records, well inside the 64 a
+/// reader follows ([`MAX_CHAIN`]): a larger setting would let a writer
+/// build chains that no reader accepts.
+pub const MAX_DELTA_DEPTH: u32 = 32;
+
+impl WriteConfig {
+    /// The chain cost writers keep to: `delta_max_depth`, at most
+    /// [`MAX_DELTA_DEPTH`].
+    pub fn depth_limit(&self) -> u32 {
+        self.delta_max_depth.min(MAX_DELTA_DEPTH)
+    }
+
+    /// The optional planes payload forms this configuration writes.
+    pub fn planes_options(&self) -> crate::delta::PlanesOptions {
+        crate::delta::PlanesOptions {
+            joint: self.joint_coding,
+            high_exceptions: self.high_exceptions,
+        }
+    }
 }
 
 impl Default for WriteConfig {
