@@ -51,6 +51,24 @@ fn deepest(l: &Ledger, commit: &CommitId) -> usize {
     most
 }
 
+/// Check that every round's model reads back from `l` exactly; the
+/// longest chain behind any of them.
+fn check_rounds(l: &Ledger, rounds: &[(CommitId, Vec<u8>)]) -> usize {
+    let mut most = 0;
+    for (c, want) in rounds {
+        most = most.max(deepest(l, c));
+        let tree = l.read_commit(c).unwrap().tree;
+        let f = l
+            .walk_files(&tree)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.path == "model.safetensors")
+            .expect("the model");
+        assert_eq!(&l.read_bytes(&f.id).unwrap(), want, "round {c}");
+    }
+    most
+}
+
 /// Commit `model` (and a small text file) in `dir` to `l`.
 fn commit_round(l: &mut Ledger, dir: &Path, model: &[u8], r: usize) -> CommitId {
     std::fs::create_dir_all(dir).unwrap();
@@ -115,16 +133,7 @@ fn fetching_after_each_gc_of_the_sender_keeps_chains_short() {
         }
     }
     // Every round reads back exactly in the receiver, and fsck agrees.
-    for (c, want) in &rounds {
-        let tree = b.read_commit(c).unwrap().tree;
-        let f = b
-            .walk_files(&tree)
-            .unwrap()
-            .into_iter()
-            .find(|f| f.path == "model.safetensors")
-            .expect("the model");
-        assert_eq!(&b.read_bytes(&f.id).unwrap(), want);
-    }
+    check_rounds(&b, &rounds);
     assert!(b.fsck(&NoProgress, &no()).unwrap().ok());
     let s = b.stats().unwrap();
     assert!(s.delta_objects > 0);
@@ -155,18 +164,7 @@ fn a_huge_delta_max_depth_is_capped_so_every_round_stays_readable() {
         let c = commit_round(&mut l, &t.path().join("work"), &model, r);
         rounds.push((c, model.clone()));
     }
-    let mut most = 0;
-    for (c, want) in &rounds {
-        most = most.max(deepest(&l, c));
-        let tree = l.read_commit(c).unwrap().tree;
-        let f = l
-            .walk_files(&tree)
-            .unwrap()
-            .into_iter()
-            .find(|f| f.path == "model.safetensors")
-            .expect("the model");
-        assert_eq!(&l.read_bytes(&f.id).unwrap(), want);
-    }
+    let most = check_rounds(&l, &rounds);
     assert!(
         most <= MAX_DELTA_DEPTH as usize + 1 && MAX_DELTA_DEPTH as usize + 1 < MAX_CHAIN,
         "chains of {most} records"
@@ -230,18 +228,7 @@ fn a_fetch_never_stacks_a_chain_past_the_writers_limit() {
     let mut b = Ledger::open(&b_dir).unwrap();
     let mut remote = DirRemote::open(&a_root).unwrap();
     fetch(&mut b, &mut remote, "origin", None, &NoProgress, &no()).unwrap();
-    let mut most = 0;
-    for (c, want) in &rounds {
-        most = most.max(deepest(&b, c));
-        let tree = b.read_commit(c).unwrap().tree;
-        let f = b
-            .walk_files(&tree)
-            .unwrap()
-            .into_iter()
-            .find(|f| f.path == "model.safetensors")
-            .expect("the model");
-        assert_eq!(&b.read_bytes(&f.id).unwrap(), want);
-    }
+    let most = check_rounds(&b, &rounds);
     assert!(
         most <= MAX_DELTA_DEPTH as usize + 1,
         "a chain of {most} records in the receiver"
