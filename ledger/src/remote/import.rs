@@ -292,21 +292,7 @@ impl Ledger {
                         // such links can stack up fetch after fetch until
                         // readers refuse the chain. Store the version
                         // whole, as a commit at the limit would.
-                        let comp = match &mut whole_comp {
-                            Some(c) => c,
-                            None => whole_comp.insert(
-                                crate::delta::planes_compressor(self.config.zstd_level)
-                                    .map_err(io_err("create zstd compressor", "(memory)"))?,
-                            ),
-                        };
-                        let whole = crate::delta::encode_planes_with(
-                            comp,
-                            &raw,
-                            usize::from(h.width),
-                            None,
-                            self.config.planes_options(),
-                        )
-                        .map_err(|r| bad(o.id, r))?;
+                        let whole = self.encode_whole(o, &raw, h.width, &mut whole_comp)?;
                         self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
                         let hw = RecordHeader::for_payload(
                             o.kind,
@@ -427,6 +413,32 @@ impl Ledger {
             }
         }
         Ok(())
+    }
+
+    /// The planes payload of a received version stored whole (no base), in
+    /// this ledger's forms; `comp` is created on first use.
+    fn encode_whole(
+        &self,
+        o: &WireObject,
+        raw: &[u8],
+        width: u8,
+        comp: &mut Option<zstd::bulk::Compressor<'static>>,
+    ) -> Result<Vec<u8>> {
+        let comp = match comp {
+            Some(c) => c,
+            None => comp.insert(
+                crate::delta::planes_compressor(self.config.zstd_level)
+                    .map_err(io_err("create zstd compressor", "(memory)"))?,
+            ),
+        };
+        crate::delta::encode_planes_with(
+            comp,
+            raw,
+            usize::from(width),
+            None,
+            self.config.planes_options(),
+        )
+        .map_err(|r| bad(o.id, r))
     }
 
     /// The chain cost (`commit::chain_cost`) of a delta's base in this
