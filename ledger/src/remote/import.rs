@@ -15,7 +15,9 @@ use crate::error::{io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
-use crate::store::{decode_in_order, name_damage, resolve_chain, Ledger, Staging, MAX_DELTA_DEPTH};
+use crate::store::{
+    decode_chain, decode_in_order, name_damage, resolve_chain, Ledger, Staging, MAX_DELTA_DEPTH,
+};
 use crate::validate;
 
 /// What [`Ledger::import_wire`] did.
@@ -278,12 +280,10 @@ impl Ledger {
                             "the payload names another delta base than the frame",
                         ));
                     }
-                    let base_bytes = self.base_bytes(o, base, &cache, st)?;
+                    let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
                     let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
                         .map_err(|r| bad(o.id, r))?;
-                    let cost = self
-                        .base_chain_cost(base, &costs)?
-                        .saturating_add(link_cost(payload.len() as u64, o.raw_len));
+                    let cost = base_cost.saturating_add(link_cost(payload.len() as u64, o.raw_len));
                     if cost > MAX_DELTA_DEPTH {
                         // This ledger holds the base deeper in its chain
                         // than the sender does (the sender's gc re-rooted
@@ -441,31 +441,18 @@ impl Ledger {
         .map_err(|r| bad(o.id, r))
     }
 
-    /// The chain cost (`commit::chain_cost`) of a delta's base in this
-    /// ledger: from this batch, or of its stored chain. Called after
-    /// [`Self::base_bytes`] accepted the base.
-    fn base_chain_cost(&self, base: &ObjectId, costs: &HashMap<ObjectId, u32>) -> Result<u32> {
-        if let Some(c) = costs.get(base) {
-            return Ok(*c);
-        }
-        match self.locate(base)? {
-            Some(row) if row.location.record().is_some() => {
-                Ok(chain_cost(&self.record_chain(row)?))
-            }
-            _ => Ok(0),
-        }
-    }
-
-    /// Verified bytes of a delta's base: from this batch, or stored.
+    /// Verified bytes of a delta's base, from this batch or stored, and the
+    /// cost (`commit::chain_cost`) of its chain in this ledger.
     fn base_bytes(
         &self,
         o: &WireObject,
         base: &ObjectId,
         cache: &HashMap<ObjectId, Arc<Vec<u8>>>,
+        costs: &HashMap<ObjectId, u32>,
         st: &Staging,
-    ) -> Result<Arc<Vec<u8>>> {
-        if let Some(b) = cache.get(base) {
-            return Ok(b.clone());
+    ) -> Result<(Arc<Vec<u8>>, u32)> {
+        if let (Some(b), Some(&cost)) = (cache.get(base), costs.get(base)) {
+            return Ok((b.clone(), cost));
         }
         if st.seen.contains(base) {
             // Staged earlier in the batch but not cached: cannot happen (every
@@ -490,7 +477,9 @@ impl Ledger {
                 format!("delta base {base} has another kind, length or storage"),
             ));
         }
-        Ok(Arc::new(self.read_packed(&row)?))
+        // One resolved chain gives both the bytes and the cost.
+        let chain = self.record_chain(row)?;
+        Ok((Arc::new(decode_chain(&chain)?), chain_cost(&chain)))
     }
 
     /// Sum of file sizes below a tree (trees from the batch or stored).
