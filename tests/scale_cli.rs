@@ -304,3 +304,95 @@ fn rerooting_a_hundred_commits_of_delta_chains_with_64_open_files() {
         );
     }
 }
+
+/// Commit `n` versions of `data` (each a sparse change of the last) from
+/// `w/data` into the ledger at `w`, starting at version `from`; returns each
+/// version's BLAKE3.
+fn commit_model_versions(
+    w: &Path,
+    data: &mut [Vec<u8>],
+    rng: &mut Rng,
+    from: usize,
+    n: usize,
+) -> Vec<blake3::Hash> {
+    let d = w.join("data");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut l = Ledger::open(&w.join(".bat")).unwrap();
+    l.config.chunk_threshold = 1024;
+    l.config.delta_max_depth = 32;
+    let mut versions = Vec::new();
+    for v in from..from + n {
+        perturb_model(data, rng, 128);
+        write_model(&d.join("model.safetensors"), data);
+        versions.push(hash_file(&d.join("model.safetensors")));
+        l.commit_dir(
+            &d,
+            &CommitRequest::new(format!("v{v}")),
+            &NoProgress,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+    }
+    versions
+}
+
+/// A fetch from a directory remote opens two ledgers in one process. The
+/// receiver holds thirty packs of chains up to 32 links deep, and the
+/// sender's gc re-rooted them, so checking the received chunked files walks
+/// chains across every pack of both: with 64 descriptors it succeeds, and
+/// every version reads back byte-identical.
+#[test]
+fn fetch_deep_chains_from_a_directory_remote_with_64_open_files() {
+    let t = tempfile::tempdir().unwrap();
+    let (sender, receiver) = (t.path().join("sender"), t.path().join("receiver"));
+    std::fs::create_dir_all(&sender).unwrap();
+    Ledger::init(&sender).unwrap();
+    let mut rng = Rng(0x5eed_f00d);
+    let mut data: Vec<Vec<u8>> = (0..40)
+        .map(|_| {
+            let mut v = vec![0u8; 8192];
+            fill(&mut v, &mut rng);
+            v
+        })
+        .collect();
+    let mut versions = commit_model_versions(&sender, &mut data, &mut rng, 0, 30);
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(&sender)
+        .arg(&receiver)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    assert_eq!(
+        std::fs::read_dir(receiver.join(".bat/packs"))
+            .unwrap()
+            .count(),
+        30
+    );
+    ok(bat_limited(&sender, 1024, &["gc"]), "sender gc");
+    versions.extend(commit_model_versions(&sender, &mut data, &mut rng, 30, 15));
+    ok(
+        bat_limited(
+            &receiver,
+            1024,
+            &["remote", "add", "origin", sender.to_str().unwrap()],
+        ),
+        "remote add",
+    );
+    ok(bat_limited(&receiver, 64, &["fetch", "origin"]), "fetch");
+    let fsck = ok(bat_limited(&receiver, 64, &["fsck"]), "fsck");
+    assert!(fsck.contains("45 commits, 0 problems"), "{fsck}");
+    for (v, want) in versions.iter().enumerate().step_by(4) {
+        let out = format!("out{v}");
+        let rev = format!("origin/main~{}", 44 - v);
+        ok(
+            bat_limited(&receiver, 64, &["checkout", &rev, "--to", &out]),
+            "checkout",
+        );
+        assert_eq!(
+            &hash_file(&receiver.join(&out).join("model.safetensors")),
+            want,
+            "v{v}"
+        );
+    }
+}

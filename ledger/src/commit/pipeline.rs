@@ -59,7 +59,7 @@ pub(super) struct WorkerCtx {
     /// Optional payload forms (`WriteConfig::joint_coding`,
     /// `WriteConfig::high_exceptions`).
     planes: delta::PlanesOptions,
-    cache: crate::store::PackCache,
+    cache: crate::store::SharedPackCache,
 }
 
 /// The workers' shared job queue. `None` once the pipeline has failed: the
@@ -237,7 +237,7 @@ pub(super) fn encode_job(
     let mut delta: Option<(Vec<u8>, ObjectId)> = None;
     if let Some(b) = base {
         if let Some(row) = catalog::get_object(&cx.conn, &b)?.and_then(|r| r.ok()) {
-            let (conn, dir, cache) = (&cx.conn, &cx.packs_dir, &mut cx.cache);
+            let (conn, dir, cache) = (&cx.conn, &cx.packs_dir, &cx.cache);
             let chain = crate::store::resolve_chain(
                 row,
                 &mut |x| Ok(catalog::get_object(conn, x)?.and_then(|r| r.ok())),
@@ -320,7 +320,7 @@ impl Ledger {
                     level: cfg.zstd_level,
                     max_depth: cfg.depth_limit(),
                     planes: cfg.planes_options(),
-                    cache: Default::default(),
+                    cache: self.shared_pack_cache(),
                 };
                 s.spawn(move || worker(cx, jr, done));
             }

@@ -324,7 +324,7 @@ fn reencode(
     let mut prev: Option<(ObjectId, Vec<u8>)> = None;
     let mut width = None;
     for (name, file, e, base) in chain.iter().rev() {
-        let (h, payload) = pack::read_payload(file, name, e, true)?;
+        let (h, payload) = pack::read_payload(&*file.file(name, &e.id)?, name, e, true)?;
         if h.compression == pack::COMPRESSION_PLANES {
             let ph =
                 delta::PlanesHeader::decode(&payload).map_err(|r| pack::corrupt_at(name, e, r))?;

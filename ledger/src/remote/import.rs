@@ -16,7 +16,8 @@ use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
 use crate::store::{
-    decode_chain, decode_in_order, name_damage, resolve_chain, Ledger, Staging, MAX_DELTA_DEPTH,
+    decode_chain, decode_in_order, name_damage, resolve_chain, Ledger, PackSource, Staging,
+    MAX_DELTA_DEPTH,
 };
 use crate::validate;
 
@@ -121,9 +122,9 @@ impl Ledger {
     pub fn export_wire(&self, id: &ObjectId) -> Result<WireObject> {
         let row = self.locate(id)?.ok_or(Error::ObjectMissing { id: *id })?;
         let raw_record = |pack_id: i64, offset: u64, stored_len: u64| -> Result<(u8, Vec<u8>)> {
-            let (name, file) = self.pack_file(pack_id, id)?;
+            let (name, source) = self.pack_file(pack_id, id)?;
             let (h, payload) = pack::read_raw_record(
-                &file,
+                &*source.file(&name, id)?,
                 &name,
                 &Expect {
                     id: *id,
@@ -542,11 +543,11 @@ impl Ledger {
                 ))
             })
             .collect();
-        let staged_file: Option<(String, Arc<File>)> = match st.pack.as_ref() {
+        let staged_file: Option<(String, PackSource)> = match st.pack.as_ref() {
             Some(p) => {
                 let path = self.packs_dir().join(p.name());
                 let f = File::open(&path).map_err(io_err("open", &path))?;
-                Some((p.name().to_string(), Arc::new(f)))
+                Some((p.name().to_string(), PackSource::Open(Arc::new(f))))
             }
             None => None,
         };

@@ -2,9 +2,7 @@
 //! record; decoding them verified, in order, on worker threads.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use crate::catalog::{Location, ObjectRow};
 use crate::error::{Error, Result};
@@ -13,9 +11,11 @@ use crate::object::Kind;
 use crate::pack::{self, Expect};
 use crate::progress::check_cancel;
 
-/// One record to read: pack name, open pack file, what the catalog expects,
-/// and the delta base the catalog names (if a delta).
-pub(crate) type RecordRef = (String, Arc<File>, Expect, Option<ObjectId>);
+use super::PackSource;
+
+/// One record to read: pack name, where to read the pack, what the catalog
+/// expects, and the delta base the catalog names (if a delta).
+pub(crate) type RecordRef = (String, PackSource, Expect, Option<ObjectId>);
 
 /// Decode `chains` (the pieces of one file) on worker threads, one per core,
 /// and hand each result to `each` on the calling thread in piece order.
@@ -117,7 +117,7 @@ pub const MAX_CHAIN: usize = 64;
 pub(crate) fn resolve_chain(
     row: ObjectRow,
     locate: &mut dyn FnMut(&ObjectId) -> Result<Option<ObjectRow>>,
-    open: &mut dyn FnMut(i64, &ObjectId) -> Result<(String, Arc<File>)>,
+    open: &mut dyn FnMut(i64, &ObjectId) -> Result<(String, PackSource)>,
 ) -> Result<Vec<RecordRef>> {
     let mut chain: Vec<RecordRef> = Vec::new();
     let mut cur = row;
@@ -228,7 +228,7 @@ fn decode_chain_with(
             }
         };
         let check = verify_links || (verify_final && depth == last);
-        let raw = pack::read_record_chained(file, name, e, b, check)?;
+        let raw = pack::read_record_chained(&*file.file(name, &e.id)?, name, e, b, check)?;
         prev = Some((e.id, raw));
     }
     prev.map(|p| p.1).ok_or(Error::InvalidInput {

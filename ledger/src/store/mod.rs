@@ -1,12 +1,10 @@
 //! The `Ledger` handle: opening, locking, reading verified objects, and
 //! staging new objects into a pack segment.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -23,7 +21,7 @@ mod staging;
 pub use chain::MAX_CHAIN;
 pub(crate) use chain::{decode_chain, decode_in_order, name_damage, resolve_chain, RecordRef};
 pub use packcache::MAX_OPEN_PACKS;
-pub(crate) use packcache::{open_pack_with, PackCache};
+pub(crate) use packcache::{open_pack_with, PackSource, SharedPackCache};
 pub use staging::Staging;
 
 /// Name of the ledger directory inside a work directory.
@@ -134,7 +132,7 @@ pub struct Ledger {
     pub(crate) db: Connection,
     pub(crate) lock_mode: LockMode,
     _lock: File,
-    pack_files: RefCell<PackCache>,
+    pack_files: SharedPackCache,
     /// The layer below the packs in a partial clone (see [`crate::source`]).
     pub(crate) promisor: Option<Box<crate::remote::promisor::Promisor>>,
     /// Write-path tunables.
@@ -296,7 +294,7 @@ impl Ledger {
             db,
             lock_mode: mode,
             _lock: lock,
-            pack_files: RefCell::new(PackCache::default()),
+            pack_files: SharedPackCache::default(),
             promisor: None,
             config: WriteConfig::default(),
         };
@@ -329,23 +327,22 @@ impl Ledger {
 
     /// Forget cached pack handles (after gc rewrote packs).
     pub(crate) fn clear_pack_cache(&self) {
-        self.pack_files.borrow_mut().clear();
+        packcache::lock(&self.pack_files).clear();
     }
 
     /// Pack files this handle's cache holds open (at most [`MAX_OPEN_PACKS`]).
     pub fn open_pack_files(&self) -> usize {
-        self.pack_files.borrow().len()
+        packcache::lock(&self.pack_files).len()
     }
 
     /// Open (cached) pack file by catalog id.
-    pub(crate) fn pack_file(&self, pack_id: i64, id: &ObjectId) -> Result<(String, Arc<File>)> {
-        open_pack_with(
-            &self.db,
-            &self.packs_dir(),
-            &mut self.pack_files.borrow_mut(),
-            pack_id,
-            id,
-        )
+    pub(crate) fn pack_file(&self, pack_id: i64, id: &ObjectId) -> Result<(String, PackSource)> {
+        open_pack_with(&self.db, &self.packs_dir(), &self.pack_files, pack_id, id)
+    }
+
+    /// The pack cache this handle's commit workers share.
+    pub(crate) fn shared_pack_cache(&self) -> SharedPackCache {
+        self.pack_files.clone()
     }
 
     /// The catalog row of an object, if stored.
