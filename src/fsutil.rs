@@ -6,14 +6,29 @@ use std::path::Path;
 /// Write `bytes` to `path` so that a crash leaves either the old file or the
 /// new one: a temporary sibling is written and fsynced, renamed over `path`,
 /// and the directory is fsynced. Missing parent directories are created.
+/// The file gets the mode any new file gets (0666 less the umask, as with
+/// `std::fs::write`): reports, exports and checkpoints are for sharing.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomic`] for a file only its owner may read (mode 0600): private
+/// raw evaluation rows.
+pub fn write_atomic_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, 0o600)
+}
+
+fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // The kernel applies the umask to the mode a file is created with.
     let mut tmp = tempfile::Builder::new()
         .prefix(".bat-tmp-")
+        .permissions(std::fs::Permissions::from_mode(mode))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;

@@ -40,3 +40,33 @@ fn report_of_a_demo_ledger_is_self_contained_with_a_point_per_round() {
     assert!(html.contains("source grid sha256</dt><dd>"));
     assert!(html.contains("bat clone "));
 }
+
+/// The page is for sharing: written with the mode any new file gets (0644
+/// under umask 022), not the 0600 of a private temporary file.
+#[test]
+fn report_is_written_with_the_umask_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let c = campaign(tmp.path());
+    let file = tmp.path().join("shared").join("report.html");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 022 && exec \"$0\" \"$@\"")
+        .arg(assert_cmd::cargo::cargo_bin("bat"))
+        .arg("-C")
+        .arg(&c.dir)
+        .args(["report", "main", &c.replay, "-o"])
+        .arg(&file)
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = std::fs::metadata(&file)
+        .expect("the report")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o644, "mode {mode:o}");
+}

@@ -214,6 +214,11 @@ fn raw_evaluation_never_enters_the_commit_and_is_kept_privately_on_request() {
     let private = c.ledger.join(".bat/private/raw-eval").join(&b3);
     assert_eq!(std::fs::read(&private).unwrap(), raw);
     assert_eq!(r1["metadata"]["raw_eval_blake3"], b3);
+    // Only its owner may read it, whatever the umask.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&private).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
 
     let co = tmp.path().join("co");
     bat(&c.ledger)

@@ -40,7 +40,7 @@ pub fn copy_raw_evals(from: &Path, to: &Path) -> Result<u64, String> {
         if std::fs::read(&q).is_ok_and(|b| b == bytes) {
             continue;
         }
-        crate::fsutil::write_atomic(&q, &bytes)
+        crate::fsutil::write_atomic_private(&q, &bytes)
             .map_err(|e| format!("write {}: {e}", q.display()))?;
         n += 1;
     }

@@ -37,19 +37,14 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
     }
 }
 
-/// Write `bytes` to `path` durably: temporary sibling, fsync, rename, fsync
-/// of the directory.
-fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), RoundError> {
-    crate::fsutil::write_atomic(path, bytes).map_err(write_err(path))
-}
-
 /// Keep the raw evaluation's bytes in the private area; returns the path.
 fn keep_private(ledger: &Ledger, blake3: &str, bytes: &[u8]) -> Result<PathBuf, RoundError> {
     let path = ledger.dir().join(PRIVATE_RAW_EVAL_DIR).join(blake3);
     if std::fs::read(&path).is_ok_and(|b| b == bytes) {
         return Ok(path);
     }
-    write_durable(&path, bytes)?;
+    // Private: the raw rows must not be readable by other users.
+    crate::fsutil::write_atomic_private(&path, bytes).map_err(write_err(&path))?;
     Ok(path)
 }
 
