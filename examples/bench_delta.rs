@@ -17,6 +17,11 @@
 //! `BAT_BENCH_HIGH_EXCEPTIONS=1` adds "bat (high exceptions)": the same
 //! build storing the high plane of sparse 16-bit deltas as its exceptions
 //! (FORMAT.md §12.3.2, off by default);
+//! `BAT_BENCH_DECODED_BASES=0` leaves out "bat (bases decoded)", an
+//! ingest of the same rounds that decodes every delta base from its chain
+//! instead of reading it from the previous round's file
+//! (`WriteConfig::reuse_base_files = false`: what a commit does when that
+//! file is gone or changed);
 //! `BAT_BENCH_GC=0` leaves out "bat after gc" (a copy of the "bat"
 //! ledger after `gc`, which re-roots delta chains at their middle; its
 //! ingest figures are the commits plus the gc; with the zstd links tool,
@@ -135,6 +140,11 @@ struct BatTool {
     name: &'static str,
     joint: bool,
     high_exceptions: bool,
+    /// `WriteConfig::reuse_base_files`: read delta bases from the previous
+    /// round's file (still in the series) instead of decoding them.
+    reuse_base_files: bool,
+    /// Measured for ingest only (its ledger's content is the "bat" one's).
+    ingest_only: bool,
     /// A copy of the ledger of the tool at this index after `gc` (which
     /// re-roots delta chains at their middle), instead of an ingest of its
     /// own.
@@ -153,6 +163,8 @@ impl BatTool {
             name,
             joint: bat_ledger::WriteConfig::default().joint_coding,
             high_exceptions: false,
+            reuse_base_files: true,
+            ingest_only: false,
             gc_of: None,
             ledger: None,
             commits: vec![],
@@ -200,6 +212,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         load()
     );
     let mut bats = vec![BatTool::new("bat")];
+    if !env_is("BAT_BENCH_DECODED_BASES", "0") {
+        bats.push(BatTool {
+            reuse_base_files: false,
+            ingest_only: true,
+            ..BatTool::new("bat (bases decoded)")
+        });
+    }
     if env_is("BAT_BENCH_ZSTD_LINKS", "1") {
         bats.push(BatTool {
             joint: false,
@@ -292,6 +311,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ledger.config.delta_max_depth = depth;
             ledger.config.joint_coding = b.joint;
             ledger.config.high_exceptions = b.high_exceptions;
+            ledger.config.reuse_base_files = b.reuse_base_files;
             sync();
             let (t, c) = (Instant::now(), self_cpu(ticks));
             b.commits.clear();
@@ -393,7 +413,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 tz_rc.push(children_cpu(ticks) - c);
                 sync();
                 tz_r.push(t.elapsed().as_secs_f64());
-                for (b, m) in bats.iter().zip(per.iter_mut()) {
+                for (b, m) in bats.iter().zip(per.iter_mut()).filter(|x| !x.0.ingest_only) {
                     let out_bat = work.join(format!("restore-bat-{r}"));
                     let _ = std::fs::remove_dir_all(&out_bat);
                     sync();
@@ -423,7 +443,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 )));
                 tz_d.push(t.elapsed().as_secs_f64());
                 tz_dc.push(children_cpu(ticks) - c);
-                for (b, m) in bats.iter().zip(per.iter_mut()) {
+                for (b, m) in bats.iter().zip(per.iter_mut()).filter(|x| !x.0.ingest_only) {
                     maybe_cold();
                     let (ldir, cid) = (
                         b.ledger.as_ref().expect("ingested").display().to_string(),
@@ -444,7 +464,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Spread::of(&tz_rc).0,
                 Spread::of(&tz_dc).0
             );
-            for (b, m) in bats.iter().zip(&per) {
+            for (b, m) in bats.iter().zip(&per).filter(|x| !x.0.ingest_only) {
                 let rr: Vec<f64> = m[0].iter().zip(&tz_r).map(|(x, t)| x / t).collect();
                 let dr: Vec<f64> = m[1].iter().zip(&tz_d).map(|(x, t)| x / t).collect();
                 let rc: Vec<f64> = m[4].iter().zip(&tz_rc).map(|(x, t)| x / t).collect();

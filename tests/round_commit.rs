@@ -337,3 +337,33 @@ fn plain_directories_still_need_a_message_and_commit_as_before() {
     let out = bat(&ledger).arg("log").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("commit "));
 }
+
+/// A round's candidate is committed through hard links in a staging folder
+/// that is removed afterwards; the ledger remembers the candidate's own
+/// path instead, where the next round's commit reads its delta bases.
+#[test]
+fn a_large_candidate_is_remembered_at_its_own_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = build_campaign_with(tmp.path(), 3 << 20);
+    let sources = |c: &Campaign| -> Vec<std::path::PathBuf> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(c.ledger.join(".bat/sources")).unwrap()).unwrap();
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| std::path::PathBuf::from(f["path"].as_str().unwrap()))
+            .collect()
+    };
+    let model = |r: &str| {
+        c.round(r)
+            .join("candidate/model.safetensors")
+            .canonicalize()
+            .unwrap()
+    };
+    commit_round(&c, "r01", &[]);
+    assert_eq!(sources(&c), vec![model("r01")]);
+    commit_round(&c, "r02", &[]);
+    assert_eq!(sources(&c), vec![model("r02"), model("r01")]);
+    bat(&c.ledger).arg("fsck").assert().success();
+}

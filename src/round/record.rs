@@ -225,6 +225,23 @@ fn stage_tree(
     Ok((stage, stage_root))
 }
 
+/// The candidate's files were committed through hard links in a staging
+/// folder that is gone now: name their originals, so the next round's
+/// commit reads its delta bases from there instead of decoding them.
+fn remember_candidate(ledger: &Ledger, l: &RoundLayout, tree: &bat_ledger::TreeId) {
+    let Ok(files) = ledger.walk_files(tree) else {
+        return;
+    };
+    let originals: Vec<_> = files
+        .into_iter()
+        .filter_map(|f| {
+            let rel = f.path.strip_prefix("candidate/")?;
+            Some((f.id, l.candidate.join(rel)))
+        })
+        .collect();
+    ledger.remember_file_sources(&originals);
+}
+
 /// Stage the round's child logs that its loop record names with a tree
 /// path (`logs/<name>`, see [`super::meta::LogRef`]): the bytes must still
 /// have the recorded sha256, so the metadata and the committed file agree.
@@ -450,6 +467,7 @@ pub(crate) fn record(
     )?;
     drop(stage);
     let _ = std::fs::remove_dir(&stage_root);
+    remember_candidate(ledger, l, &out.tree);
 
     if c.gate.promoted && branch != "HEAD" {
         ledger.update_ref(

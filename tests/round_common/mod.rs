@@ -31,15 +31,36 @@ fn write(p: &Path, bytes: &[u8]) {
 
 /// A tiny model folder: config.json + a one-tensor safetensors file.
 pub fn write_model(dir: &Path, tag: &str, values: [f32; 2]) {
+    write_model_with(dir, tag, values, 0);
+}
+
+/// [`write_model`] with a second BF16 tensor of `big` elements (a large
+/// checkpoint when `big` is in the millions), which differs a little from
+/// one `values` to the next.
+pub fn write_model_with(dir: &Path, tag: &str, values: [f32; 2], big: usize) {
     write(
         &dir.join("config.json"),
         format!("{{\"model_type\":\"toy\",\"tag\":\"{tag}\"}}\n").as_bytes(),
     );
-    let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    let header = if big == 0 {
+        r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#.to_string()
+    } else {
+        format!(
+            r#"{{"big":{{"dtype":"BF16","shape":[{big}],"data_offsets":[8,{}]}},"w":{{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}}}"#,
+            8 + 2 * big
+        )
+    };
     let mut st = (header.len() as u64).to_le_bytes().to_vec();
-    st.extend_from_slice(header);
+    st.extend_from_slice(header.as_bytes());
     for v in values {
         st.extend_from_slice(&v.to_le_bytes());
+    }
+    let step = values[0] as u64;
+    for i in 0..big as u64 {
+        // One element in eight moves by a code point per step.
+        let moved = (0..step).filter(|s| (i * 7 + s * 3) % 8 == 0).count() as u64;
+        let code = ((i.wrapping_mul(2654435761) >> 7) as u16).wrapping_add(moved as u16);
+        st.extend_from_slice(&code.to_le_bytes());
     }
     write(&dir.join("model.safetensors"), &st);
 }
@@ -122,6 +143,12 @@ impl Campaign {
 }
 
 pub fn build_campaign(root: &Path) -> Campaign {
+    build_campaign_with(root, 0)
+}
+
+/// [`build_campaign`] whose candidates hold a second tensor of `big`
+/// elements ([`write_model_with`]).
+pub fn build_campaign_with(root: &Path, big: usize) -> Campaign {
     let work = root.join("W");
     let src = root.join("src");
     bat(root)
@@ -153,7 +180,7 @@ pub fn build_campaign(root: &Path) -> Campaign {
             .arg(rd.join("data"))
             .assert()
             .success();
-        write_model(&rd.join("candidate"), &rid, [i as f32 + 1.0, 0.5]);
+        write_model_with(&rd.join("candidate"), &rid, [i as f32 + 1.0, 0.5], big);
         write(
             &rd.join("training-health.json"),
             br#"{"status":"passed","compute":{"steps":50,"rollouts":32,"generated_tokens":12345,"wall_seconds":61.5,"gpu_seconds":240.0}}"#,

@@ -88,6 +88,7 @@ impl Ledger {
             logical_bytes: logical,
             new_objects,
             pack_bytes,
+            base_pieces_from_files: 0,
         })
     }
 }

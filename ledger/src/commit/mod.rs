@@ -19,6 +19,7 @@ use crate::progress::{check_cancel, Progress};
 use crate::refs::{self, Head, HEADS};
 use crate::store::{Ledger, Staging};
 
+mod hints;
 mod index;
 mod pipeline;
 mod scan;
@@ -101,6 +102,10 @@ pub struct CommitOutcome {
     pub new_objects: u64,
     /// Bytes appended to the new pack segment.
     pub pack_bytes: u64,
+    /// Delta base pieces read from the files an earlier commit recorded
+    /// (still in place, each checked against its id) instead of decoded
+    /// from their chains (`WriteConfig::reuse_base_files`).
+    pub base_pieces_from_files: u64,
 }
 
 /// The scanned directory: a tree of nodes whose files get ids later.
@@ -118,10 +123,23 @@ pub(super) struct FileTask {
     mtime: Option<std::time::SystemTime>,
     /// Pieces of the same path in the parent commit (for delta storage).
     base: Option<BaseMap>,
+    /// Where that base file can still be read ([`hints`]).
+    base_file: Option<std::sync::Arc<PathBuf>>,
 }
 
-/// Tensor piece -> (chunk id, length) of the base file.
-pub(super) type BaseMap = std::collections::HashMap<PieceKey, (ObjectId, u64)>;
+/// A tensor piece of a base file.
+#[derive(Clone, Copy)]
+pub(super) struct BasePiece {
+    /// Its chunk id.
+    id: ObjectId,
+    /// Its length.
+    len: u64,
+    /// Its offset in the file.
+    start: u64,
+}
+
+/// Tensor piece -> its piece in the base file.
+pub(super) type BaseMap = std::collections::HashMap<PieceKey, BasePiece>;
 
 impl Ledger {
     /// Record directory `dir` as a new commit. Nothing is referenced by the
@@ -221,6 +239,7 @@ impl Ledger {
 
         // Chunk lists for large files, then trees bottom-up.
         let mut ids = Vec::with_capacity(files.len());
+        let from_files = results.iter().map(|r| r.bases_from_file).sum();
         for r in results.into_iter() {
             match r.whole {
                 None => {
@@ -256,7 +275,10 @@ impl Ledger {
         let (tree, _) = self.build_tree(root, &ids, staging)?;
         let tree = TreeId(tree);
         let logical: u64 = ids.iter().map(|x| x.1).sum();
-        self.finish_commit(staging, tree, logical, req, expected_tip)
+        let mut out = self.finish_commit(staging, tree, logical, req, expected_tip)?;
+        out.base_pieces_from_files = from_files;
+        self.remember_sources(files, &ids);
+        Ok(out)
     }
 
     /// Commit an already-stored tree (for callers that build trees
@@ -303,6 +325,11 @@ impl Ledger {
         files: &mut [FileTask],
     ) -> Result<()> {
         let commit = self.read_commit(&tip)?;
+        let sources = if self.config.reuse_base_files {
+            hints::Sources::load(&self.dir)
+        } else {
+            hints::Sources::default()
+        };
         let entries: std::collections::HashMap<String, crate::read::FileEntry> = self
             .walk_files(&commit.tree)?
             .into_iter()
@@ -325,8 +352,63 @@ impl Ledger {
                 continue;
             };
             f.base = self.base_map(&e.id).ok().flatten();
+            if f.base.is_some() {
+                f.base_file = sources.locate(&e.id).map(std::sync::Arc::new);
+            }
         }
         Ok(())
+    }
+
+    /// Tell later commits where recorded files can be read: `(id, path)`
+    /// pairs, e.g. the originals of files committed through a folder of
+    /// hard links that is gone afterwards. Only large files are kept, and
+    /// only as hints (each path's stat now; each piece's BLAKE3 when a
+    /// commit uses it, `WriteConfig::reuse_base_files`). Best effort: a
+    /// failure loses the hints, nothing else.
+    pub fn remember_file_sources(&self, files: &[(ObjectId, PathBuf)]) {
+        if !self.config.reuse_base_files || !self.config.delta {
+            return;
+        }
+        let mut sources = hints::Sources::load(&self.dir);
+        let mut any = false;
+        for (id, path) in files {
+            let Ok(md) = std::fs::metadata(path) else {
+                continue;
+            };
+            if md.len() <= self.config.chunk_threshold {
+                continue;
+            }
+            if let Ok(abs) = std::path::absolute(path) {
+                sources.remember(id, &abs, md.len(), md.modified().ok());
+                any = true;
+            }
+        }
+        if any {
+            sources.save(&self.dir);
+        }
+    }
+
+    /// Remember where this commit read its large files, for the next
+    /// commit's delta bases ([`hints`]). Best effort.
+    fn remember_sources(&self, files: &[FileTask], ids: &[(ObjectId, u64)]) {
+        if !self.config.reuse_base_files || !self.config.delta {
+            return;
+        }
+        let large: Vec<_> = files
+            .iter()
+            .zip(ids)
+            .filter(|(f, _)| f.size > self.config.chunk_threshold)
+            .collect();
+        if large.is_empty() {
+            return;
+        }
+        let mut sources = hints::Sources::load(&self.dir);
+        for (f, (id, _)) in large {
+            if let Ok(abs) = std::path::absolute(&f.path) {
+                sources.remember(id, &abs, f.size, f.mtime);
+            }
+        }
+        sources.save(&self.dir);
     }
 
     pub(super) fn base_map(&self, id: &ObjectId) -> Result<Option<BaseMap>> {
@@ -357,7 +439,14 @@ impl Ledger {
         let mut m = BaseMap::new();
         for (p, c) in pcs.into_iter().zip(&cl.chunks) {
             if let Some(k) = p.key {
-                m.insert(k, (c.id, p.len));
+                m.insert(
+                    k,
+                    BasePiece {
+                        id: c.id,
+                        len: p.len,
+                        start: p.start,
+                    },
+                );
             }
         }
         Ok(Some(m))

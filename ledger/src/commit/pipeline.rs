@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -27,10 +27,21 @@ pub(super) struct Job {
     slot: usize,
     index: u32,
     /// For a tensor piece: element width and the base piece, if any.
-    plan: Option<(u8, Option<ObjectId>)>,
+    plan: Option<(u8, Option<BaseRef>)>,
     /// Shared with the whole-file hasher thread for large files.
     data: Arc<Vec<u8>>,
 }
+
+/// The base of a tensor piece: its chunk id and, when the base file is
+/// still where a commit read it ([`super::hints`]), that file and the
+/// piece's offset in it.
+pub(super) struct BaseRef {
+    id: ObjectId,
+    file: Option<(Arc<PathBuf>, u64)>,
+}
+
+/// A piece's new record: header, payload and delta base.
+pub(super) type NewRecord = (RecordHeader, Vec<u8>, Option<ObjectId>);
 
 /// A worker's answer: the chunk (or small file) id and, if the catalog does
 /// not have it yet, the ready-to-append record.
@@ -39,7 +50,9 @@ pub(super) struct Done {
     index: u32,
     id: ObjectId,
     len: u64,
-    record: Option<(RecordHeader, Vec<u8>, Option<ObjectId>)>,
+    record: Option<NewRecord>,
+    /// Its base piece was read from the base file, not decoded.
+    base_from_file: bool,
 }
 
 /// Per-file result of the pipeline.
@@ -49,6 +62,8 @@ pub(super) struct FileResult {
     pub(super) whole: Option<ObjectId>,
     pub(super) size: u64,
     pub(super) chunks: Vec<(u32, ObjectId, u64)>,
+    /// Base pieces read from the base file instead of decoded.
+    pub(super) bases_from_file: u64,
 }
 
 pub(super) struct WorkerCtx {
@@ -135,11 +150,11 @@ pub(super) fn worker_loop(
                 return;
             }
         };
-        let record = if known {
-            None
+        let (record, base_from_file) = if known {
+            (None, false)
         } else {
             match encode_job(cx, &mut comp, &mut planes_comp, &job, id) {
-                Ok(r) => Some(r),
+                Ok((r, from_file)) => (Some(r), from_file),
                 Err(e) => {
                     let _ = done.send(Err(e));
                     return;
@@ -152,6 +167,7 @@ pub(super) fn worker_loop(
             id,
             len: job.data.len() as u64,
             record,
+            base_from_file,
         };
         // The piece buffer goes back to the pool once the hasher is done
         // with it too (whichever side lets go last recycles it).
@@ -210,32 +226,52 @@ pub(crate) fn choose_planes(
     }
 }
 
+/// A base piece's bytes from the file a commit read it from: `len` bytes at
+/// `start`, used only if their BLAKE3 is `id` (the file may have changed
+/// since). `None` on any mismatch or read error.
+fn base_from_file(file: &Path, start: u64, len: usize, id: &ObjectId) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(file).ok()?;
+    let mut buf = delta::take_buffer(len);
+    if f.read_exact_at(&mut buf, start).is_ok() && ObjectId::of_bytes(&buf) == *id {
+        return Some(buf);
+    }
+    delta::recycle(buf);
+    None
+}
+
 /// Compress one piece: plain zstd, or byte planes (a delta against its base
 /// piece when the chain stays within the depth limit and the delta is the
-/// smaller encoding).
+/// smaller encoding). Also whether the base piece was read from its file.
 pub(super) fn encode_job(
     cx: &mut WorkerCtx,
     comp: &mut zstd::bulk::Compressor<'static>,
     planes_comp: &mut zstd::bulk::Compressor<'static>,
     job: &Job,
     id: ObjectId,
-) -> Result<(RecordHeader, Vec<u8>, Option<ObjectId>)> {
+) -> Result<(NewRecord, bool)> {
     let raw_len = job.data.len() as u64;
-    let Some((width, base)) = job.plan else {
+    let Some((width, base)) = &job.plan else {
         let (c, payload) = pack::compress(comp, &job.data);
         return Ok((
-            RecordHeader::for_payload(Kind::Bytes, c, id, raw_len, &payload),
-            payload,
-            None,
+            (
+                RecordHeader::for_payload(Kind::Bytes, c, id, raw_len, &payload),
+                payload,
+                None,
+            ),
+            false,
         ));
     };
+    let width = *width;
+    let mut from_file = false;
     let bad = |reason: String| Error::BadObject {
         id,
         kind: "tensor piece",
         reason,
     };
     let mut delta: Option<(Vec<u8>, ObjectId)> = None;
-    if let Some(b) = base {
+    if let Some(BaseRef { id: b, file }) = base {
+        let b = *b;
         if let Some(row) = catalog::get_object(&cx.conn, &b)?.and_then(|r| r.ok()) {
             let (conn, dir, cache) = (&cx.conn, &cx.packs_dir, &cx.cache);
             let chain = crate::store::resolve_chain(
@@ -248,8 +284,17 @@ pub(super) fn encode_job(
                 // The base is checked against its digest, so a delta never
                 // depends on damaged bytes; a base that does not verify
                 // just means this piece is stored whole (fsck reports the
-                // damage).
-                if let Ok(bytes) = crate::store::decode_chain(&chain) {
+                // damage). Read from its file it costs a read and a hash;
+                // decoded, a record per link.
+                let read = file
+                    .as_ref()
+                    .and_then(|(f, start)| base_from_file(f, *start, job.data.len(), &b));
+                from_file = read.is_some();
+                let bytes = match read {
+                    Some(b) => Ok(b),
+                    None => crate::store::decode_chain(&chain),
+                };
+                if let Ok(bytes) = bytes {
                     let encoded = (bytes.len() == job.data.len()).then(|| {
                         delta::encode_planes_with(
                             planes_comp,
@@ -274,9 +319,12 @@ pub(super) fn encode_job(
             .map_err(bad)
     })?;
     Ok((
-        RecordHeader::for_payload(Kind::Bytes, pack::COMPRESSION_PLANES, id, raw_len, &payload),
-        payload,
-        base,
+        (
+            RecordHeader::for_payload(Kind::Bytes, pack::COMPRESSION_PLANES, id, raw_len, &payload),
+            payload,
+            base,
+        ),
+        from_file,
     ))
 }
 
@@ -346,6 +394,7 @@ impl Ledger {
         for d in pieces {
             let r = &mut results[d.slot];
             r.chunks.push((d.index, d.id, d.len));
+            r.bases_from_file += u64::from(d.base_from_file);
             if r.whole.is_none() {
                 r.size = d.len;
             }
@@ -566,8 +615,11 @@ pub(super) fn send_pieces(
                         .base
                         .as_ref()
                         .and_then(|m| m.get(k))
-                        .filter(|(_, len)| *len == p.len)
-                        .map(|(id, _)| *id);
+                        .filter(|b| b.len == p.len)
+                        .map(|b| BaseRef {
+                            id: b.id,
+                            file: f.base_file.clone().map(|path| (path, b.start)),
+                        });
                     (p.width, base)
                 });
                 let index = u32::try_from(index).map_err(|_| Error::InvalidInput {
@@ -636,6 +688,7 @@ mod tests {
                     size: data.len() as u64,
                     mtime: None,
                     base: None,
+                    base_file: None,
                 }
             })
             .collect()

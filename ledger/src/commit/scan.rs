@@ -51,6 +51,7 @@ pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result
                 size: md.len(),
                 mtime: md.modified().ok(),
                 base: None,
+                base_file: None,
             });
             Node::File {
                 slot: files.len() - 1,

@@ -74,6 +74,14 @@ pub struct WriteConfig {
     /// show in restore CPU time (FORMAT.md §13.1) and builds before it
     /// cannot read what it writes. `false` writes what they wrote.
     pub high_exceptions: bool,
+    /// Read a delta base's pieces from the file an earlier commit recorded
+    /// it from, when that file is still there with the same length,
+    /// modification time and inode, instead of decoding them from their
+    /// chains; each piece is used only if its BLAKE3 is its id. On by
+    /// default: the previous round's checkpoint usually still sits in its
+    /// folder, and decoding its chain was most of a commit's CPU time
+    /// (FORMAT.md §12.2). `false` always decodes.
+    pub reuse_base_files: bool,
 }
 
 /// Highest effective `delta_max_depth`, and the bound on chains that
@@ -113,6 +121,7 @@ impl Default for WriteConfig {
             delta_max_depth: 9,
             joint_coding: true,
             high_exceptions: false,
+            reuse_base_files: true,
         }
     }
 }
