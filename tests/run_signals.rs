@@ -1,8 +1,9 @@
 //! `bat run` owns its children: SIGTERM is forwarded to the trainer's
 //! process group and a trainer that ignores it is killed after the grace
 //! period; a `bat run` killed with SIGKILL leaves a run lock that keeps a
-//! second run out while its orphaned trainer lives, and is taken over once
-//! the orphan is gone. Real processes throughout (a shell-script trainer).
+//! second run out while its orphaned trainer lives (even when bat was killed
+//! before it recorded the trainer's group), and is taken over once the
+//! orphan is gone. Real processes throughout (a shell-script trainer).
 
 mod run_support;
 
@@ -173,6 +174,103 @@ fn a_killed_run_leaves_a_lock_that_holds_while_its_orphan_lives() {
     assert!(err.contains(&format!("pid {bat_pid}")), "{err}");
     assert_eq!(logged_rounds(&t.ledger).len(), 2);
     assert!(!t.ledger.join(".bat/run.lock").exists());
+    fsck_ok(&t.ledger);
+}
+
+/// Kills a bat process and a (supervised, hence own) trainer group left
+/// behind by a failed assertion.
+struct Cleanup {
+    pid: Option<u32>,
+    group: Option<u32>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(p) = self.pid {
+            let _ = Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+        if let Some(g) = self.group {
+            kill_group(g);
+        }
+    }
+}
+
+#[test]
+fn a_run_killed_between_spawn_and_lock_update_still_guards_its_orphan() {
+    let t = Toy::new();
+    let trainer = hanging_trainer(&t);
+    std::fs::write(t.root.join("hang"), "").unwrap();
+    let args = t.run_args(&trainer, &t.evaluator, 2);
+    // bat sleeps right after spawning a child, before recording its group:
+    // the window a SIGKILL can hit.
+    let mut child = bat()
+        .arg("-C")
+        .arg(&t.ledger)
+        .args(&args)
+        .env("BAT_TEST_CHILD_RECORD_DELAY", "r02/trainer:600000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A failed assertion must not leave bat asleep or the trainer running.
+    let mut cleanup = Cleanup {
+        pid: Some(child.id()),
+        group: None,
+    };
+    wait_for_file(&t.root.join("trainer.pid"), 120, &mut child);
+    let pgid = trainer_pgid(&t);
+    cleanup.group = Some(pgid);
+    let lock_path = t.ledger.join(".bat/run.lock");
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
+    // Inside the window: the lock does not name the trainer's group.
+    assert!(lock["child_pgid"].is_null(), "{lock}");
+    let bat_pid = child.id();
+    assert!(Command::new("kill")
+        .args(["-9", &bat_pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let _ = child.wait();
+    // Reaped: its pid may be reused, so it is no longer ours to kill.
+    cleanup.pid = None;
+    assert!(!group_members(pgid).is_empty(), "the orphan runs");
+
+    // The orphan may not be run over: --resume refuses and names it.
+    std::fs::remove_file(t.root.join("hang")).unwrap();
+    let out = t.run(&["run".into(), "--resume".into()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("run.lock"), "{err}");
+    // The trainer's group, found by the token, with its pids (the trainer
+    // shell and its sleep).
+    let head = format!("process group {pgid} (pid ");
+    let pids: Vec<u32> = err
+        .split_once(&head)
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .map(|(list, _)| list.split(", ").filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(pids.contains(&pgid) && pids.len() >= 2, "{err}");
+    assert!(err.contains("not yet recorded in the lock"), "{err}");
+    assert!(err.contains(&format!("kill -TERM -{pgid}")), "{err}");
+    assert!(!group_members(pgid).is_empty(), "the orphan was left alone");
+    assert_eq!(logged_rounds(&t.ledger).len(), 1);
+
+    // Once it is gone the lock is stale and taken over.
+    kill_group(pgid);
+    let start = Instant::now();
+    while !group_members(pgid).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "orphan survived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cleanup.group = None;
+    let out = ok(t.run(&["run".into(), "--resume".into()]));
+    let err = stderr(&out);
+    assert!(err.contains("took over the stale run lock"), "{err}");
+    assert_eq!(logged_rounds(&t.ledger).len(), 2);
+    assert!(!lock_path.exists());
     fsck_ok(&t.ledger);
 }
 

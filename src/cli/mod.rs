@@ -249,6 +249,11 @@ pub struct Session {
     /// operation (`BAT_TEST_PROGRESS_DELAY_MS`) so a test can interrupt a
     /// commit or checkout midway.
     pub progress_delay: Option<std::time::Duration>,
+    /// Test hook: `bat run` sleeps this long between the spawn of the child
+    /// with this label and recording its process group in the run lock
+    /// (`BAT_TEST_CHILD_RECORD_DELAY=r02/trainer:MS`), so a test can kill
+    /// bat inside that window.
+    pub child_record_delay: Option<(String, std::time::Duration)>,
     /// The process arguments (lossy UTF-8), for "run it again" hints.
     pub argv: Vec<String>,
     /// Colors on or off (`--color`, `NO_COLOR`, stdout a terminal).
@@ -331,6 +336,11 @@ impl Session {
             progress_delay: env("BAT_TEST_PROGRESS_DELAY_MS")
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(std::time::Duration::from_millis),
+            child_record_delay: env("BAT_TEST_CHILD_RECORD_DELAY").and_then(|v| {
+                let (label, ms) = v.rsplit_once(':')?;
+                let ms = ms.parse::<u64>().ok()?;
+                Some((label.to_string(), std::time::Duration::from_millis(ms)))
+            }),
             argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),

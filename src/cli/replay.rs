@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::interrupt::{GraceArgs, Supervised};
 use super::ledger_common::{open, short};
 use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
@@ -22,6 +23,11 @@ use crate::replay::{
 /// scores within --tolerance for external backends. Otherwise the replayed
 /// rounds are committed to a replay branch, linked to the originals
 /// (`replay_of`), at the same compute budget.
+///
+/// The trainer and evaluator run in a process group of their own, as with
+/// `bat run`: SIGINT/SIGTERM are forwarded to it, what still lives after
+/// --grace-period is killed, bat exits 130 (SIGINT) or 143 (SIGTERM), and
+/// the round in progress is not committed.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// A round (commit, round id like r03, or branch), or a chain `A..B`
@@ -53,6 +59,9 @@ pub struct ReplayArgs {
     /// .bat/replays/<id>).
     #[arg(long, value_name = "W")]
     pub work_dir: Option<PathBuf>,
+    /// `--grace-period SECS` (see [`GraceArgs`]).
+    #[command(flatten)]
+    pub grace: GraceArgs,
 }
 
 /// `steps 40  rollouts 2560  tokens 81920  wall 0.41s`
@@ -180,6 +189,7 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
 
 /// Run `bat replay`.
 pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
+    let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
     let ablations = parse_ablations(&a.ablate)?;
     let secs = std::time::SystemTime::now()
@@ -211,10 +221,38 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         prune_round_dirs: a.work_dir.is_none(),
         author: "bat replay".into(),
     };
-    let mut progress = RoundProgress::new("bat replay", g.json, false);
-    let report = replay(&mut ledger, &req, &mut progress);
-    progress.finish();
-    let report = report?;
+    // From here on SIGINT/SIGTERM are caught and forwarded to the child.
+    super::interrupt::install();
+    let mut observer = Supervised {
+        inner: RoundProgress::new("bat replay", g.json, false),
+        supervision,
+    };
+    let report = replay(&mut ledger, &req, &mut observer);
+    observer.inner.finish();
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => match super::interrupt::signal() {
+            Some(sig) => {
+                // Stopped before a round started: none was in progress.
+                let between = matches!(
+                    e,
+                    crate::replay::ReplayError::Loop(
+                        crate::engine::r#loop::LoopError::Interrupted { .. }
+                    )
+                );
+                let hint = if a.verify {
+                    "a verify commits nothing; run it again to check the rounds".to_string()
+                } else {
+                    format!(
+                        "rounds replayed before it stay committed on the replay branch; the work files are in {}",
+                        req.work_dir.display()
+                    )
+                };
+                return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
+            }
+            None => return Err(e.into()),
+        },
+    };
     if g.json {
         print_json(&report)?;
     } else {

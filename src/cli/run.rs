@@ -10,9 +10,12 @@
 //! kills the group and exits at once.
 //!
 //! Lock: `.bat/run.lock` names the running `bat run` (pid, command, start
-//! time, child process group); a second `bat run` on the ledger refuses
-//! while that process or its child group lives. A lock whose processes are
-//! all gone is taken over with a note; `--break-lock` takes over a live one.
+//! time, child process group, and a token every child carries in its
+//! environment as `BAT_RUN_TOKEN`); a second `bat run` on the ledger
+//! refuses while that process, its child group or any process carrying its
+//! token lives (the token covers a child started by a `bat run` killed
+//! before it recorded the group). A lock whose processes are all gone is
+//! taken over with a note; `--break-lock` takes over a live one.
 //!
 //! Files: the work dir (`--work-dir W`, else `.bat/runs/<run-id>/work`) is
 //! exactly the reference loop's; child output logs go to
@@ -27,6 +30,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use super::interrupt::{GraceArgs, Supervised};
 use super::ledger_common::open;
 use super::{CliError, CliResult, Session};
 use crate::contract::json;
@@ -35,9 +39,7 @@ use crate::engine::campaign::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
     RunsLayout,
 };
-use crate::engine::command::{
-    check_placeholders, parse_template_file, Stream, Supervision, TemplateKind,
-};
+use crate::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
 use crate::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
 use crate::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
 
@@ -120,10 +122,9 @@ pub struct RunArgs {
         ]
     )]
     pub resume: bool,
-    /// Seconds a child's process group has to end after a forwarded
-    /// SIGINT/SIGTERM before it is killed with SIGKILL.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
-    pub grace_period: f64,
+    /// `--grace-period SECS` (see [`GraceArgs`]).
+    #[command(flatten)]
+    pub grace: GraceArgs,
     /// Take over the run lock (.bat/run.lock) even though the `bat run` or
     /// child process group it names still lives. Stop those first: two runs
     /// would train the same round at once.
@@ -131,37 +132,40 @@ pub struct RunArgs {
     pub break_lock: bool,
 }
 
-/// Exit code of a run stopped by SIGTERM (128 + 15, the shell convention;
-/// SIGINT gives 130 as every interrupted verb).
-const EXIT_TERMINATED: u8 = 143;
-
 /// Progress lines and child output on stderr (stdout carries the result);
-/// supervises the children and keeps the run lock naming the current one.
+/// keeps the run lock naming the current child, and marks every child with
+/// the lock's token. ([`Supervised`] around it supervises the children.)
 struct CliObserver<'a> {
-    grace: std::time::Duration,
     lock: &'a mut RunLock,
     /// Rounds committed by this process.
     recorded: usize,
+    /// Test hook (`BAT_TEST_CHILD_RECORD_DELAY`): sleep between the spawn
+    /// of the child with this label and recording its group in the lock.
+    record_delay: Option<(String, std::time::Duration)>,
 }
 
 impl Observer for CliObserver<'_> {
-    fn supervision(&self) -> Option<Supervision> {
-        Some(Supervision { grace: self.grace })
-    }
-
-    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
-        super::interrupt::signal()
+    fn child_env(&self) -> Vec<(String, String)> {
+        // Set before the spawn, so a child is traceable to this run even if
+        // bat dies before `child_started` records its group.
+        self.lock
+            .info()
+            .child_env()
+            .map(|(k, v)| (k.to_string(), v))
+            .into_iter()
+            .collect()
     }
 
     fn child_started(&mut self, label: &str, pgid: u32) {
-        super::interrupt::set_child_group(Some(pgid));
+        if let Some((_, d)) = self.record_delay.as_ref().filter(|(l, _)| l == label) {
+            std::thread::sleep(*d);
+        }
         if let Err(e) = self.lock.set_child(Some(pgid), Some(label)) {
             eprintln!("bat run: warning: cannot record child {label} in the run lock: {e}");
         }
     }
 
     fn child_ended(&mut self, _label: &str, _pgid: u32) {
-        super::interrupt::set_child_group(None);
         if let Err(e) = self.lock.set_child(None, None) {
             eprintln!("bat run: warning: cannot update the run lock: {e}");
         }
@@ -334,10 +338,11 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
             let LockError::Held { path, info, .. } = &e else {
                 unreachable!("matched above")
             };
-            let group = info
-                .child_pgid
+            let group: String = info
+                .live_child_groups()
+                .iter()
                 .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
-                .unwrap_or_default();
+                .collect();
             let hint = format!(
                 "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
                 info.pid,
@@ -377,12 +382,7 @@ fn next_step(
 
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
-    if !a.grace_period.is_finite() || a.grace_period < 0.0 {
-        return Err(CliError::usage_error(format!(
-            "--grace-period must be a number of seconds ≥ 0, not {}",
-            a.grace_period
-        )));
-    }
+    let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
     let mut lock = take_lock(&a, g, ledger.dir())?;
     // From here on SIGINT/SIGTERM are caught and forwarded to the child.
@@ -402,10 +402,13 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         ledger: &mut ledger,
         options,
     };
-    let mut observer = CliObserver {
-        grace: std::time::Duration::from_secs_f64(a.grace_period),
-        lock: &mut lock,
-        recorded: 0,
+    let mut observer = Supervised {
+        inner: CliObserver {
+            lock: &mut lock,
+            recorded: 0,
+            record_delay: g.child_record_delay.clone(),
+        },
+        supervision,
     };
     let result = run_loop(
         &campaign,
@@ -419,7 +422,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         &mut observer,
         &mut sink,
     );
-    let resumable = a.resume || observer.recorded > 0;
+    let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();
     let outcome = match result {
         Ok(o) => o,
@@ -430,19 +433,10 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
                 log_dir.display()
             );
             if let Some(sig) = super::interrupt::signal() {
-                let code = if sig == nix::sys::signal::Signal::SIGTERM {
-                    EXIT_TERMINATED
-                } else {
-                    super::error::EXIT_INTERRUPTED
-                };
                 drop(lock);
-                let msg = match e {
-                    // Between rounds: nothing was in progress.
-                    crate::engine::r#loop::LoopError::Interrupted { .. } => e.to_string(),
-                    _ => format!("{e}; the round in progress was not committed"),
-                };
-                let _ = CliError::interrupted(msg).with_hint(hint).report();
-                return Ok(ExitCode::from(code));
+                // Stopped between rounds: nothing was in progress.
+                let between = matches!(e, crate::engine::r#loop::LoopError::Interrupted { .. });
+                return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
             }
             return Err(CliError::new(e.to_string()).with_hint(hint));
         }

@@ -406,6 +406,11 @@ pub trait OutputSink {
         None
     }
 
+    /// Variables to add to each child's environment (default: none).
+    fn child_env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// A supervised child started; its process group id is `pgid`.
     fn child_started(&mut self, _label: &str, _pgid: u32) {}
 
@@ -531,6 +536,7 @@ pub fn run_child(
     }
     let mut cmd = Command::new(&program);
     cmd.args(&spec.argv[1..])
+        .envs(sink.child_env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

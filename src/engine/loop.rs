@@ -203,6 +203,10 @@ pub trait Observer {
     fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
         None
     }
+    /// See [`OutputSink::child_env`].
+    fn child_env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// See [`OutputSink::child_started`].
     fn child_started(&mut self, _label: &str, _pgid: u32) {}
     /// See [`OutputSink::child_ended`].
@@ -220,6 +224,9 @@ impl OutputSink for SinkAdapter<'_> {
     }
     fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
         self.0.stop_signal()
+    }
+    fn child_env(&self) -> Vec<(String, String)> {
+        self.0.child_env()
     }
     fn child_started(&mut self, label: &str, pgid: u32) {
         self.0.child_started(label, pgid);

@@ -16,13 +16,27 @@
 //! the lock then names that orphaned group). A lock whose processes are all
 //! gone is *stale* and is taken over, and the caller is told so.
 //! Liveness is read from `/proc` (Linux), else probed with signal 0.
+//!
+//! The child's group is known only once `spawn` returned, so a `bat run`
+//! killed between the spawn and the lock update would leave a lock naming
+//! no group while its trainer runs on. The lock therefore also carries a
+//! token unique to the run, written before any child starts and set in
+//! every child's environment as [`RUN_TOKEN_ENV`]: any process (of this
+//! user) whose environment carries it keeps the lock live too, recorded
+//! group or not. That scan reads `/proc/<pid>/environ` and is Linux-only;
+//! elsewhere only the recorded group counts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 /// The lock's file name inside the ledger directory.
 pub const LOCK_FILE: &str = "run.lock";
+
+/// The environment variable that carries the run's token
+/// ([`LockInfo::run_token`]) into every child of a `bat run`.
+pub const RUN_TOKEN_ENV: &str = "BAT_RUN_TOKEN";
 
 /// Who holds (or held) the lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,23 +59,52 @@ pub struct LockInfo {
     /// The child's label (`r02/trainer`).
     #[serde(default)]
     pub child_label: Option<String>,
+    /// A token unique to this run (random hex), in the lock before any
+    /// child starts and in every child's environment ([`RUN_TOKEN_ENV`]),
+    /// so a child is found even when bat died before recording its group.
+    /// `None` in locks written before the token existed.
+    #[serde(default)]
+    pub run_token: Option<String>,
 }
 
 impl LockInfo {
     /// A lock for this process.
     pub fn for_current_process(command: String, started_unix: u64) -> LockInfo {
         let pid = std::process::id();
+        let ticks = start_ticks(pid);
         LockInfo {
             pid,
-            pid_start_ticks: start_ticks(pid),
+            pid_start_ticks: ticks,
             command,
             started_unix,
             child_pgid: None,
             child_label: None,
+            run_token: Some(new_token(pid, ticks)),
         }
     }
 
-    /// What of the holder still runs: `pid N` and/or `process group N`.
+    /// The environment entry that marks a child of this run, if the lock
+    /// has a token.
+    pub fn child_env(&self) -> Option<(&'static str, String)> {
+        self.run_token.clone().map(|t| (RUN_TOKEN_ENV, t))
+    }
+
+    /// Processes carrying this run's token whose group is not the
+    /// recorded (and separately reported) child group: pgid → pids.
+    fn unrecorded_children(&self) -> BTreeMap<u32, Vec<u32>> {
+        let Some(token) = &self.run_token else {
+            return BTreeMap::new();
+        };
+        let mut groups = token_holders(token);
+        if let Some(g) = self.child_pgid {
+            groups.remove(&g);
+        }
+        groups
+    }
+
+    /// What of the holder still runs: `pid N`, `process group N`, and
+    /// the groups of children that carry the run's token but were not
+    /// recorded (bat died right after starting them).
     pub fn living(&self) -> Vec<String> {
         let mut out = Vec::new();
         if holder_alive(self.pid, self.pid_start_ticks) {
@@ -78,8 +121,44 @@ impl LockInfo {
                 ));
             }
         }
+        for (g, pids) in self.unrecorded_children() {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            out.push(format!(
+                "process group {g} (pid {}: a child of that run not yet recorded in the lock, found by its {RUN_TOKEN_ENV})",
+                pids.join(", ")
+            ));
+        }
         out
     }
+
+    /// The child process groups of the holder that still run: the
+    /// recorded one and those found by the run's token.
+    pub fn live_child_groups(&self) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .child_pgid
+            .filter(|g| group_alive(*g))
+            .into_iter()
+            .collect();
+        out.extend(self.unrecorded_children().into_keys());
+        out
+    }
+}
+
+/// A new run token: 128 bits from the kernel's random source in hex; where
+/// that cannot be read, the pid, its start time and the clock (unique as
+/// well, which is all a token needs to be).
+fn new_token(pid: u32, ticks: Option<u64>) -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if random.is_ok() {
+        return buf.iter().map(|b| format!("{b:02x}")).collect();
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{pid:x}-{:x}-{nanos:x}", ticks.unwrap_or(0))
 }
 
 /// Why the lock was not taken.
@@ -251,6 +330,11 @@ impl RunLock {
         &self.path
     }
 
+    /// What the lock says.
+    pub fn info(&self) -> &LockInfo {
+        &self.info
+    }
+
     /// Record the child now running (`None`: none).
     pub fn set_child(&mut self, pgid: Option<u32>, label: Option<&str>) -> Result<(), LockError> {
         self.info.child_pgid = pgid;
@@ -314,6 +398,47 @@ pub fn holder_alive(pid: u32, ticks: Option<u64>) -> bool {
     same && is_running(f.first())
 }
 
+/// The processes (not zombies, not this one) whose environment carries
+/// `RUN_TOKEN_ENV=token`, by process group: pgid → pids. Reads
+/// `/proc/<pid>/environ`, which only this user's processes let us read;
+/// empty without `/proc`.
+pub fn token_holders(token: &str) -> BTreeMap<u32, Vec<u32>> {
+    let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    let want = format!("{RUN_TOKEN_ENV}={token}").into_bytes();
+    let me = std::process::id();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Unreadable (another user's, or gone meanwhile): not ours.
+        let Ok(env) = std::fs::read(format!("/proc/{name}/environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|kv| kv == want.as_slice()) {
+            continue;
+        }
+        let Some(f) = stat_fields(&name) else {
+            continue;
+        };
+        // Field 5 (pgrp) is index 2 counted from the state.
+        match f.get(2).and_then(|g| g.parse::<u32>().ok()) {
+            Some(pgid) if is_running(f.first()) => out.entry(pgid).or_default().push(pid),
+            _ => {}
+        }
+    }
+    for pids in out.values_mut() {
+        pids.sort_unstable();
+    }
+    out
+}
+
 /// Whether any process (not a zombie) is in process group `pgid`.
 pub fn group_alive(pgid: u32) -> bool {
     if !proc_available() {
@@ -365,8 +490,59 @@ mod tests {
             started_unix: 0,
             child_pgid: Some(dead),
             child_label: None,
+            run_token: None,
         };
         std::fs::write(dir.path().join(LOCK_FILE), encode(&old)).unwrap();
+        let (_lock, how) = RunLock::acquire(dir.path(), me, false).unwrap();
+        assert!(matches!(how, Acquired::Stale(i) if i == old));
+    }
+
+    #[test]
+    fn a_child_carrying_the_token_keeps_a_lock_without_a_group_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        // bat died right after the spawn: the lock names no group, but its
+        // child carries the token.
+        let old = LockInfo {
+            pid: dead,
+            pid_start_ticks: None,
+            command: "bat run --old".into(),
+            started_unix: 0,
+            child_pgid: None,
+            child_label: None,
+            run_token: Some(new_token(dead, None)),
+        };
+        let (k, v) = old.child_env().expect("a token");
+        /// Kills the orphan even when an assertion fails.
+        struct Reap(std::process::Child);
+        impl Drop for Reap {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let orphan = Reap({
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new("sleep")
+                .arg("30")
+                .env(k, v)
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        });
+        let orphan_pid = orphan.0.id();
+        std::fs::write(dir.path().join(LOCK_FILE), encode(&old)).unwrap();
+        let me = LockInfo::for_current_process("bat run".into(), 1);
+        let err = RunLock::acquire(dir.path(), me.clone(), false).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("process group {orphan_pid} (pid {orphan_pid}")),
+            "{msg}"
+        );
+        assert_eq!(old.live_child_groups(), vec![orphan_pid]);
+        drop(orphan);
         let (_lock, how) = RunLock::acquire(dir.path(), me, false).unwrap();
         assert!(matches!(how, Acquired::Stale(i) if i == old));
     }

@@ -401,6 +401,15 @@ pub fn replay(
     let mut history = Vec::new();
     let mut rounds = Vec::new();
     for o in &plan.originals {
+        // A stop requested while the previous round was being recorded
+        // ends the replay here, before anything of this round runs.
+        if let Some(signal) = observer.loop_observer().stop_signal() {
+            return Err(LoopError::Interrupted {
+                round_id: o.round_id.clone(),
+                signal,
+            }
+            .into());
+        }
         let (r, next) =
             arm::replay_round(ledger, req, &plan, o, arm.take(), &mut history, observer)?;
         observer.round_replayed(&r);
