@@ -71,4 +71,4 @@ pub use read::{CheckoutStats, FileEntry, History, HistoryCommit};
 pub use refs::{Head, ReflogEntry};
 pub use remote::promisor::RemoteOpener;
 pub use source::ObjectSource;
-pub use store::{Ledger, LockMode, WriteConfig, MAX_DELTA_DEPTH};
+pub use store::{Ledger, LockMode, Setting, WriteConfig, MAX_DELTA_DEPTH};

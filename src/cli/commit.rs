@@ -68,7 +68,8 @@ pub struct CommitArgs {
     #[arg(long, value_name = "F")]
     pub baseline_summary: Option<PathBuf>,
     /// Longest chain of tensor deltas before a checkpoint piece is stored in
-    /// full again (default 9: one full copy per 10 fine-tuning rounds; a
+    /// full again, for this commit only (default: the ledger's `bat config
+    /// delta-depth`, else 9: one full copy per 10 fine-tuning rounds; a
     /// dense delta, where most weights changed, counts up to 4). Lower
     /// restores faster, higher stores less; 0 stores every checkpoint in full;
     /// at most 32 (longer chains would slow every restore of the round).

@@ -25,6 +25,7 @@ pub mod commit;
 pub mod compare;
 pub mod compare_text;
 pub mod completion;
+pub mod config;
 pub mod conformance;
 pub mod demo;
 pub mod diff;
@@ -169,6 +170,8 @@ pub enum Command {
     Gc(gc::GcArgs),
     /// Show sizes and counts (--reclaimable: what gc --keep would free).
     Stats(stats::StatsArgs),
+    /// Show or change the ledger's write settings (delta-depth, base-files).
+    Config(config::ConfigArgs),
     /// Show or validate benchmark packs.
     Pack(pack::PackArgs),
     /// Build the safe source grid.
@@ -450,6 +453,7 @@ fn dispatch(command: Command, g: &Session) -> CliResult {
         Command::Fsck(a) => fsck::run(a, g),
         Command::Gc(a) => gc::run(a, g),
         Command::Stats(a) => stats::run(a, g),
+        Command::Config(a) => config::run(a, g),
         Command::Pack(a) => pack::run(a, g),
         Command::Source(a) => source::run(a, g),
         Command::Round(a) => round::run(a, g),

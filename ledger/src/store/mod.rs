@@ -16,12 +16,14 @@ use crate::pack::{self};
 
 mod chain;
 mod packcache;
+mod settings;
 mod staging;
 
 pub use chain::MAX_CHAIN;
 pub(crate) use chain::{decode_chain, decode_in_order, name_damage, resolve_chain, RecordRef};
 pub use packcache::MAX_OPEN_PACKS;
 pub(crate) use packcache::{open_pack_with, PackSource, SharedPackCache};
+pub use settings::Setting;
 pub use staging::Staging;
 
 /// Name of the ledger directory inside a work directory.
@@ -298,7 +300,7 @@ impl Ledger {
                 supported: FORMAT_VERSION,
             });
         }
-        let ledger = Ledger {
+        let mut ledger = Ledger {
             dir: dir.to_path_buf(),
             db,
             lock_mode: mode,
@@ -310,6 +312,7 @@ impl Ledger {
         if catalog::schema_version(&ledger.db)? < catalog::CATALOG_SCHEMA {
             catalog::upgrade(&ledger.db, &mut |id| ledger.read_object(id, Kind::Commit))?;
         }
+        ledger.apply_settings()?;
         Ok(ledger)
     }
 
