@@ -7,7 +7,6 @@
 mod run_support;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use run_support::*;
 
@@ -79,22 +78,8 @@ fn sigterm_to_replay_kills_the_trainer_group_and_commits_nothing_partial() {
     assert_eq!(pgid_of(trainer_pid), Some(trainer_pid), "own process group");
     assert_eq!(pgid_of(helper_pid), Some(trainer_pid));
 
-    let sent = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let out = child.wait_with_output().unwrap();
-    let took = sent.elapsed();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(143), "{err}");
-    // The group ignored SIGTERM: bat waited the grace period, then killed.
-    assert!(took >= Duration::from_millis(900), "{took:?}");
-    assert!(took < Duration::from_secs(30), "{took:?}");
-    assert!(err.contains("SIGTERM forwarded"), "{err}");
-    assert!(err.contains("SIGKILL after the grace period"), "{err}");
-    assert!(err.contains("not committed"), "{err}");
+    // The group ignores SIGTERM: bat waits the grace period, then kills.
+    terminate_expecting_grace_kill(child);
     assert!(
         group_members(trainer_pid).is_empty(),
         "processes of the trainer group survived: {:?}",
@@ -104,22 +89,7 @@ fn sigterm_to_replay_kills_the_trainer_group_and_commits_nothing_partial() {
     cleanup.0.clear();
 
     // The replay of r01 was committed before the signal; nothing of r02.
-    let replayed: Vec<serde_json::Value> = {
-        let out = ok(bat()
-            .arg("-C")
-            .arg(&t.ledger)
-            .args(["--json", "log", "replay/stopped"])
-            .output()
-            .unwrap());
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|c| c.get("metadata"))
-            .filter(|m| m["kind"] == "bat_round")
-            .cloned()
-            .collect()
-    };
+    let replayed = logged_rounds_on(&t.ledger, Some("replay/stopped"));
     assert_eq!(replayed.len(), 1, "{replayed:?}");
     assert_eq!(replayed[0]["round_id"], "r01");
     assert!(replayed[0]["replay_of"].is_string());

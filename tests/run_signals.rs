@@ -84,22 +84,8 @@ fn sigterm_is_forwarded_then_the_group_is_killed_after_the_grace_period() {
     assert_eq!(lock["child_pgid"], pgid);
     assert_eq!(lock["child_label"], "r02/trainer");
 
-    let sent = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let out = child.wait_with_output().unwrap();
-    let took = sent.elapsed();
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(143), "{err}");
-    // The trainer ignored SIGTERM: bat waited the grace period, then killed.
-    assert!(took >= Duration::from_millis(900), "{took:?}");
-    assert!(took < Duration::from_secs(30), "{took:?}");
-    assert!(err.contains("SIGTERM forwarded"), "{err}");
-    assert!(err.contains("SIGKILL after the grace period"), "{err}");
-    assert!(err.contains("not committed"), "{err}");
+    // The trainer ignores SIGTERM: bat waits the grace period, then kills.
+    let err = terminate_expecting_grace_kill(child);
     assert!(err.contains("bat run --resume"), "{err}");
     assert!(
         group_members(pgid).is_empty(),
@@ -133,13 +119,7 @@ fn a_killed_run_leaves_a_lock_that_holds_while_its_orphan_lives() {
     wait_for_file(&t.root.join("trainer.pid"), 120, &mut child);
     let pgid = trainer_pgid(&t);
     wait_for_lock_pgid(&t, pgid);
-    let bat_pid = child.id();
-    assert!(Command::new("kill")
-        .args(["-9", &bat_pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let _ = child.wait();
+    let bat_pid = sigkill(&mut child);
     // The orphaned trainer group lives on (it has nobody to stop it).
     assert!(!group_members(pgid).is_empty());
 
@@ -161,12 +141,7 @@ fn a_killed_run_leaves_a_lock_that_holds_while_its_orphan_lives() {
     assert_eq!(logged_rounds(&t.ledger).len(), 1);
 
     // Once the orphan is gone the lock is stale and taken over.
-    kill_group(pgid);
-    let start = Instant::now();
-    while !group_members(pgid).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "orphan survived");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    kill_group_and_wait(pgid);
     std::fs::remove_file(t.root.join("hang")).unwrap();
     let out = ok(t.run(&["run".into(), "--resume".into()]));
     let err = stderr(&out);
@@ -227,13 +202,7 @@ fn a_run_killed_between_spawn_and_lock_update_still_guards_its_orphan() {
         serde_json::from_slice(&std::fs::read(&lock_path).unwrap()).unwrap();
     // Inside the window: the lock does not name the trainer's group.
     assert!(lock["child_pgid"].is_null(), "{lock}");
-    let bat_pid = child.id();
-    assert!(Command::new("kill")
-        .args(["-9", &bat_pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let _ = child.wait();
+    sigkill(&mut child);
     // Reaped: its pid may be reused, so it is no longer ours to kill.
     cleanup.pid = None;
     assert!(!group_members(pgid).is_empty(), "the orphan runs");
@@ -259,12 +228,7 @@ fn a_run_killed_between_spawn_and_lock_update_still_guards_its_orphan() {
     assert_eq!(logged_rounds(&t.ledger).len(), 1);
 
     // Once it is gone the lock is stale and taken over.
-    kill_group(pgid);
-    let start = Instant::now();
-    while !group_members(pgid).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "orphan survived");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    kill_group_and_wait(pgid);
     cleanup.group = None;
     let out = ok(t.run(&["run".into(), "--resume".into()]));
     let err = stderr(&out);
@@ -341,4 +305,16 @@ fn sigint_stops_a_cooperative_trainer_without_waiting_for_the_grace_period() {
     assert!(group_members(pgid).is_empty());
     assert_eq!(logged_rounds(&t.ledger).len(), 1);
     fsck_ok(&t.ledger);
+}
+
+/// SIGKILL `child` (a `bat run`) and reap it; its pid.
+fn sigkill(child: &mut std::process::Child) -> u32 {
+    let pid = child.id();
+    assert!(Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let _ = child.wait();
+    pid
 }

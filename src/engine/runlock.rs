@@ -465,6 +465,27 @@ pub fn group_alive(pgid: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// The pid of a process that has ended.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    /// The lock a `bat run` that has died (pid `dead`) left behind.
+    fn old_lock(dead: u32, child_pgid: Option<u32>, run_token: Option<String>) -> LockInfo {
+        LockInfo {
+            pid: dead,
+            pid_start_ticks: None,
+            command: "bat run --old".into(),
+            started_unix: 0,
+            child_pgid,
+            child_label: None,
+            run_token,
+        }
+    }
+
     #[test]
     fn a_live_lock_refuses_and_a_stale_one_is_taken_over() {
         let dir = tempfile::tempdir().unwrap();
@@ -480,18 +501,8 @@ mod tests {
         drop(lock);
         assert!(!dir.path().join(LOCK_FILE).exists());
         // A lock of a process that is gone is stale.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let old = LockInfo {
-            pid: dead,
-            pid_start_ticks: None,
-            command: "bat run --old".into(),
-            started_unix: 0,
-            child_pgid: Some(dead),
-            child_label: None,
-            run_token: None,
-        };
+        let dead = dead_pid();
+        let old = old_lock(dead, Some(dead), None);
         std::fs::write(dir.path().join(LOCK_FILE), encode(&old)).unwrap();
         let (_lock, how) = RunLock::acquire(dir.path(), me, false).unwrap();
         assert!(matches!(how, Acquired::Stale(i) if i == old));
@@ -500,20 +511,10 @@ mod tests {
     #[test]
     fn a_child_carrying_the_token_keeps_a_lock_without_a_group_live() {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
+        let dead = dead_pid();
         // bat died right after the spawn: the lock names no group, but its
         // child carries the token.
-        let old = LockInfo {
-            pid: dead,
-            pid_start_ticks: None,
-            command: "bat run --old".into(),
-            started_unix: 0,
-            child_pgid: None,
-            child_label: None,
-            run_token: Some(new_token(dead, None)),
-        };
+        let old = old_lock(dead, None, Some(new_token(dead, None)));
         let (k, v) = old.child_env().expect("a token");
         /// Kills the orphan even when an assertion fails.
         struct Reap(std::process::Child);

@@ -158,10 +158,16 @@ pub fn stderr(out: &Output) -> String {
 
 /// The round commits in `bat log --json` (metadata), newest first.
 pub fn logged_rounds(ledger: &Path) -> Vec<serde_json::Value> {
+    logged_rounds_on(ledger, None)
+}
+
+/// The round metadata of the commits `bat log [REV]` lists.
+pub fn logged_rounds_on(ledger: &Path, rev: Option<&str>) -> Vec<serde_json::Value> {
     let out = ok(bat()
         .arg("-C")
         .arg(ledger)
         .args(["--json", "log"])
+        .args(rev)
         .output()
         .unwrap());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -223,4 +229,36 @@ pub fn kill_group(pgid: u32) {
     let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{pgid}")])
         .status();
+}
+
+/// Kill a process group and wait (up to 10 s) until none of it is left.
+pub fn kill_group_and_wait(pgid: u32) {
+    kill_group(pgid);
+    let start = Instant::now();
+    while !group_members(pgid).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "orphan survived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Send SIGTERM to a supervising `bat` (run or replay) whose child ignores
+/// it; expect bat to wait out a grace period of about a second, kill the
+/// child's group and exit 143 without committing the round. Its stderr.
+pub fn terminate_expecting_grace_kill(child: std::process::Child) -> String {
+    let sent = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(err.contains("SIGTERM forwarded"), "{err}");
+    assert!(err.contains("SIGKILL after the grace period"), "{err}");
+    assert!(err.contains("not committed"), "{err}");
+    err
 }
