@@ -366,46 +366,42 @@ impl Ledger {
     /// commit uses it, `WriteConfig::reuse_base_files`). Best effort: a
     /// failure loses the hints, nothing else.
     pub fn remember_file_sources(&self, files: &[(ObjectId, PathBuf)]) {
-        if !self.config.reuse_base_files || !self.config.delta {
-            return;
-        }
-        let mut sources = hints::Sources::load(&self.dir);
-        let mut any = false;
-        for (id, path) in files {
-            let Ok(md) = std::fs::metadata(path) else {
-                continue;
-            };
-            if md.len() <= self.config.chunk_threshold {
-                continue;
-            }
-            if let Ok(abs) = std::path::absolute(path) {
-                sources.remember(id, &abs, md.len(), md.modified().ok());
-                any = true;
-            }
-        }
-        if any {
-            sources.save(&self.dir);
-        }
+        self.remember(files.iter().filter_map(|(id, path)| {
+            let md = std::fs::metadata(path).ok()?;
+            Some((*id, path.as_path(), md.len(), md.modified().ok()))
+        }));
     }
 
     /// Remember where this commit read its large files, for the next
-    /// commit's delta bases ([`hints`]). Best effort.
+    /// commit's delta bases ([`hints`]), if they still have the length and
+    /// modification time the commit saw.
     fn remember_sources(&self, files: &[FileTask], ids: &[(ObjectId, u64)]) {
+        self.remember(
+            files
+                .iter()
+                .zip(ids)
+                .map(|(f, (id, _))| (*id, f.path.as_path(), f.size, f.mtime)),
+        );
+    }
+
+    /// Add the large files of `(id, path, length, mtime)` to the hints.
+    fn remember<'a>(
+        &self,
+        files: impl Iterator<Item = (ObjectId, &'a Path, u64, Option<std::time::SystemTime>)>,
+    ) {
         if !self.config.reuse_base_files || !self.config.delta {
             return;
         }
-        let large: Vec<_> = files
-            .iter()
-            .zip(ids)
-            .filter(|(f, _)| f.size > self.config.chunk_threshold)
-            .collect();
-        if large.is_empty() {
+        let mut large = files
+            .filter(|(_, _, len, _)| *len > self.config.chunk_threshold)
+            .peekable();
+        if large.peek().is_none() {
             return;
         }
         let mut sources = hints::Sources::load(&self.dir);
-        for (f, (id, _)) in large {
-            if let Ok(abs) = std::path::absolute(&f.path) {
-                sources.remember(id, &abs, f.size, f.mtime);
+        for (id, path, len, mtime) in large {
+            if let Ok(abs) = std::path::absolute(path) {
+                sources.remember(&id, &abs, len, mtime);
             }
         }
         sources.save(&self.dir);
