@@ -201,3 +201,23 @@ fn missing_stale_or_damaged_hints_fall_back_to_decoding() {
     commits.push((c.commit, rs[5].clone()));
     check(&l, &commits);
 }
+
+/// A commit killed while replacing the hint file leaves a temporary
+/// sibling; gc (exclusive) removes it and keeps the hints.
+#[test]
+fn gc_removes_temporary_hint_files_a_killed_commit_left() {
+    let t = tempfile::tempdir().unwrap();
+    let rs = rounds(2);
+    let root = t.path().join("l");
+    let mut l = ledger(&root, true);
+    let d = round_dir(t.path(), "r0", &rs[0]);
+    commit(&mut l, &d, "r0");
+    drop(l);
+    let bat = root.join(".bat");
+    std::fs::write(bat.join(".sources-Xy12ab"), b"{\"version\":1,").unwrap();
+    let hints = std::fs::read(bat.join("sources")).unwrap();
+    let mut l = Ledger::open_with(&bat, bat_ledger::LockMode::Exclusive).unwrap();
+    l.gc(&NoProgress, &AtomicBool::new(false)).unwrap();
+    assert!(!bat.join(".sources-Xy12ab").exists());
+    assert_eq!(std::fs::read(bat.join("sources")).unwrap(), hints);
+}

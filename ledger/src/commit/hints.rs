@@ -137,10 +137,25 @@ impl Sources {
     }
 }
 
+/// Prefix of the hint file's temporary siblings.
+const TEMP_PREFIX: &str = ".sources-";
+
+/// Delete temporary hint files a killed commit left in `dir`; how many.
+/// Only where no commit can be writing one (gc, under the exclusive lock).
+pub(super) fn remove_temps(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count() as u64
+}
+
 fn write_replacing(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut tmp = tempfile::Builder::new()
-        .prefix(".sources-")
+        .prefix(TEMP_PREFIX)
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;

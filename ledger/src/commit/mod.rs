@@ -384,6 +384,12 @@ impl Ledger {
         );
     }
 
+    /// Delete the temporary hint files a killed commit left behind. Only
+    /// under the exclusive lock (gc), when no commit can be writing one.
+    pub(crate) fn remove_stale_source_temps(&self) -> u64 {
+        hints::remove_temps(&self.dir)
+    }
+
     /// Add the large files of `(id, path, length, mtime)` to the hints.
     fn remember<'a>(
         &self,

@@ -76,6 +76,7 @@ impl Ledger {
         // on a full disk this is what makes room for the rest.
         if !opts.dry_run {
             rep.deleted_packs += self.remove_orphan_packs()?;
+            self.remove_stale_source_temps();
         }
         let (roots, expired) = self.gc_roots(opts.expire_reflog_before)?;
         let prune: HashSet<ObjectId> = opts.prune.iter().copied().collect();
