@@ -13,7 +13,6 @@
 //! replaced atomically after each commit that records large files; losing
 //! or damaging it loses nothing (FORMAT.md §12.2).
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -58,11 +57,10 @@ fn stat_of(md: &std::fs::Metadata) -> (u64, i128, u64, u64) {
     (md.len(), mtime_ns, md.ino(), md.dev())
 }
 
-/// The remembered sources of a ledger, by file id.
+/// The remembered sources of a ledger, most recent first.
 #[derive(Default)]
 pub(super) struct Sources {
-    by_id: HashMap<ObjectId, Source>,
-    order: Vec<Source>,
+    order: Vec<(ObjectId, Source)>,
 }
 
 impl Sources {
@@ -76,20 +74,19 @@ impl Sources {
             .and_then(|_| std::fs::read(&path).ok())
             .and_then(|b| serde_json::from_slice::<SourcesFile>(&b).ok())
             .filter(|f| f.version == 1);
-        let mut s = Sources::default();
-        for src in parsed.map(|f| f.files).unwrap_or_default() {
-            if let Some(id) = ObjectId::from_hex(&src.id) {
-                s.by_id.entry(id).or_insert_with(|| src.clone());
-                s.order.push(src);
-            }
-        }
-        s
+        let order = parsed
+            .map(|f| f.files)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|src| Some((ObjectId::from_hex(&src.id)?, src)))
+            .collect();
+        Sources { order }
     }
 
     /// Where file `id` can still be read, if a commit read it from a path
     /// whose length, modification time, inode and device are unchanged.
     pub(super) fn locate(&self, id: &ObjectId) -> Option<PathBuf> {
-        let src = self.by_id.get(id)?;
+        let (_, src) = self.order.iter().find(|(i, _)| i == id)?;
         let md = std::fs::metadata(&src.path).ok()?;
         (stat_of(&md) == (src.len, src.mtime_ns, src.ino, src.dev)).then(|| src.path.clone())
     }
@@ -118,8 +115,8 @@ impl Sources {
             ino,
             dev,
         };
-        self.order.retain(|s| s.path != src.path && s.id != src.id);
-        self.order.insert(0, src);
+        self.order.retain(|(i, s)| s.path != src.path && i != id);
+        self.order.insert(0, (*id, src));
         self.order.truncate(MAX_SOURCES);
     }
 
@@ -128,7 +125,7 @@ impl Sources {
     pub(super) fn save(&self, dir: &Path) {
         let file = SourcesFile {
             version: 1,
-            files: self.order.clone(),
+            files: self.order.iter().map(|(_, s)| s.clone()).collect(),
         };
         let Ok(bytes) = serde_json::to_vec(&file) else {
             return;
