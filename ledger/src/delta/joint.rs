@@ -478,14 +478,20 @@ fn peek(data: &[u8], bit: usize) -> u64 {
     let p = bit >> 3;
     let w = match data.get(p..p + 8) {
         Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
-        None => {
-            let tail = data.get(p..).unwrap_or(&[]);
-            let mut le = [0u8; 8];
-            le[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(le)
-        }
+        None => peek_tail(data, p),
     };
     w >> (bit & 7)
+}
+
+/// [`peek`] within the last 8 bytes: out of line, so the hot loop keeps
+/// its registers.
+#[cold]
+#[inline(never)]
+fn peek_tail(data: &[u8], p: usize) -> u64 {
+    let tail = data.get(p..).unwrap_or(&[]);
+    let mut le = [0u8; 8];
+    le[..tail.len()].copy_from_slice(tail);
+    u64::from_le_bytes(le)
 }
 
 /// Decode one change at `s` from `data` (all streams' bytes) and apply it
@@ -537,6 +543,39 @@ fn step<const GOLOMB: bool>(
         *e = u16::from_le_bytes(*e).wrapping_add(d).to_le_bytes();
         return Ok(());
     }
+}
+
+/// Decode and apply exactly two changes at `s`: both from one peek when
+/// both codes are plain changes (the common case), else one by one. Why:
+/// the loop is bound by instructions, not by the lookups' latency, and a
+/// peek (a load, a shift and a bounds check) is a third of a step's; two
+/// codes of at most 12 bits always fit the 57 bits a peek gives. Decoding
+/// nine links of the main series took 8–16 % less time per change than a
+/// peek per change (`bench_joint`, four alternating runs).
+#[inline(always)]
+fn step2<const GOLOMB: bool>(
+    s: &mut Pos,
+    data: &[u8],
+    t: &Table,
+    out: &mut [[u8; 2]],
+) -> Result<(), String> {
+    let w = peek(data, s.bit);
+    let e1 = t[(w & ((1 << MAX_LEN) - 1)) as usize];
+    let l1 = (e1 >> 16) & 15;
+    let e2 = t[((w >> l1) & ((1 << MAX_LEN) - 1)) as usize];
+    if (e1 | e2) & SPECIAL != 0 {
+        step::<GOLOMB>(s, data, t, out)?;
+        return step::<GOLOMB>(s, data, t, out);
+    }
+    s.bit += (l1 + ((e2 >> 16) & 15)) as usize;
+    let a1 = s.at + ((e1 >> 20) & 0xFF) as usize;
+    let a2 = a1 + ((e2 >> 20) & 0xFF) as usize;
+    s.at = a2;
+    let x = out.get_mut(a1 - 1).ok_or("a change past the piece")?;
+    *x = u16::from_le_bytes(*x).wrapping_add(e1 as u16).to_le_bytes();
+    let x = out.get_mut(a2 - 1).ok_or("a change past the piece")?;
+    *x = u16::from_le_bytes(*x).wrapping_add(e2 as u16).to_le_bytes();
+    Ok(())
 }
 
 /// One stream being decoded: position, changes left.
@@ -627,7 +666,7 @@ pub fn apply(body: &[u8], out: &mut [u8], count: usize, esc: Escapes) -> Result<
 
 /// Decode every stream: all four side by side while each has changes left
 /// (the processor overlaps their lookups; positions kept in locals, i.e.
-/// registers), then the rest one by one.
+/// registers), two changes per stream and step, then the rest one by one.
 fn run<const GOLOMB: bool>(
     streams: &mut [Stream],
     data: &[u8],
@@ -641,7 +680,13 @@ fn run<const GOLOMB: bool>(
         };
         if let (4, [a, b, c, d]) = (live, &mut *streams) {
             let (mut pa, mut pb, mut pc, mut pd) = (a.0, b.0, c.0, d.0);
-            for _ in 0..rounds {
+            for _ in 0..rounds / 2 {
+                step2::<GOLOMB>(&mut pa, data, t, out)?;
+                step2::<GOLOMB>(&mut pb, data, t, out)?;
+                step2::<GOLOMB>(&mut pc, data, t, out)?;
+                step2::<GOLOMB>(&mut pd, data, t, out)?;
+            }
+            for _ in 0..rounds % 2 {
                 step::<GOLOMB>(&mut pa, data, t, out)?;
                 step::<GOLOMB>(&mut pb, data, t, out)?;
                 step::<GOLOMB>(&mut pc, data, t, out)?;
