@@ -3,7 +3,8 @@
 //! fsync round per commit.
 
 use crate::catalog;
-use crate::commit::{index_commit, CommitRequest, ImmediateTx};
+use crate::catalog::ImmediateTx;
+use crate::commit::{index_commit, CommitRequest};
 use crate::error::{Error, Result};
 use crate::id::{CommitId, TreeId};
 use crate::object::{Commit, Kind, Mode};

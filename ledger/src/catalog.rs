@@ -418,7 +418,7 @@ pub(crate) fn upgrade(
     conn: &Connection,
     read: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>>,
 ) -> Result<u64> {
-    let tx = crate::commit::ImmediateTx::begin(conn)?;
+    let tx = ImmediateTx::begin(conn)?;
     let from = schema_version(&tx)?;
     if from >= CATALOG_SCHEMA {
         return Ok(0);
@@ -552,4 +552,41 @@ pub(crate) fn first_parent_walk(
         message: "commit index holds a malformed parent id".into(),
     })?;
     Ok((id, steps as u64))
+}
+
+/// A `BEGIN IMMEDIATE` transaction on a shared connection reference, rolled
+/// back on drop unless committed.
+pub(crate) struct ImmediateTx<'a> {
+    conn: &'a Connection,
+    done: bool,
+}
+
+impl<'a> ImmediateTx<'a> {
+    pub(crate) fn begin(conn: &'a Connection) -> Result<Self> {
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_err("starting a write transaction"))?;
+        Ok(ImmediateTx { conn, done: false })
+    }
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(db_err("committing a write transaction"))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for ImmediateTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for ImmediateTx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
 }

@@ -88,8 +88,10 @@ pub enum Error {
         id: ObjectId,
         /// The promisor remote's name.
         remote: String,
-        /// What the remote (or opening it) said.
-        source: Box<crate::remote::RemoteError>,
+        /// What the remote (or opening it) said: a
+        /// [`crate::remote::RemoteError`], boxed as a plain error so this
+        /// module, below the remote layer, does not name its type.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Stored bytes do not verify (digest, header, checksum, decompression).
     #[error("object {id} is corrupt in pack {pack} at offset {offset}: {reason}")]

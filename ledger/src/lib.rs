@@ -49,6 +49,7 @@ pub mod commit;
 pub mod delta;
 pub mod error;
 pub mod id;
+pub mod layers;
 pub mod maint;
 pub mod object;
 pub mod pack;

@@ -3,7 +3,7 @@
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Component, Path};
 use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
@@ -283,11 +283,7 @@ impl Ledger {
                 }
                 Mode::Symlink => {
                     let target = self.read_bytes(&e.id)?;
-                    crate::commit::check_symlink(
-                        root,
-                        &path,
-                        Path::new(std::ffi::OsStr::from_bytes(&target)),
-                    )?;
+                    check_symlink(root, &path, Path::new(std::ffi::OsStr::from_bytes(&target)))?;
                     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &path)
                         .map_err(io_err("create symlink", &path))?;
                     stats.symlinks += 1;
@@ -449,4 +445,37 @@ impl Drop for ReadTx<'_> {
             let _ = c.execute_batch("COMMIT");
         }
     }
+}
+
+/// Refuse absolute symlinks (when recording and when checking out) and relative ones that climb above `root`.
+pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
+    let escapes = || Error::SymlinkEscapes {
+        path: link.to_path_buf(),
+        target: target.display().to_string(),
+    };
+    if target.is_absolute() {
+        return Err(escapes());
+    }
+    let rel_parent = link
+        .parent()
+        .and_then(|p| p.strip_prefix(root).ok())
+        .ok_or_else(escapes)?;
+    let mut depth: i64 = rel_parent
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count() as i64;
+    for c in target.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(escapes());
+                }
+            }
+            Component::CurDir => {}
+            _ => return Err(escapes()),
+        }
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection};
 
-use crate::catalog;
+use crate::catalog::{self, ImmediateTx};
 use crate::error::{db_err, Error, Result};
 use crate::id::{CommitId, TreeId};
 use crate::object::{Commit, FieldValue, Kind};
@@ -140,41 +140,4 @@ pub(crate) fn index_commit(
         .map_err(db_err("indexing a commit"))?;
     }
     Ok(())
-}
-
-/// A `BEGIN IMMEDIATE` transaction on a shared connection reference, rolled
-/// back on drop unless committed.
-pub(crate) struct ImmediateTx<'a> {
-    conn: &'a Connection,
-    done: bool,
-}
-
-impl<'a> ImmediateTx<'a> {
-    pub(crate) fn begin(conn: &'a Connection) -> Result<Self> {
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(db_err("starting a write transaction"))?;
-        Ok(ImmediateTx { conn, done: false })
-    }
-    pub(crate) fn commit(mut self) -> Result<()> {
-        self.conn
-            .execute_batch("COMMIT")
-            .map_err(db_err("committing a write transaction"))?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl std::ops::Deref for ImmediateTx<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        self.conn
-    }
-}
-
-impl Drop for ImmediateTx<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-    }
 }

@@ -24,10 +24,9 @@ mod index;
 mod pipeline;
 mod scan;
 
-pub(crate) use index::{index_commit, ImmediateTx};
+pub(crate) use index::index_commit;
 pub(crate) use pipeline::{chain_cost, choose_planes, link_cost};
-pub(crate) use scan::check_symlink;
-use scan::scan;
+use scan::{scan, Node, ScannedFile};
 
 /// What to do when the target branch moved between the start of a commit
 /// and its catalog transaction.
@@ -108,13 +107,6 @@ pub struct CommitOutcome {
     pub base_pieces_from_files: u64,
 }
 
-/// The scanned directory: a tree of nodes whose files get ids later.
-pub(super) enum Node {
-    File { slot: usize, exec: bool },
-    Symlink { target: Vec<u8> },
-    Dir(Vec<(String, Node)>),
-}
-
 pub(super) struct FileTask {
     path: PathBuf,
     size: u64,
@@ -125,6 +117,18 @@ pub(super) struct FileTask {
     base: Option<BaseMap>,
     /// Where that base file can still be read ([`hints`]).
     base_file: Option<std::sync::Arc<PathBuf>>,
+}
+
+impl From<ScannedFile> for FileTask {
+    fn from(f: ScannedFile) -> FileTask {
+        FileTask {
+            path: f.path,
+            size: f.size,
+            mtime: f.mtime,
+            base: None,
+            base_file: None,
+        }
+    }
 }
 
 /// A tensor piece of a base file.
@@ -177,8 +181,9 @@ impl Ledger {
             .map_err(|message| Error::InvalidInput { message })?;
         let expected_tip = self.branch_tip_for(req)?;
 
-        let mut files = Vec::new();
-        let root = scan(dir, dir, &mut files)?;
+        let mut scanned = Vec::new();
+        let root = scan(dir, dir, &mut scanned)?;
+        let mut files: Vec<FileTask> = scanned.into_iter().map(FileTask::from).collect();
         if self.config.delta {
             if let Some(base) = req.delta_base.or(expected_tip) {
                 self.attach_bases(base, dir, &mut files)?;
@@ -218,7 +223,7 @@ impl Ledger {
     /// The pipeline, trees and the catalog transaction of
     /// [`Ledger::commit_dir`], writing into `staging`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn record_files(
+    fn record_files(
         &mut self,
         root: Node,
         files: &[FileTask],
@@ -473,7 +478,7 @@ impl Ledger {
         }
     }
 
-    pub(super) fn build_tree(
+    fn build_tree(
         &self,
         node: Node,
         ids: &[(ObjectId, u64)],

@@ -2,14 +2,31 @@
 //! which symlinks may be recorded.
 
 use std::fs::File;
-use std::path::{Component, Path};
+use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, Error, Result};
+use crate::read::check_symlink;
 use crate::store::LEDGER_DIR;
 
-use super::*;
+/// The scanned directory: a tree of nodes whose files get ids later.
+pub(super) enum Node {
+    File { slot: usize, exec: bool },
+    Symlink { target: Vec<u8> },
+    Dir(Vec<(String, Node)>),
+}
 
-pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result<Node> {
+/// A regular file found by the scan, as it was then.
+pub(super) struct ScannedFile {
+    pub(super) path: PathBuf,
+    pub(super) size: u64,
+    /// Modification time seen by the scan: a file whose length or mtime
+    /// differs after reading changed while being recorded.
+    pub(super) mtime: Option<std::time::SystemTime>,
+}
+
+/// Scan `dir` (inside `root`) into a tree of nodes, appending its regular
+/// files to `files` (a node's slot is its index there).
+pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<ScannedFile>) -> Result<Node> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let rd = std::fs::read_dir(dir).map_err(io_err("read directory", dir))?;
@@ -46,12 +63,10 @@ pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result
         } else if ft.is_file() {
             // Open now so unreadable files fail before anything is written.
             File::open(&path).map_err(io_err("open", &path))?;
-            files.push(FileTask {
+            files.push(ScannedFile {
                 path: path.clone(),
                 size: md.len(),
                 mtime: md.modified().ok(),
-                base: None,
-                base_file: None,
             });
             Node::File {
                 slot: files.len() - 1,
@@ -72,37 +87,4 @@ pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<FileTask>) -> Result
         out.push((name.to_string(), node));
     }
     Ok(Node::Dir(out))
-}
-
-/// Refuse absolute symlinks and relative ones that climb above `root`.
-pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
-    let escapes = || Error::SymlinkEscapes {
-        path: link.to_path_buf(),
-        target: target.display().to_string(),
-    };
-    if target.is_absolute() {
-        return Err(escapes());
-    }
-    let rel_parent = link
-        .parent()
-        .and_then(|p| p.strip_prefix(root).ok())
-        .ok_or_else(escapes)?;
-    let mut depth: i64 = rel_parent
-        .components()
-        .filter(|c| matches!(c, Component::Normal(_)))
-        .count() as i64;
-    for c in target.components() {
-        match c {
-            Component::Normal(_) => depth += 1,
-            Component::ParentDir => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err(escapes());
-                }
-            }
-            Component::CurDir => {}
-            _ => return Err(escapes()),
-        }
-    }
-    Ok(())
 }

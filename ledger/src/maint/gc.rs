@@ -6,8 +6,8 @@ use std::sync::atomic::AtomicBool;
 use rusqlite::params;
 
 use super::prune::GcOptions;
+use crate::catalog::ImmediateTx;
 use crate::catalog::{self, ObjectRow};
-use crate::commit::ImmediateTx;
 use crate::error::{db_err, io_err, Error, Result};
 use crate::id::ObjectId;
 use crate::pack::{self, PackWriter, PACK_HEADER_LEN, RECORD_HEADER_LEN};

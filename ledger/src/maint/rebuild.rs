@@ -6,8 +6,9 @@ use std::os::unix::fs::FileExt;
 
 use rusqlite::params;
 
+use crate::catalog::ImmediateTx;
 use crate::catalog::{self, ObjectRow};
-use crate::commit::{index_commit, ImmediateTx};
+use crate::commit::index_commit;
 use crate::error::{db_err, io_err, Error, Result};
 use crate::id::{CommitId, ObjectId};
 use crate::object::{Kind, Mode};

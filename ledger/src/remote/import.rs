@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{WireBody, WireObject};
+use crate::catalog::ImmediateTx;
 use crate::catalog::{self, Location, ObjectRow};
-use crate::commit::{chain_cost, index_commit, link_cost, ImmediateTx};
+use crate::commit::{chain_cost, index_commit, link_cost};
 use crate::error::{io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};

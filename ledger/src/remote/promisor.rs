@@ -2,7 +2,7 @@
 //! remote are fetched when something reads them, through a
 //! [`RemoteOpener`] the caller gives (it opens the remote with the caller's
 //! credentials and options; the ledger reads no environment), and verified
-//! on arrival like any fetched object. See [`crate::source`] for how the
+//! on arrival like any fetched object. See [`crate::layers`] for how the
 //! layers stack.
 
 use std::cell::{Cell, RefCell};
@@ -69,11 +69,6 @@ impl Promisor {
             store: RefCell::new(None),
             fetched: Cell::new(0),
         }
-    }
-
-    /// Files fetched through this layer so far.
-    pub fn fetched(&self) -> u64 {
-        self.fetched.get()
     }
 
     /// The promisor remote's URL.
@@ -160,6 +155,10 @@ impl ObjectSource for Promisor {
         self.fetched.set(self.fetched.get() + n);
         Ok(n)
     }
+
+    fn fetched(&self) -> u64 {
+        self.fetched.get()
+    }
 }
 
 impl Ledger {
@@ -186,7 +185,7 @@ impl Ledger {
     }
 
     /// The promisor layer, when one is installed.
-    pub(crate) fn promisor_layer(&self) -> Option<&Promisor> {
-        self.promisor.as_deref()
+    pub(crate) fn promisor_layer(&self) -> Option<&dyn ObjectSource> {
+        self.promisor.as_deref().map(|p| p as &dyn ObjectSource)
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{db_err, io_err, Error, Result};
 use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Tree};
 use crate::pack::{self};
+use crate::source::ObjectSource;
 
 mod chain;
 mod packcache;
@@ -66,7 +67,7 @@ pub struct WriteConfig {
     /// Code sparse 16-bit deltas jointly (FORMAT.md §12.3.1) instead of as
     /// zstd frames. On by default: on the main series a link is 0.055 ×
     /// raw instead of 0.064 (the ledger 0.116 × raw instead of 0.124), for
-    /// about the same CPU time to write and to read (FORMAT.md §13.0.2).
+    /// about the same CPU time to write and to read (FORMAT.md §13.0.3).
     /// `false` writes the zstd form, which every reader decodes.
     pub joint_coding: bool,
     /// Store the high byte plane of a sparse 16-bit delta as its
@@ -144,8 +145,9 @@ pub struct Ledger {
     pub(crate) lock_mode: LockMode,
     _lock: File,
     pack_files: SharedPackCache,
-    /// The layer below the packs in a partial clone (see [`crate::source`]).
-    pub(crate) promisor: Option<Box<crate::remote::promisor::Promisor>>,
+    /// The layer below the packs in a partial clone: the promisor remote
+    /// (see [`crate::layers`]).
+    pub(crate) promisor: Option<Box<dyn ObjectSource + Send>>,
     /// Write-path tunables.
     pub config: WriteConfig,
 }
@@ -439,20 +441,6 @@ impl Ledger {
             kind: "chunk list",
             reason,
         })
-    }
-
-    /// Stream a bytes object (file contents) to `out`, verifying every chunk
-    /// before it is written and the whole-file digest at the end. Reads
-    /// through every layer ([`Ledger::objects`]): in a partial clone with a
-    /// remote opener, a promised file is fetched first. Returns the byte
-    /// count.
-    pub fn read_bytes_to(
-        &self,
-        id: &ObjectId,
-        out: &mut dyn Write,
-        cancel: &AtomicBool,
-    ) -> Result<u64> {
-        crate::source::ObjectSource::read_bytes_to(&self.objects(), id, out, cancel)
     }
 
     /// [`Ledger::read_bytes_to`] from the packs only. Chunks are decoded on
