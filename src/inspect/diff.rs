@@ -11,11 +11,8 @@
 //! memory at all.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::io::{Cursor, Read, Seek};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, Ledger, Mode, ObjectId, TreeId};
 use serde_json::{json, Map, Value};
@@ -23,6 +20,7 @@ use sha2::Digest as _;
 
 use super::audit::audit_gap;
 use super::files::{files, TensorMemo};
+use super::side::SideOptions;
 use super::{InspectError, RoundTree, BINDING_PATH, SUMMARY_PATH};
 
 /// The sections of a diff, in output order.
@@ -100,6 +98,16 @@ pub struct DiffOptions {
     pub memory_limit: u64,
 }
 
+impl DiffOptions {
+    /// How this diff materialises the sides of a safetensors comparison.
+    pub(super) fn sides(&self) -> SideOptions<'_> {
+        SideOptions {
+            memory_limit: self.memory_limit,
+            scratch_dir: self.scratch_dir.as_deref(),
+        }
+    }
+}
+
 impl Default for DiffOptions {
     fn default() -> Self {
         DiffOptions {
@@ -151,7 +159,7 @@ pub fn diff_commits(
                 "a": audit_gap(ledger, &a)?,
                 "b": audit_gap(ledger, &b)?,
             }),
-            Section::Files => files(&ra, &rb, opts, &mut memo)?,
+            Section::Files => files(&ra, &rb, opts.sides(), &mut memo)?,
         };
         out.insert(s.name().into(), v);
     }
@@ -543,54 +551,6 @@ fn identity_side(r: &RoundTree<'_>, tree: Option<&TreeId>) -> Result<Value, Insp
     })
 }
 
-/// A materialised side of a safetensors comparison.
-pub(super) enum Side {
-    Mem(Cursor<Vec<u8>>),
-    Disk(File),
-}
-
-impl Read for Side {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Side::Mem(c) => c.read(buf),
-            Side::Disk(f) => f.read(buf),
-        }
-    }
-}
-
-impl Seek for Side {
-    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
-        match self {
-            Side::Mem(c) => c.seek(pos),
-            Side::Disk(f) => f.seek(pos),
-        }
-    }
-}
-
-pub(super) fn materialise(
-    l: &Ledger,
-    id: &ObjectId,
-    size: u64,
-    path: &str,
-    opts: &DiffOptions,
-) -> Result<Side, InspectError> {
-    if size <= opts.memory_limit {
-        return Ok(Side::Mem(Cursor::new(l.read_bytes(id)?)));
-    }
-    let dir = opts
-        .scratch_dir
-        .clone()
-        .unwrap_or_else(|| l.dir().to_path_buf());
-    let scratch = |source| InspectError::Scratch {
-        path: path.to_string(),
-        source,
-    };
-    let mut f = tempfile::tempfile_in(&dir).map_err(scratch)?;
-    l.read_bytes_to(id, &mut f, &AtomicBool::new(false))?;
-    f.rewind().map_err(scratch)?;
-    Ok(Side::Disk(f))
-}
-
 fn checkpoint(
     a: &RoundTree<'_>,
     b: &RoundTree<'_>,
@@ -640,7 +600,7 @@ fn checkpoint(
                 continue;
             }
             let full = format!("candidate/{p}");
-            f["tensors"] = memo.get((a, b), &full, *x, *y, opts)?;
+            f["tensors"] = memo.get((a, b), &full, *x, *y, opts.sides())?;
         }
         files.push(f);
     }

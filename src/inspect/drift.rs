@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use bat_ledger::{CommitId, Ledger, Mode, ObjectId, TreeId};
 use serde::Serialize;
 
-use super::diff::{materialise, DiffOptions};
+use super::diff::DiffOptions;
+use super::side::materialise;
 use super::tensors::diff_safetensors;
 use super::{InspectError, RoundTree};
 
@@ -65,8 +66,8 @@ pub fn candidate_drift(
         if ia == ib {
             // The same bytes: count the elements as compared and unchanged
             // without decoding twice.
-            let mut x = materialise(ledger, ia, *sa, path, opts)?;
-            let mut y = materialise(ledger, ib, *sb, path, opts)?;
+            let mut x = materialise(ledger, ia, *sa, path, opts.sides())?;
+            let mut y = materialise(ledger, ib, *sb, path, opts.sides())?;
             for t in diff_safetensors(&mut x, *sa, &mut y, *sb).map_err(|source| {
                 InspectError::Tensors {
                     path: path.clone(),
@@ -78,8 +79,8 @@ pub fn candidate_drift(
             continue;
         }
         let full = format!("candidate/{path}");
-        let mut x = materialise(ledger, ia, *sa, &full, opts)?;
-        let mut y = materialise(ledger, ib, *sb, &full, opts)?;
+        let mut x = materialise(ledger, ia, *sa, &full, opts.sides())?;
+        let mut y = materialise(ledger, ib, *sb, &full, opts.sides())?;
         let deltas = diff_safetensors(&mut x, *sa, &mut y, *sb)
             .map_err(|source| InspectError::Tensors { path: full, source })?;
         for t in deltas {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bat_ledger::{Mode, ObjectId};
 use serde_json::{json, Value};
 
-use super::diff::{materialise, DiffOptions};
+use super::side::{materialise, SideOptions};
 use super::tensors::diff_safetensors;
 use super::{InspectError, RoundTree};
 
@@ -30,7 +30,7 @@ impl TensorMemo {
         path: &str,
         x: (ObjectId, u64),
         y: (ObjectId, u64),
-        opts: &DiffOptions,
+        opts: SideOptions<'_>,
     ) -> Result<Value, InspectError> {
         if let Some(v) = self.0.get(&(x.0, y.0)) {
             return Ok(v.clone());
@@ -67,7 +67,7 @@ fn tree_files(r: &RoundTree<'_>) -> Result<BTreeMap<String, (ObjectId, u64)>, In
 pub(super) fn files(
     a: &RoundTree<'_>,
     b: &RoundTree<'_>,
-    opts: &DiffOptions,
+    opts: SideOptions<'_>,
     memo: &mut TensorMemo,
 ) -> Result<Value, InspectError> {
     let fa = tree_files(a)?;

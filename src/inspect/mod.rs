@@ -23,6 +23,7 @@ pub mod diff;
 pub mod drift;
 pub mod files;
 pub mod rounds;
+mod side;
 pub mod tensors;
 
 use crate::round::meta::RoundMeta;
