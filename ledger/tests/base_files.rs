@@ -8,37 +8,22 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, CommitOutcome, CommitRequest, Ledger, NoProgress, ObjectId};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+use common::{write_safetensors, Rng, Tensor};
 
-/// A safetensors file of two BF16 tensors of `n` elements each.
+/// A safetensors file of BF16 tensors `w0`, `w1`, ... holding `data`.
 fn model(data: &[Vec<u8>]) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    let mut off = 0usize;
-    for (i, d) in data.iter().enumerate() {
-        header.insert(
-            format!("w{i}"),
-            serde_json::json!({"dtype": "BF16", "shape": [d.len() / 2], "data_offsets": [off, off + d.len()]}),
-        );
-        off += d.len();
-    }
-    let mut h = serde_json::to_vec(&header).unwrap();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    for d in data {
-        out.extend_from_slice(d);
-    }
-    out
+    let names: Vec<String> = (0..data.len()).map(|i| format!("w{i}")).collect();
+    let shapes: Vec<[usize; 1]> = data.iter().map(|d| [d.len() / 2]).collect();
+    let ts: Vec<Tensor<'_>> = (0..data.len())
+        .map(|i| Tensor {
+            name: &names[i],
+            dtype: "BF16",
+            shape: &shapes[i],
+            data: &data[i],
+        })
+        .collect();
+    write_safetensors(&ts, None)
 }
 
 /// Round `r` of a model whose elements move by one code point, about one in

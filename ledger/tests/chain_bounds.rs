@@ -5,7 +5,7 @@
 //! sender, whose gc re-rooted it after the receiver fetched it, and the
 //! sender's later links would stack on the receiver's deeper chain.
 
-mod remote_common;
+mod common;
 
 use std::path::Path;
 
@@ -15,7 +15,7 @@ use bat_ledger::store::MAX_CHAIN;
 use bat_ledger::{
     CommitId, CommitRequest, Ledger, Location, LockMode, NoProgress, ObjectId, MAX_DELTA_DEPTH,
 };
-use remote_common::{no, perturb, safetensors, Rng};
+use common::{no, perturb, safetensors, Rng};
 
 /// Records in the chain of `id` in `l` (1 for a self-contained record).
 fn chain_len(l: &Ledger, id: &ObjectId) -> usize {

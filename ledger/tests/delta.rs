@@ -10,22 +10,8 @@ use bat_ledger::{
     CommitId, CommitRequest, Error, Ledger, Location, LockMode, NoProgress, ObjectId,
 };
 
-fn no() -> AtomicBool {
-    AtomicBool::new(false)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+mod common;
+use common::{no, write_safetensors, Rng, Tensor};
 
 const DTYPES: &[(&str, usize)] = &[
     ("BOOL", 1),
@@ -62,29 +48,18 @@ fn tensor(rng: &mut Rng, name: &str, dtype: &'static str, w: usize, shape: Vec<u
     }
 }
 
-/// Serialize like the safetensors crate: sorted JSON header padded with
-/// spaces to a multiple of 8, then the data in order.
+/// Serialize like the safetensors crate writes a PyTorch export.
 fn safetensors(ts: &[T]) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    let mut off = 0usize;
-    for t in ts {
-        header.insert(
-            t.name.clone(),
-            serde_json::json!({"dtype": t.dtype, "shape": t.shape, "data_offsets": [off, off + t.data.len()]}),
-        );
-        off += t.data.len();
-    }
-    header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
-    let mut h = serde_json::to_vec(&header).unwrap();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    for t in ts {
-        out.extend_from_slice(&t.data);
-    }
-    out
+    let ts: Vec<Tensor<'_>> = ts
+        .iter()
+        .map(|t| Tensor {
+            name: &t.name,
+            dtype: t.dtype,
+            shape: &t.shape,
+            data: &t.data,
+        })
+        .collect();
+    write_safetensors(&ts, Some(serde_json::json!({"format": "pt"})))
 }
 
 /// Change about one element byte in eight.

@@ -2,7 +2,7 @@
 //! bundles (valid checksums, malicious content) that must be refused
 //! without changing the receiving ledger.
 
-mod remote_common;
+mod common;
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ use bat_ledger::remote::transfer::fetch;
 use bat_ledger::remote::wire::WireWriter;
 use bat_ledger::remote::{Bundle, WireObject};
 use bat_ledger::{CommitId, Ledger, NoProgress, ObjectId};
-use remote_common::{no, series_ledger, state};
+use common::{no, series_ledger, state};
 
 /// A bundle file with the given refs and objects and a correct trailer.
 fn craft(path: &Path, refs: &[(&str, CommitId)], objects: &[WireObject]) {

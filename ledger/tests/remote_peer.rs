@@ -5,7 +5,7 @@
 //! fetch afterwards still works. Also: push over the `Remote` trait with
 //! compare-and-swap and fast-forward checks.
 
-mod remote_common;
+mod common;
 
 use std::collections::HashMap;
 
@@ -14,7 +14,7 @@ use bat_ledger::remote::{DirRemote, Remote, RemoteError, WireBody, WireObject};
 use bat_ledger::{
     Commit, CommitId, Kind, Ledger, Mode, NoProgress, ObjectId, Tree, TreeEntry, TreeId,
 };
-use remote_common::{no, series_ledger, state};
+use common::{no, series_ledger, state};
 
 #[derive(Clone, Copy, Debug)]
 enum Lie {

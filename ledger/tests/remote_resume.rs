@@ -1,14 +1,14 @@
 //! An interrupted fetch keeps every verified batch that arrived, and the
 //! next fetch asks only for what is still missing.
 
-mod remote_common;
+mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bat_ledger::remote::transfer::fetch;
 use bat_ledger::remote::{DirRemote, RemoteError};
 use bat_ledger::{CommitRequest, Ledger, NoProgress, Progress};
-use remote_common::{no, Rng};
+use common::{no, Rng};
 
 /// Sets the cancellation flag once `limit` payload bytes were received.
 struct StopAfter<'a> {

@@ -3,7 +3,7 @@
 //! small batches; every kind of malicious input is refused and leaves the
 //! receiving ledger byte-identical.
 
-mod remote_common;
+mod common;
 
 use std::collections::HashSet;
 
@@ -12,7 +12,7 @@ use bat_ledger::remote::{WireBody, WireObject};
 use bat_ledger::{
     CommitId, Error, Kind, Ledger, Location, Mode, NoProgress, ObjectId, Tree, TreeEntry, TreeId,
 };
-use remote_common::{no, series_ledger, state};
+use common::{no, series_ledger, state};
 
 /// Everything reachable from `c`, bottom-up: bases before deltas, lists
 /// and chunks before chunked files, entries before trees, parents first.

@@ -1,4 +1,4 @@
-//! Shared helpers of the ledger's remote tests: deterministic data, small
+//! Shared helpers of the ledger's test crates: deterministic data, small
 //! safetensors files, ledgers with several commits, and "unchanged" checks.
 #![allow(dead_code)]
 
@@ -27,15 +27,45 @@ impl Rng {
 
 /// A bf16 safetensors file with `tensors` tensors of `elems` elements.
 pub fn safetensors(rng: &mut Rng, tensors: usize, elems: usize) -> Vec<u8> {
+    let data: Vec<Vec<u8>> = (0..tensors).map(|_| rng.bytes(elems * 2)).collect();
+    let names: Vec<String> = (0..tensors).map(|i| format!("layer{i}.weight")).collect();
+    let shape = [elems];
+    let ts: Vec<Tensor<'_>> = names
+        .iter()
+        .zip(&data)
+        .map(|(name, data)| Tensor {
+            name,
+            dtype: "BF16",
+            shape: &shape,
+            data,
+        })
+        .collect();
+    write_safetensors(&ts, None)
+}
+
+/// One tensor of a file [`write_safetensors`] writes.
+pub struct Tensor<'a> {
+    pub name: &'a str,
+    pub dtype: &'a str,
+    pub shape: &'a [usize],
+    pub data: &'a [u8],
+}
+
+/// Serialize like the safetensors crate: the JSON header (with `metadata`
+/// as `__metadata__` when given) padded with spaces to a multiple of 8,
+/// then the tensors' bytes in order.
+pub fn write_safetensors(ts: &[Tensor<'_>], metadata: Option<serde_json::Value>) -> Vec<u8> {
     let mut header = serde_json::Map::new();
-    let mut data = Vec::new();
-    for i in 0..tensors {
-        let t = rng.bytes(elems * 2);
+    let mut off = 0usize;
+    for t in ts {
         header.insert(
-            format!("layer{i}.weight"),
-            serde_json::json!({"dtype": "BF16", "shape": [elems], "data_offsets": [data.len(), data.len() + t.len()]}),
+            t.name.to_string(),
+            serde_json::json!({"dtype": t.dtype, "shape": t.shape, "data_offsets": [off, off + t.data.len()]}),
         );
-        data.extend_from_slice(&t);
+        off += t.data.len();
+    }
+    if let Some(m) = metadata {
+        header.insert("__metadata__".into(), m);
     }
     let mut h = serde_json::to_vec(&header).expect("json");
     while !h.len().is_multiple_of(8) {
@@ -43,7 +73,9 @@ pub fn safetensors(rng: &mut Rng, tensors: usize, elems: usize) -> Vec<u8> {
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(&h);
-    out.extend_from_slice(&data);
+    for t in ts {
+        out.extend_from_slice(t.data);
+    }
     out
 }
 
