@@ -447,7 +447,8 @@ impl Drop for ReadTx<'_> {
     }
 }
 
-/// Refuse absolute symlinks (when recording and when checking out) and relative ones that climb above `root`.
+/// Refuse absolute symlinks and relative ones that climb above `root`:
+/// the rule both for recording a directory and for checking one out.
 pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
     let escapes = || Error::SymlinkEscapes {
         path: link.to_path_buf(),
