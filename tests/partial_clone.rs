@@ -267,3 +267,100 @@ fn partial_clone_of_an_s3_remote() {
     refused(t.path(), &served, &wrong, "lacked the necessary privileges");
     every_verb(t.path(), &origin, &served);
 }
+
+/// A bf16 safetensors file of one tensor of `n` elements for each of
+/// `rounds` rounds: about one element in eight moves by one code point
+/// per round, as a fine-tuning step does, so each round after the first is
+/// stored as delta links on the one before.
+fn bf16_rounds(n: usize, rounds: usize) -> Vec<Vec<u8>> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut data: Vec<u8> = (0..2 * n).map(|_| next() as u8).collect();
+    let header = format!(
+        r#"{{"w":{{"dtype":"BF16","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
+        2 * n
+    );
+    let mut h = header.into_bytes();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut out = Vec::new();
+    for _ in 0..rounds {
+        let mut file = (h.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(&h);
+        file.extend_from_slice(&data);
+        out.push(file);
+        for e in data.chunks_mut(2) {
+            if next() % 8 == 0 {
+                let v = u16::from_le_bytes([e[0], e[1]]).wrapping_add(1);
+                e.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// A checkpoint stored as delta links (each round's pieces on the previous
+/// round's) is promised in a partial clone; reading it must fetch the
+/// bases of its links as well, down to the keyframe, even when the whole
+/// transfer is smaller than one import batch. It used to fail with "delta
+/// base … is neither stored nor earlier in the stream".
+#[test]
+fn a_partial_clone_fetches_the_delta_bases_of_a_checkpoint() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let root = t.path();
+    let origin = root.join("origin");
+    ok(bat(root, &[], &["init", origin.to_str().expect("utf-8")]));
+    // 3 M elements: 6 MB, chunked into two tensor pieces, each delta-coded.
+    let rounds = bf16_rounds(3 << 20, 4);
+    for (i, bytes) in rounds.iter().enumerate() {
+        let dir = root.join(format!("r{i}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::write(dir.join("model.safetensors"), bytes).expect("write");
+        ok(bat(
+            &origin,
+            &[],
+            &[
+                "commit",
+                dir.to_str().expect("utf-8"),
+                "-m",
+                &format!("r{i}"),
+            ],
+        ));
+    }
+    let stats = json(bat(&origin, &[], &["--json", "stats"]));
+    assert!(
+        stats["delta_objects"].as_u64().unwrap_or(0) > 0,
+        "the rounds were not stored as deltas: {stats}"
+    );
+    for (rev, want) in [("HEAD", &rounds[3]), ("HEAD~2", &rounds[1])] {
+        let part = root.join(format!("part-{}", rev.replace('~', "-")));
+        ok(bat(
+            root,
+            &[],
+            &[
+                "clone",
+                "--filter",
+                "no-checkpoints",
+                origin.to_str().expect("utf-8"),
+                part.to_str().expect("utf-8"),
+            ],
+        ));
+        assert_eq!(promised(&part), 4, "every round's checkpoint is promised");
+        let out = root.join(format!("out-{}", rev.replace('~', "-")));
+        ok(bat(
+            &part,
+            &[],
+            &["checkout", rev, "--to", out.to_str().expect("utf-8")],
+        ));
+        let got = std::fs::read(out.join("model.safetensors")).expect("checked out");
+        assert!(got == *want, "{rev} checked out with other bytes");
+        let f = json(bat(&part, &[], &["--json", "fsck"]));
+        assert_eq!(f["ok"], true, "{f}");
+    }
+}

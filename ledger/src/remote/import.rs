@@ -212,15 +212,15 @@ impl Ledger {
             received: batch.len() as u64,
             ..Default::default()
         };
-        // Which in-batch objects later objects use as delta bases: their
-        // decoded bytes are kept while the batch is verified.
-        let bases: HashSet<ObjectId> = batch
-            .iter()
-            .filter_map(|o| match &o.body {
-                WireBody::Delta { base, .. } => Some(*base),
-                _ => None,
-            })
-            .collect();
+        // Which in-batch objects later objects use as delta bases, and by
+        // how many: their decoded bytes are kept until their last use, so a
+        // batch of many chains holds only the bases still to be used.
+        let mut bases: HashMap<ObjectId, usize> = HashMap::new();
+        for o in &batch {
+            if let WireBody::Delta { base, .. } = &o.body {
+                *bases.entry(*base).or_default() += 1;
+            }
+        }
         let mut cache: HashMap<ObjectId, Arc<Vec<u8>>> = HashMap::new();
         // Chain cost (`commit::chain_cost`) of every record stored so far
         // in this batch, and a compressor for versions stored whole.
@@ -285,6 +285,13 @@ impl Ledger {
                     let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
                     let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
                         .map_err(|r| bad(o.id, r))?;
+                    drop(base_bytes);
+                    if let Some(n) = bases.get_mut(base) {
+                        *n -= 1;
+                        if *n == 0 {
+                            cache.remove(base);
+                        }
+                    }
                     let cost = base_cost.saturating_add(link_cost(payload.len() as u64, o.raw_len));
                     if cost > MAX_DELTA_DEPTH {
                         // This ledger holds the base deeper in its chain
@@ -384,7 +391,7 @@ impl Ledger {
         &self,
         o: &WireObject,
         raw: Vec<u8>,
-        bases: &HashSet<ObjectId>,
+        bases: &HashMap<ObjectId, usize>,
         cache: &mut HashMap<ObjectId, Arc<Vec<u8>>>,
         dec: &mut Decoded,
         _st: &Staging,
@@ -394,7 +401,7 @@ impl Ledger {
         }
         match o.kind {
             Kind::Bytes => {
-                if bases.contains(&o.id) {
+                if bases.get(&o.id).is_some_and(|&n| n > 0) {
                     cache.insert(o.id, Arc::new(raw));
                 }
             }
@@ -458,7 +465,8 @@ impl Ledger {
         }
         if st.seen.contains(base) {
             // Staged earlier in the batch but not cached: cannot happen (every
-            // in-batch base is cached), but read it back rather than trust.
+            // in-batch base is cached until its last use), but refuse rather
+            // than trust.
             return Err(bad(
                 o.id,
                 format!("delta base {base} was staged but not kept"),

@@ -20,9 +20,12 @@ use crate::id::ObjectId;
 /// Most pack files one ledger handle keeps open. Reads need a handful at a
 /// time (a delta chain, a file's pieces in flight); a ledger can hold
 /// thousands of packs, and a process may have as few as 64 descriptors, of
-/// which two ledgers (a fetch from a directory remote) must leave room for
-/// their catalogs, the staging pack and the standard streams.
-pub const MAX_OPEN_PACKS: usize = 16;
+/// which three ledgers (a partial clone reading a promised file: the
+/// reading handle, the promisor's writing handle and a directory remote)
+/// must leave room for their catalogs, locks, the staging pack, the file
+/// being written and the standard streams. At 16 such a checkout ran out
+/// at `ulimit -n 64`.
+pub const MAX_OPEN_PACKS: usize = 8;
 
 /// Open pack files by catalog id, least recently used evicted first, and
 /// pack names by catalog id. A file still being read (an `Arc` clone) stays

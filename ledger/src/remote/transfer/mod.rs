@@ -31,6 +31,12 @@ pub type HasFn<'a> = dyn FnMut(&[ObjectId]) -> Result<Vec<bool>, RemoteError> + 
 
 /// Payload bytes per imported batch.
 pub const BATCH_BYTES: u64 = 64 << 20;
+/// Decoded bytes per imported batch: an import keeps the decoded bytes of
+/// the batch's delta bases until their last use, and a batch of links
+/// (a few percent of their versions' size each) can stand for gigabytes of
+/// versions, so this bounds a fetch's memory where [`BATCH_BYTES`] alone
+/// does not.
+pub const BATCH_RAW_BYTES: u64 = 256 << 20;
 /// Objects per `has`/`get` request.
 pub const REQUEST_IDS: usize = 4096;
 
