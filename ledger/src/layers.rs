@@ -13,7 +13,6 @@ use std::sync::atomic::AtomicBool;
 
 use crate::error::Result;
 use crate::id::{ObjectId, TreeId};
-use crate::object::TreeEntry;
 use crate::progress::Progress;
 use crate::remote::transfer::PathFilter;
 use crate::source::ObjectSource;
@@ -168,13 +167,7 @@ impl Ledger {
         }
         let mut ids = Vec::new();
         for f in self.walk_files(tree)? {
-            let e = TreeEntry {
-                name: f.path.rsplit('/').next().unwrap_or("").to_string(),
-                mode: f.mode,
-                id: f.id,
-                size: f.size,
-            };
-            if select.is_none_or(|s| s(&f.path, &e)) {
+            if select.is_none_or(|s| s(&f.path, &f.tree_entry())) {
                 ids.push(f.id);
             }
         }

@@ -27,6 +27,19 @@ pub struct FileEntry {
     pub size: u64,
 }
 
+impl FileEntry {
+    /// The tree entry this file stands for (its name is the last path
+    /// component), as a path filter sees it.
+    pub fn tree_entry(&self) -> TreeEntry {
+        TreeEntry {
+            name: self.path.rsplit('/').next().unwrap_or("").to_string(),
+            mode: self.mode,
+            id: self.id,
+            size: self.size,
+        }
+    }
+}
+
 /// Result of a checkout.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckoutStats {

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use super::receive::{decode_for_walk, get_all, receive_files};
 use super::{cancelled, FetchOutcome, FetchStats, PathFilter, RefUpdate};
 use crate::id::{CommitId, ObjectId, TreeId};
-use crate::object::{Commit, Kind, Mode, Tree, TreeEntry};
+use crate::object::{Commit, Kind, Mode, Tree};
 use crate::progress::Progress;
 use crate::refs::{HEADS, TAGS};
 use crate::remote::{Remote, RemoteError, WireObject};
@@ -170,13 +170,7 @@ pub fn missing_files(
 ) -> Result<Vec<ObjectId>, RemoteError> {
     let mut out = Vec::new();
     for f in local.walk_files(tree)? {
-        let e = TreeEntry {
-            name: f.path.rsplit('/').next().unwrap_or("").to_string(),
-            mode: f.mode,
-            id: f.id,
-            size: f.size,
-        };
-        if select.is_some_and(|s| !s(&f.path, &e)) {
+        if select.is_some_and(|s| !s(&f.path, &f.tree_entry())) {
             continue;
         }
         if !local.contains(&f.id)? {
