@@ -362,6 +362,21 @@ pub fn read_record_chained(
     decode_payload(pack, e, &h, payload, base, check_digest)
 }
 
+/// Ask the kernel to start reading record `e` (header and payload) into the
+/// page cache, without waiting. Decoding is CPU-bound and a pack on a cold
+/// cache is read at disk speed: hinted a few pieces ahead, the reads of the
+/// next records overlap the decoding of this one instead of stalling it.
+/// Only a hint: an error (or another system) changes nothing but speed.
+pub(crate) fn prefetch_record(file: &File, e: &Expect) {
+    #[cfg(target_os = "linux")]
+    {
+        let len = std::num::NonZeroU64::new(RECORD_HEADER_LEN as u64 + e.stored_len);
+        let _ = rustix::fs::fadvise(file, e.offset, len, rustix::fs::Advice::WillNeed);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, e);
+}
+
 /// The corruption error for the record `e` of `pack`.
 pub(crate) fn corrupt_at(pack: &str, e: &Expect, reason: String) -> Error {
     Error::Corrupt {

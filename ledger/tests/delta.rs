@@ -424,6 +424,31 @@ fn corrupted_delta_is_detected_with_a_clear_error() {
 }
 
 #[test]
+fn a_missing_pack_is_named_by_the_read_that_needs_it() {
+    // Reads hint the kernel to read the records of the pieces ahead
+    // (`prefetch_chain`); a pack that cannot be opened there must still be
+    // reported by the read itself, naming the pack, not skipped or panicked on.
+    let t = tempfile::tempdir().unwrap();
+    let mut l = small_ledger(t.path());
+    let s = series(&mut l, &t.path().join("d"), 3);
+    assert!(!delta_rows(&l).is_empty());
+    let oldest = packs_by_age(&l)[0].clone();
+    std::fs::remove_file(&oldest).unwrap();
+    // A new handle: this one may hold the pack open from the commits.
+    drop(l);
+    let l = Ledger::open(&t.path().join(".bat")).unwrap();
+    let tree = l.read_commit(&s[2].0).unwrap().tree;
+    let file = l.walk_files(&tree).unwrap()[0].id;
+    match l.read_bytes_to(&file, &mut std::io::sink(), &no()) {
+        Err(Error::Corrupt { pack, reason, .. }) => {
+            assert!(oldest.ends_with(&pack), "{pack}");
+            assert!(reason.contains("cannot open pack file"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
 fn corrupted_or_missing_base_is_detected() {
     let t = tempfile::tempdir().unwrap();
     let mut l = small_ledger(t.path());

@@ -67,7 +67,7 @@ pub struct WriteConfig {
     /// Code sparse 16-bit deltas jointly (FORMAT.md §12.3.1) instead of as
     /// zstd frames. On by default: on the main series a link is 0.055 ×
     /// raw instead of 0.064 (the ledger 0.116 × raw instead of 0.124), for
-    /// about the same CPU time to write and to read (FORMAT.md §13.0.3).
+    /// about the same CPU time to write and to read (FORMAT.md §13.0.4).
     /// `false` writes the zstd form, which every reader decodes.
     pub joint_coding: bool,
     /// Store the high byte plane of a sparse 16-bit delta as its
