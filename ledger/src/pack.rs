@@ -370,7 +370,10 @@ pub fn read_record_chained(
 pub(crate) fn prefetch_record(file: &File, e: &Expect) {
     #[cfg(target_os = "linux")]
     {
-        let len = std::num::NonZeroU64::new(RECORD_HEADER_LEN as u64 + e.stored_len);
+        // The read checks the length against the record's header; a hint
+        // runs before that, so it saturates rather than trust the sum.
+        let len =
+            std::num::NonZeroU64::new((RECORD_HEADER_LEN as u64).saturating_add(e.stored_len));
         let _ = rustix::fs::fadvise(file, e.offset, len, rustix::fs::Advice::WillNeed);
     }
     #[cfg(not(target_os = "linux"))]
