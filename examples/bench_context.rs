@@ -58,7 +58,7 @@ fn binary_entropy(p: f64) -> f64 {
     -(p * p.log2() + (1.0 - p) * (1.0 - p).log2())
 }
 
-/// Entropy of a histogram, bits per counted item, times the count.
+/// Bits to code a histogram's items at its order-0 entropy, in all.
 fn total_bits(hist: &[u64]) -> f64 {
     let n: u64 = hist.iter().sum();
     hist.iter()
@@ -136,15 +136,16 @@ fn main() -> Res<()> {
     println!("|---|---|---|---|---|");
     let (p, d) = link_bits(&base, &target, 1, |_| 0);
     println!("| none (order 0) | 1 | {p:.3} | {d:.3} | {:.3} |", p + d);
-    let cut_sets: [(&str, Vec<u32>); 3] = [
-        ("2", vec![119]),
-        ("3", vec![117, 120]),
-        ("every exponent", (1..255).collect()),
+    // (name, number of classes, class of an element of the context file)
+    type ClassOf = Box<dyn Fn(u16) -> usize>;
+    let contexts: [(&str, usize, ClassOf); 3] = [
+        ("2", 2, Box::new(|x| class_of(&[119], x))),
+        ("3", 3, Box::new(|x| class_of(&[117, 120], x))),
+        ("every exponent", 256, Box::new(|x| exponent(x) as usize)),
     ];
     for (from, src) in [("base", &base), ("keyframe", &key)] {
-        for (name, cuts) in &cut_sets {
-            let classes = cuts.len() + 1;
-            let (p, d) = link_bits(&base, &target, classes, |i| class_of(cuts, src[i]));
+        for (name, classes, of) in &contexts {
+            let (p, d) = link_bits(&base, &target, *classes, |i| of(src[i]));
             println!(
                 "| {from} exponent | {name} | {p:.3} | {d:.3} | {:.3} |",
                 p + d
