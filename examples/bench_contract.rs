@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bat::cli::round::{build, BuildArgs};
-use bat::contract::json;
-use bat::contract::pack::Pack;
-use bat::contract::source;
+use bat_cli::cli::round::{build, BuildArgs};
+use bat_contract::json;
+use bat_contract::pack::Pack;
+use bat_contract::source;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -105,15 +105,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // the durable write (temp file, fsync, rename) that the reference skips.
     let pack_obj = Pack::load_or_default(pack.as_deref())?;
     let k = pack_obj.contract()?;
-    let prompter = bat::contract::prompt::Prompter::new(&k);
+    let prompter = bat_contract::prompt::Prompter::new(&k);
     let source_bytes = std::fs::read(&source_path)?;
     let mut mem_times = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
-        let built = bat::contract::round::materialize(
+        let built = bat_contract::round::materialize(
             &k,
             &prompter,
-            &bat::contract::round::BuildInputs {
+            &bat_contract::round::BuildInputs {
                 source_bytes: &source_bytes,
                 source_file_name: "source.jsonl",
                 source_sha256: &sha,

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bat::contract::gate::{evaluate_gate, GateModel};
-use bat::contract::json::{self, Map, Value};
-use bat::contract::numeric::SumMode;
-use bat::contract::pack::Pack;
-use bat::contract::summary::build_summary;
+use bat_contract::gate::{evaluate_gate, GateModel};
+use bat_contract::json::{self, Map, Value};
+use bat_contract::numeric::SumMode;
+use bat_contract::pack::Pack;
+use bat_contract::summary::build_summary;
 
 const TRACKS: [&str; 7] = [
     "classification",

@@ -11,12 +11,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bat::contract::pack::Pack;
 use bat::engine::command::Stream;
 use bat::engine::r#loop::{
     prepare_fresh, run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start,
 };
 use bat::sim::{self, SimCampaign};
+use bat_contract::pack::Pack;
 use bat_ledger::{CommitId, Kind, Ledger};
 
 struct Quiet;

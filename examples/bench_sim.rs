@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bat::contract::pack::Pack;
 use bat::engine::command::Stream;
 use bat::engine::r#loop::{
     prepare_fresh, run_loop, CompletedRound, LoopEvent, Observer, RoundSink, RunOptions, Start,
 };
 use bat::sim::{self, RewardMode, SimCampaign};
+use bat_contract::pack::Pack;
 
 struct Quiet;
 impl Observer for Quiet {

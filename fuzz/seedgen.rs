@@ -37,7 +37,12 @@ fn main() {
         std::fs::write(d.join("sub/blob.bin"), noise).expect("write");
         std::fs::write(d.join("model.safetensors"), model(r, 4096)).expect("write");
         let c = l
-            .commit_dir(&d, &CommitRequest::new(format!("r{r}")), &NoProgress, &AtomicBool::new(false))
+            .commit_dir(
+                &d,
+                &CommitRequest::new(format!("r{r}")),
+                &NoProgress,
+                &AtomicBool::new(false),
+            )
             .expect("commit");
         commits.push(c.commit);
     }
@@ -53,10 +58,20 @@ fn main() {
         &AtomicBool::new(false),
     )
     .expect("plan");
-    let objs: Vec<_> = plan.iter().map(|id| l.export_wire(id).expect("export")).collect();
+    let objs: Vec<_> = plan
+        .iter()
+        .map(|id| l.export_wire(id).expect("export"))
+        .collect();
     for (i, o) in objs.iter().enumerate() {
-        if let WireBody::Record { compression, payload } | WireBody::Delta { compression, payload, .. } =
-            &o.body
+        if let WireBody::Record {
+            compression,
+            payload,
+        }
+        | WireBody::Delta {
+            compression,
+            payload,
+            ..
+        } = &o.body
         {
             let h = RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
             let mut rec = h.encode().to_vec();
@@ -65,7 +80,10 @@ fn main() {
                 w("record", format!("r{i}"), &rec);
             }
             if *compression == bat_ledger::pack::COMPRESSION_PLANES && o.raw_len % 8 == 0 {
-                let mut p = u16::try_from(o.raw_len / 8).unwrap_or(u16::MAX).to_le_bytes().to_vec();
+                let mut p = u16::try_from(o.raw_len / 8)
+                    .unwrap_or(u16::MAX)
+                    .to_le_bytes()
+                    .to_vec();
                 p.extend_from_slice(payload);
                 w("delta", format!("p{i}"), &p);
             }
@@ -74,7 +92,11 @@ fn main() {
             let raw = l.read_object(&o.id, o.kind).expect("raw");
             w("objects", format!("o{i}"), &raw);
         }
-        w("wire", format!("w{i}"), &encode_stream(std::slice::from_ref(o)));
+        w(
+            "wire",
+            format!("w{i}"),
+            &encode_stream(std::slice::from_ref(o)),
+        );
     }
     w("wire", "all".into(), &encode_stream(&objs));
     w("import", "all".into(), &encode_stream(&objs));
@@ -99,7 +121,10 @@ fn main() {
     )
     .expect("bundle");
     w("bundle", "three".into(), &std::fs::read(&b).expect("read"));
-    for e in std::fs::read_dir(l.dir().join("packs")).expect("packs").flatten() {
+    for e in std::fs::read_dir(l.dir().join("packs"))
+        .expect("packs")
+        .flatten()
+    {
         let bytes = std::fs::read(e.path()).expect("read");
         if bytes.len() < 256 << 10 {
             w("pack", e.file_name().to_string_lossy().into_owned(), &bytes);

@@ -2,5 +2,5 @@
 //! The `bat` binary: parse, dispatch, print.
 
 fn main() -> std::process::ExitCode {
-    bat::cli::main()
+    bat_cli::cli::main()
 }

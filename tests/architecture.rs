@@ -1,10 +1,15 @@
-//! The arrows that must never exist (issue 16), checked on the source text.
+//! The arrows that must never exist (issues 16 and 32), checked on the
+//! source text where the crate graph cannot hold them.
 //!
-//! - Nothing under `src/round`, `src/contract` or `ledger/src` refers to
+//! The crate graph holds the coarse ones: `bat-ledger` depends on nothing of
+//! bat's, `bat-contract` only on the ledger-free basics, `bat` (the domain)
+//! on both, and only `bat-cli` on clap and the terminal.
+//! Inside the domain crate:
+//! - Nothing under `bat/src/round` or `ledger/src` refers to
 //!   `crate::engine`, `crate::replay` or `crate::cli` (the layers above
-//!   them), and `ledger/src` does not refer to the `bat` crate at all.
-//! - The files of `src/round`, `src/contract` and `src/sim` form no import
-//!   cycle.
+//!   them), and `ledger/src` names none of bat's crates.
+//! - The files of `bat/src/round`, `contract/src` and `bat/src/sim` form no
+//!   import cycle.
 //!
 //! The check is textual, with no dependency on the compiler: comments and
 //! string literals are stripped, `mod name { .. }` blocks are tracked so a
@@ -377,8 +382,8 @@ fn file_of(files: &[SourceFile], path: &[String]) -> Option<usize> {
 }
 
 const UPPER: [&str; 3] = ["engine", "replay", "cli"];
-const LOWER: [&str; 2] = ["src/round/", "src/contract/"];
-const ACYCLIC: [&str; 3] = ["src/round/", "src/contract/", "src/sim/"];
+const LOWER: [&str; 1] = ["bat/src/round/"];
+const ACYCLIC: [&str; 3] = ["bat/src/round/", "contract/src/", "bat/src/sim/"];
 
 /// Upward references of the domain files (rule a).
 fn upward_refs(files: &[SourceFile]) -> Vec<String> {
@@ -470,11 +475,11 @@ fn workspace() -> PathBuf {
 }
 
 #[test]
-fn round_and_contract_do_not_import_the_layers_above() {
-    let files = crate_files(&workspace(), "src");
+fn round_does_not_import_the_layers_above() {
+    let files = crate_files(&workspace(), "bat/src");
     assert!(
-        files.iter().any(|f| f.rel.starts_with("src/round/")),
-        "found no files under src/round"
+        files.iter().any(|f| f.rel.starts_with("bat/src/round/")),
+        "found no files under bat/src/round"
     );
     let bad = upward_refs(&files);
     assert!(
@@ -491,8 +496,10 @@ fn the_ledger_does_not_name_bat_or_its_upper_layers() {
     let mut bad = Vec::new();
     for f in &files {
         let (refs, crates) = references(f);
-        if crates.contains("bat") {
-            bad.push(format!("{} names the bat crate", f.rel));
+        for name in ["bat", "bat_cli", "bat_contract"] {
+            if crates.contains(name) {
+                bad.push(format!("{} names the {name} crate", f.rel));
+            }
         }
         for r in refs {
             if r.path.first().is_some_and(|m| UPPER.contains(&m.as_str())) {
@@ -505,8 +512,9 @@ fn the_ledger_does_not_name_bat_or_its_upper_layers() {
 
 #[test]
 fn round_contract_and_sim_have_no_import_cycles() {
-    let files = crate_files(&workspace(), "src");
-    let found = cycles(&files);
+    // Each crate's files apart: module paths are per crate.
+    let mut found = cycles(&crate_files(&workspace(), "bat/src"));
+    found.extend(cycles(&crate_files(&workspace(), "contract/src")));
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
@@ -520,35 +528,38 @@ fn the_checker_finds_loops_and_upward_arrows() {
         text: text.to_string(),
     };
     let files = vec![
-        file("src/lib.rs", &[], "pub mod round; pub mod engine;"),
-        file("src/engine/mod.rs", &["engine"], "pub struct Campaign;"),
+        file("bat/src/lib.rs", &[], "pub mod round; pub mod engine;"),
+        file("bat/src/engine/mod.rs", &["engine"], "pub struct Campaign;"),
         file(
-            "src/round/mod.rs",
+            "bat/src/round/mod.rs",
             &["round"],
             "pub mod a; pub mod b; pub use a::A; pub struct RoundError;",
         ),
         file(
-            "src/round/a.rs",
+            "bat/src/round/a.rs",
             &["round", "a"],
             "use super::{b::{self, B}, RoundError};\n// crate::engine in a comment\nconst S: &str = \"crate::cli::x\";\npub struct A;",
         ),
         file(
-            "src/round/b.rs",
+            "bat/src/round/b.rs",
             &["round", "b"],
             "pub struct B; fn f() -> super::a::A { todo!() }\n#[cfg(test)] mod tests { use super::super::c; }",
         ),
         file(
-            "src/round/c.rs",
+            "bat/src/round/c.rs",
             &["round", "c"],
             "fn g(_: &crate::engine::Campaign) {} fn h(x: char) -> bool { x == '\"' }",
         ),
     ];
     let up = upward_refs(&files);
-    assert_eq!(up, vec!["src/round/c.rs imports crate::engine::Campaign"]);
+    assert_eq!(
+        up,
+        vec!["bat/src/round/c.rs imports crate::engine::Campaign"]
+    );
     let found = cycles(&files);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
-        found[0].starts_with("cycle among src/round/a.rs, src/round/b.rs:"),
+        found[0].starts_with("cycle among bat/src/round/a.rs, bat/src/round/b.rs:"),
         "{}",
         found[0]
     );

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use bat::contract::json::{self, Map, Value};
-use bat::contract::pack::{Pack, DEFAULT_PACK_JSON};
+use bat_contract::json::{self, Map, Value};
+use bat_contract::pack::{Pack, DEFAULT_PACK_JSON};
 
 fn bat() -> Command {
     Command::cargo_bin("bat").expect("bat binary")
@@ -67,8 +67,8 @@ fn pack_show_prints_the_default_pack() {
     assert_eq!(out, want);
     assert!(out.contains("\"automedbench-lite\""));
     assert_eq!(
-        stdout_of(&["pack", "check", "src/contract/default_pack.json"]).trim_end(),
-        "src/contract/default_pack.json: valid pack"
+        stdout_of(&["pack", "check", "contract/src/default_pack.json"]).trim_end(),
+        "contract/src/default_pack.json: valid pack"
     );
 }
 

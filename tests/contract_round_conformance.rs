@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use bat::contract::conformance::Options;
-use bat::contract::pack::Pack;
-use bat::contract::round_conformance::{has_reference_versions, run_source_and_rounds};
+use bat_contract::conformance::Options;
+use bat_contract::pack::Pack;
+use bat_contract::round_conformance::{has_reference_versions, run_source_and_rounds};
 
 fn shared() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");

@@ -6,12 +6,12 @@
 
 use std::path::PathBuf;
 
-use bat::contract::json::{self, Value};
-use bat::contract::pack::Pack;
-use bat::contract::prompt::Prompter;
-use bat::contract::rng::{self, Mt19937};
-use bat::contract::round::{self, BuildInputs};
-use bat::contract::source;
+use bat_contract::json::{self, Value};
+use bat_contract::pack::Pack;
+use bat_contract::prompt::Prompter;
+use bat_contract::rng::{self, Mt19937};
+use bat_contract::round::{self, BuildInputs};
+use bat_contract::source;
 
 fn data(name: &str) -> Value {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,13 +3,13 @@
 
 use std::sync::OnceLock;
 
-use bat::contract::json::{self, Map, Value};
-use bat::contract::pack::Pack;
-use bat::contract::prompt::Prompter;
-use bat::contract::rng::{self, Mt19937};
-use bat::contract::round::{self, BuildInputs, BuiltRound};
-use bat::contract::source;
-use bat::contract::task::ContractPack;
+use bat_contract::json::{self, Map, Value};
+use bat_contract::pack::Pack;
+use bat_contract::prompt::Prompter;
+use bat_contract::rng::{self, Mt19937};
+use bat_contract::round::{self, BuildInputs, BuiltRound};
+use bat_contract::source;
+use bat_contract::task::ContractPack;
 use proptest::prelude::*;
 
 fn pack() -> &'static ContractPack {

@@ -5,15 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use bat::contract::conformance::Options;
-use bat::contract::eval_conformance::run_eval_families;
-use bat::contract::gate::{
+use bat_contract::conformance::Options;
+use bat_contract::eval_conformance::run_eval_families;
+use bat_contract::gate::{
     evaluate_gate, select_target_scores, GateModel, REASON_LOWEST, REASON_REGRESSION,
 };
-use bat::contract::json::{self, Map, Value};
-use bat::contract::numeric::{fmean, fsum, isclose, SumMode};
-use bat::contract::pack::Pack;
-use bat::contract::summary::{build_summary, StageModel};
+use bat_contract::json::{self, Map, Value};
+use bat_contract::numeric::{fmean, fsum, isclose, SumMode};
+use bat_contract::pack::Pack;
+use bat_contract::summary::{build_summary, StageModel};
 use proptest::prelude::*;
 
 fn data() -> PathBuf {
@@ -320,7 +320,7 @@ fn cli_bind_writes_the_reference_binding_and_stdout_line() {
 
 #[test]
 fn binding_rejects_symlinks_and_escaping_shards() {
-    use bat::contract::binding::{build_binding, Arm, BindingError};
+    use bat_contract::binding::{build_binding, Arm, BindingError};
     let tmp = tempfile::tempdir().expect("tempdir");
     let m = tmp.path().join("m");
     std::fs::create_dir_all(m.join("sub")).expect("mkdir");
@@ -534,7 +534,7 @@ proptest! {
 /// reference binder (CPython 3.11.7) on the same files.
 #[test]
 fn binding_identity_matches_reference_on_generated_folders() {
-    use bat::contract::binding::model_identity;
+    use bat_contract::binding::model_identity;
     fn mk(root: &Path, rel: &str, data: &[u8]) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -592,7 +592,7 @@ fn binding_identity_matches_reference_on_generated_folders() {
 
 #[test]
 fn round_start_and_admission_receipt() {
-    use bat::contract::protocol::{admission_receipt, validate_round_start, StartError};
+    use bat_contract::protocol::{admission_receipt, validate_round_start, StartError};
     let model = data().join("binding/models/single");
     let id = "7bec70ba7cb1bab99aaf2e8664278aaccc886ff3363035ffb6135019047cde60";
     let presc = |ck: &str, with_opt: bool| {
@@ -676,7 +676,7 @@ fn cli_cpython312_sum_reproduces_the_informational_vectors() {
 
 #[test]
 fn gate_thresholds_and_optimizer_come_from_the_pack() {
-    let mut v = json::parse(bat::contract::pack::DEFAULT_PACK_JSON).expect("pack json");
+    let mut v = json::parse(bat_contract::pack::DEFAULT_PACK_JSON).expect("pack json");
     if let Value::Object(m) = &mut v {
         let mut th = m
             .get("gate_thresholds")

@@ -2,10 +2,10 @@
 //! `tools/gen_eval_vectors.py`): `float(str)` and the scanner's absolute-path
 //! search on random inputs.
 
-use bat::contract::firewall::LeakageRules;
-use bat::contract::json::{self, float_repr, Value};
-use bat::contract::numeric::str_to_float;
-use bat::contract::pack::Pack;
+use bat_contract::firewall::LeakageRules;
+use bat_contract::json::{self, float_repr, Value};
+use bat_contract::numeric::str_to_float;
+use bat_contract::pack::Pack;
 
 fn vectors() -> Value {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -11,7 +11,7 @@ mod round_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Output};
 
-use bat::contract::pack::Pack;
+use bat_contract::pack::Pack;
 use loop_support::example;
 use round_common::*;
 use serde_json::Value;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bat::contract::pack::Pack;
+use bat_contract::pack::Pack;
 use loop_support::*;
 
 fn bat() -> Command {

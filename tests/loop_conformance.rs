@@ -5,10 +5,10 @@ mod loop_support;
 
 use std::path::Path;
 
-use bat::contract::json;
-use bat::contract::pack::Pack;
-use bat::contract::prompt::Prompter;
 use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, RunOptions, Start};
+use bat_contract::json;
+use bat_contract::pack::Pack;
+use bat_contract::prompt::Prompter;
 use loop_support::*;
 
 fn campaign(fx: &Path, source: &Path, work: &Path, pack: Option<&Path>) -> Campaign {
@@ -80,7 +80,7 @@ fn conformance_loop_with_default_pack_matches_every_prose_free_file() {
     let prompter = Prompter::new(&k);
     for (i, target) in ["S3", "S4", "S4"].iter().enumerate() {
         let d = work.join(format!("r0{}/data", i + 1));
-        let v = bat::contract::round::verify_dataset(
+        let v = bat_contract::round::verify_dataset(
             &k,
             &prompter,
             &std::fs::read(d.join("train.jsonl")).unwrap(),

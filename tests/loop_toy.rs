@@ -5,11 +5,11 @@ mod loop_support;
 
 use std::path::Path;
 
-use bat::contract::json;
-use bat::contract::pack::Pack;
 use bat::engine::evaluation::EvaluationError;
 use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, LoopError, RunOptions, Start};
 use bat::engine::resume::{find_last_round, prepare_resume};
+use bat_contract::json;
+use bat_contract::pack::Pack;
 use bat_ledger::Ledger;
 use loop_support::*;
 

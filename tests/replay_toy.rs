@@ -8,7 +8,7 @@ mod loop_support;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use bat::contract::pack::Pack;
+use bat_contract::pack::Pack;
 use loop_support::{example, source};
 use serde_json::Value;
 

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bat::contract::json;
-use bat::contract::pack::Pack;
 use bat::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
 use bat::round::meta::{self, LoopMeta, SummaryRef};
+use bat_contract::json;
+use bat_contract::pack::Pack;
 use bat_ledger::{CommitId, Kind, Ledger};
 
 fn bat() -> Command {

@@ -39,7 +39,7 @@ fn reference_loop_rounds_commit_with_the_reference_outcomes() {
         .assert()
         .success();
     let source = src.join("source.jsonl");
-    let sha = bat::contract::json::sha256_hex(&std::fs::read(&source).unwrap());
+    let sha = bat_contract::json::sha256_hex(&std::fs::read(&source).unwrap());
     let ledger = tmp.path().join("ledger");
     std::fs::create_dir_all(&ledger).unwrap();
     bat(&ledger).arg("init").assert().success();

@@ -46,7 +46,7 @@ fn edit(p: &Path, f: impl FnOnce(String) -> String) {
 /// Rewrite the manifest's train digest to match the current train.jsonl.
 fn refresh_manifest(rd: &Path) {
     let train = std::fs::read(rd.join("data/train.jsonl")).unwrap();
-    let sha = bat::contract::json::sha256_hex(&train);
+    let sha = bat_contract::json::sha256_hex(&train);
     edit(&rd.join("data/manifest.json"), |m| {
         let v: serde_json::Value = serde_json::from_str(&m).unwrap();
         let old = v["train"]["sha256"].as_str().unwrap().to_string();

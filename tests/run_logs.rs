@@ -10,13 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use bat::contract::json::sha256_hex;
-use bat::contract::pack::Pack;
 use bat::engine::r#loop::{
     prepare_fresh, run_loop, CompletedRound, LedgerSink, RoundSink, RunOptions, SinkError, Start,
 };
 use bat::engine::resume::{find_last_round, prepare_resume_with, ResumeOptions};
 use bat::round::meta::{self, LOG_TREE_DIR};
+use bat_contract::json::sha256_hex;
+use bat_contract::pack::Pack;
 use bat_ledger::{CommitId, Ledger};
 
 fn bat(ledger: &Path) -> Command {

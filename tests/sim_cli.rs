@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use bat::contract::json;
-use bat::contract::numeric::SumMode;
-use bat::contract::pack::Pack;
-use bat::contract::summary::build_summary;
+use bat_contract::json;
+use bat_contract::numeric::SumMode;
+use bat_contract::pack::Pack;
+use bat_contract::summary::build_summary;
 
 fn bat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bat"))

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Generate src/contract/unicode_tables.rs from this Python's Unicode database.
+"""Generate contract/src/unicode_tables.rs from this Python's Unicode database.
 
 The contract's reference runtime is CPython 3.11 (Unicode 14.0). Run this with
 that interpreter so that `str.casefold`, `str.isspace` and the decimal digits
 accepted by `float()` match it exactly:
 
-    python3.11 tools/gen_unicode_tables.py > src/contract/unicode_tables.rs
+    python3.11 tools/gen_unicode_tables.py > contract/src/unicode_tables.rs
 """
 import sys
 import unicodedata

@@ -1,6 +1,6 @@
 """The BaT reward (contract section C.6) for Python trainers.
 
-This is the Python port of `bat reward score` (src/contract/reward_score.rs);
+This is the Python port of `bat reward score` (contract/src/reward_score.rs);
 tests/reward_cross.rs feeds both the same rows and requires byte-identical
 payloads, error codes included. Standard library only.
 

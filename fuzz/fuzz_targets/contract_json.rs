@@ -4,7 +4,7 @@
 #![no_main]
 use std::sync::OnceLock;
 
-use bat::contract::pack::Pack;
+use bat_contract::pack::Pack;
 use libfuzzer_sys::fuzz_target;
 
 fn pack() -> &'static Pack {
@@ -16,14 +16,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    let _ = bat::contract::json::parse_bytes(rest);
+    let _ = bat_contract::json::parse_bytes(rest);
     match which % 5 {
         0 => {
-            let _ = bat::contract::summary::build_summary(
+            let _ = bat_contract::summary::build_summary(
                 rest,
                 "0000000000000000000000000000000000000000000000000000000000000000",
                 pack(),
-                bat::contract::numeric::SumMode::Plain,
+                bat_contract::numeric::SumMode::Plain,
             );
         }
         1 => {
@@ -31,29 +31,29 @@ fuzz_target!(|data: &[u8]| {
             let a = parts.next().unwrap_or_default();
             let b = parts.next().unwrap_or_default();
             let (Ok(a), Ok(b)) = (
-                bat::contract::json::parse_bytes(a),
-                bat::contract::json::parse_bytes(b),
+                bat_contract::json::parse_bytes(a),
+                bat_contract::json::parse_bytes(b),
             ) else {
                 return;
             };
-            if let Ok(model) = bat::contract::gate::GateModel::from_pack(pack()) {
-                let _ = bat::contract::gate::evaluate_gate(&a, &b, true, &model);
+            if let Ok(model) = bat_contract::gate::GateModel::from_pack(pack()) {
+                let _ = bat_contract::gate::evaluate_gate(&a, &b, true, &model);
             }
         }
         2 => {
             if let Ok(k) = pack().contract() {
-                if let Ok(rows) = bat::contract::source::read_source(rest, &k) {
-                    let _ = bat::contract::source::validate_source(&rows, &k);
+                if let Ok(rows) = bat_contract::source::read_source(rest, &k) {
+                    let _ = bat_contract::source::validate_source(&rows, &k);
                 }
             }
         }
         3 => {
             let rows: Vec<_> = rest
                 .split(|b| *b == b'\n')
-                .filter_map(|l| bat::contract::json::parse_bytes(l).ok())
+                .filter_map(|l| bat_contract::json::parse_bytes(l).ok())
                 .collect();
             if let Some(target) = rows.first() {
-                let _ = bat::contract::round::verify_round_rows(&rows[1..], target, 2);
+                let _ = bat_contract::round::verify_round_rows(&rows[1..], target, 2);
             }
         }
         _ => {

@@ -31,9 +31,16 @@ fuzz_target!(|data: &[u8]| {
         for (i, c) in commits.iter().enumerate() {
             let name = format!("refs/heads/fuzz{i}");
             let cur = g.1.resolve(&name).ok();
-            let _ = g.1.update_ref(&name, cur, Some(bat_ledger::CommitId(*c)), "fuzz");
+            let _ =
+                g.1.update_ref(&name, cur, Some(bat_ledger::CommitId(*c)), "fuzz");
         }
-        let rep = g.1.fsck(&NoProgress, &AtomicBool::new(false)).expect("fsck runs");
-        assert!(rep.ok(), "import accepted what fsck rejects: {:?}", rep.problems);
+        let rep =
+            g.1.fsck(&NoProgress, &AtomicBool::new(false))
+                .expect("fsck runs");
+        assert!(
+            rep.ok(),
+            "import accepted what fsck rejects: {:?}",
+            rep.problems
+        );
     }
 });

@@ -1,12 +1,12 @@
 //! Library errors as Python exceptions. The message and hints are the
-//! CLI's (through `bat::cli::CliError`'s conversions), so a script sees
+//! CLI's (through `bat_cli::cli::CliError`'s conversions), so a script sees
 //! what `bat` would print; the exception class is chosen from the error's
 //! variant: a missing thing, damaged data, a refused round or audit, or
 //! anything else (the base class).
 
-use bat::cli::CliError;
 use bat::inspect::InspectError;
 use bat::round::RoundError;
+use bat_cli::cli::CliError;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyList;

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 
-use bat::cli::CliError;
-use bat::contract::pack::Pack;
 use bat::inspect::audit::{attach_audit, AttachRequest};
 use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 use bat::round::{commit_round, CommitRoundOptions};
+use bat_cli::cli::CliError;
+use bat_contract::pack::Pack;
 use bat_ledger::{Commit, CommitId, CommitRequest, Error, FieldValue, Ledger, Mode, NoProgress};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -453,7 +453,7 @@ impl PyLedger {
     ) -> PyResult<Py<PyAny>> {
         self.with_json(py, |l| {
             let pack = load_pack(pack.as_deref())?;
-            let bytes = bat::fsutil::read_json_input(&summary).map_err(|e| {
+            let bytes = bat_contract::fsutil::read_json_input(&summary).map_err(|e| {
                 usage(
                     format!("cannot read {}: {e}", summary.display()),
                     "give the audit's summary.json",

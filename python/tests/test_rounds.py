@@ -1,4 +1,4 @@
-"""Rounds as data: the shared round rows (src/inspect/rounds.rs) through
+"""Rounds as data: the shared round rows (bat/src/inspect/rounds.rs) through
 the API, as records and as data frames."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ use clap::{Args, ValueEnum};
 
 use super::files_common::write_checked;
 use super::{CliError, CliResult, Session};
-use crate::contract::binding::{binder_stdout, build_binding, Arm};
-use crate::contract::json::{self, Value};
+use bat_contract::binding::{binder_stdout, build_binding, Arm};
+use bat_contract::json::{self, Value};
 
 /// The evaluation arm.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -51,7 +51,7 @@ pub fn run(a: BindArgs, _g: &Session) -> CliResult {
     let binding = build_binding(&a.model_path, &a.experiment_name, step, arm)?;
     // The contract's checks first (their errors are specified); then refuse
     // a checkpoint that is not well-formed safetensors before binding it.
-    crate::checkpoint::check_model_dir(&a.model_path).map_err(|e| CliError::new(e.to_string()))?;
+    bat::checkpoint::check_model_dir(&a.model_path).map_err(|e| CliError::new(e.to_string()))?;
     let refusal = format!(
         "gate model binding differs from requested model: {}",
         a.output.display()

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use super::ledger_common::{display_path, lerr, open};
 use super::transfer_common::{ok, rerr, TransferProgress};
 use super::{print_json, CliError, CliResult, Session};
-use crate::round::promote::PROMOTED_PREFIX;
+use bat::round::promote::PROMOTED_PREFIX;
 
 /// Single self-verifying files holding refs and everything they reach —
 /// for attaching a campaign to a paper. `bat clone FILE` restores one.

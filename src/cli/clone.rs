@@ -7,8 +7,8 @@ use clap::Args;
 use super::ledger_common::{display_path, short};
 use super::transfer_common::{ok, TransferProgress};
 use super::{print_json, CliResult, Session};
-use crate::clone::{clone, default_dest, CloneRequest};
-use crate::remote::{normalize_url, RemoteOptions};
+use bat::clone::{clone, default_dest, CloneRequest};
+use bat::remote::{normalize_url, RemoteOptions};
 
 /// Copy a ledger (a directory, a bundle file, or a `bat serve` / S3
 /// endpoint) into a new directory; the source becomes remote `origin`.

@@ -1,7 +1,7 @@
 //! `bat commit DIR -m MSG [--branch B] [--meta FILE.json]`, and
 //! `bat commit ROUND_DIR [-m MSG] [--code-repo PATH] [--heldout-markers F]
 //! [--keep-raw-eval] [--branch B] [--pack F] [--baseline-summary F]` for a
-//! round directory (validated and recorded by [`crate::round::commit_round`]).
+//! round directory (validated and recorded by [`bat::round::commit_round`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +11,8 @@ use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve, short, Bars};
 use super::{print_json, CliError, CliResult, Session};
-use crate::contract::pack::Pack;
-use crate::round::{commit_round, CommitRoundOptions};
+use bat::round::{commit_round, CommitRoundOptions};
+use bat_contract::pack::Pack;
 
 /// Record DIR's files as a new commit on the current (or given) branch.
 /// A `.bat` folder inside DIR is never recorded.
@@ -99,12 +99,12 @@ pub fn run(args: CommitArgs, g: &Session) -> CliResult {
         ))
         .usage());
     }
-    if !args.plain && crate::round::layout::looks_like_round(&args.source) {
+    if !args.plain && bat::round::layout::looks_like_round(&args.source) {
         return run_round(args, author, g);
     }
     let Some(message) = args.message else {
         if let Some(missing) = (!args.plain)
-            .then(|| crate::round::layout::near_round_missing(&args.source))
+            .then(|| bat::round::layout::near_round_missing(&args.source))
             .flatten()
         {
             return Err(CliError::new(format!(
@@ -123,7 +123,7 @@ pub fn run(args: CommitArgs, g: &Session) -> CliResult {
             .usage());
     };
     if !args.plain {
-        if let Some(missing) = crate::round::layout::near_round_missing(&args.source) {
+        if let Some(missing) = bat::round::layout::near_round_missing(&args.source) {
             eprintln!(
                 "warning: {} looks like a round directory but is missing {}; recording it as a \
                  plain directory (--plain silences this)",
@@ -136,7 +136,7 @@ pub fn run(args: CommitArgs, g: &Session) -> CliResult {
     req.branch = args.branch;
     req.author = author;
     if let Some(p) = &args.meta {
-        let text = crate::fsutil::read_json_input(p)
+        let text = bat_contract::fsutil::read_json_input(p)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
         let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
             CliError::new(format!("{} is not valid JSON: {e}", p.display())).usage()

@@ -7,7 +7,7 @@ use clap::Args;
 use super::compare_text::render;
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use crate::replay::compare::compare;
+use bat::replay::compare::compare;
 
 /// Compare two arms (branches or revisions, e.g. a campaign and its
 /// replay ablation) round by round and final, in the shape of the BaT

@@ -3,7 +3,7 @@
 
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
-use crate::replay::compare::{ArmSummary, Comparison};
+use bat::replay::compare::{ArmSummary, Comparison};
 
 fn label(x: &ArmSummary) -> String {
     if x.ablation.is_empty() {

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{print_json, CliResult, Session};
-use crate::contract::conformance::{self, Options};
-use crate::contract::eval_conformance::pack_matches_reference_versions;
-use crate::contract::pack::Pack;
+use bat_contract::conformance::{self, Options};
+use bat_contract::eval_conformance::pack_matches_reference_versions;
+use bat_contract::pack::Pack;
 
 /// `bat conformance` arguments.
 #[derive(Debug, Args)]

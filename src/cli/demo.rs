@@ -10,7 +10,7 @@ use super::compare_text::render;
 use super::ledger_common::display_path;
 use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
-use crate::demo::{self, DemoOptions, DEMO_ROUNDS};
+use bat::demo::{self, DemoOptions, DEMO_ROUNDS};
 
 /// Run a first session with the embedded simulator: create a ledger, run a
 /// 10-round BaT campaign on branch `main` (one commit per round), replay
@@ -24,13 +24,13 @@ pub struct DemoArgs {
     /// under the system temporary directory, whose path is printed.
     pub dir: Option<PathBuf>,
     /// Campaign seed of the simulator.
-    #[arg(long, value_name = "S", default_value_t = crate::sim::DEFAULT_SEED)]
+    #[arg(long, value_name = "S", default_value_t = bat::sim::DEFAULT_SEED)]
     pub seed: u64,
     /// Rounds per arm (for quick checks).
     #[arg(long, value_name = "N", default_value_t = DEMO_ROUNDS, hide = true)]
     pub rounds: i64,
     /// Batches per round (for quick checks).
-    #[arg(long, value_name = "N", default_value_t = crate::sim::DEFAULT_BATCHES, hide = true)]
+    #[arg(long, value_name = "N", default_value_t = bat::sim::DEFAULT_BATCHES, hide = true)]
     pub batches: i64,
 }
 

@@ -10,7 +10,7 @@ use super::ledger_common::{open, resolve, short};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
 use super::{print_json, CliError, CliResult, Session};
-use crate::inspect::diff::{diff_commits, DiffOptions, Section};
+use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 
 /// Compare two commits (rounds or plain directories), on the same or
 /// different branches: curriculum, mixture, reward, checkpoint, eval, gate,
@@ -46,7 +46,7 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
     // A partial clone fetches the checkpoints it compares in one transfer
     // per commit (verified on arrival) through its promisor layer.
     for c in [a, b] {
-        crate::remote::prefetch_checkpoints(&l, &c, &bat_ledger::NoProgress, g.cancel())
+        bat::remote::prefetch_checkpoints(&l, &c, &bat_ledger::NoProgress, g.cancel())
             .map_err(super::ledger_common::lerr)?;
     }
     let opts = DiffOptions {

@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use bat_ledger::remote::RemoteError;
 use bat_ledger::Error as LedgerError;
 
-use crate::clone::CloneError;
-use crate::engine::campaign::CampaignError;
-use crate::replay::ReplayError;
-use crate::round::RoundError;
+use bat::clone::CloneError;
+use bat::engine::campaign::CampaignError;
+use bat::replay::ReplayError;
+use bat::round::RoundError;
 
 /// What kind of failure ended the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,19 +390,19 @@ macro_rules! failure_from {
 }
 
 failure_from!(
-    crate::contract::binding::BindingError,
-    crate::contract::firewall::FirewallError,
-    crate::contract::gate::GateError,
-    crate::contract::round::ViewError,
-    crate::contract::round::WriteError,
-    crate::contract::source::SourceError,
-    crate::contract::summary::SummaryError,
-    crate::serve::ServeError,
-    crate::contract::pack::PackError,
-    crate::engine::command::ChildError,
-    crate::engine::r#loop::LoopError,
-    crate::sim::SimError,
-    crate::retention::RetentionError,
+    bat_contract::binding::BindingError,
+    bat_contract::firewall::FirewallError,
+    bat_contract::gate::GateError,
+    bat_contract::round::ViewError,
+    bat_contract::round::WriteError,
+    bat_contract::source::SourceError,
+    bat_contract::summary::SummaryError,
+    bat::serve::ServeError,
+    bat_contract::pack::PackError,
+    bat::engine::command::ChildError,
+    bat::engine::r#loop::LoopError,
+    bat::sim::SimError,
+    bat::retention::RetentionError,
 );
 
 /// A write to stdout failed: a closed pipe is [`ErrorKind::BrokenPipe`],

@@ -8,10 +8,10 @@ use clap::{Args, Subcommand};
 
 use super::files_common::{resolve_existing, write_refusing_overwrite};
 use super::{CliError, CliResult, ErrorKind, Session};
-use crate::contract::json;
-use crate::contract::numeric::SumMode;
-use crate::contract::pack::Pack;
-use crate::contract::summary::build_summary;
+use bat_contract::json;
+use bat_contract::numeric::SumMode;
+use bat_contract::pack::Pack;
+use bat_contract::summary::build_summary;
 
 /// Evaluation verbs.
 #[derive(Debug, Args)]
@@ -93,10 +93,10 @@ pub fn run(args: EvalArgs, g: &Session) -> CliResult {
 
 fn attach(a: AttachArgs, g: &Session) -> CliResult {
     use super::ledger_common::{open, resolve, short};
-    use crate::inspect::audit::{attach_audit, AttachRequest};
-    use crate::inspect::InspectError;
+    use bat::inspect::audit::{attach_audit, AttachRequest};
+    use bat::inspect::InspectError;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
-    let bytes = crate::fsutil::read_json_input(&a.summary)
+    let bytes = bat_contract::fsutil::read_json_input(&a.summary)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", a.summary.display())).usage())?;
     let mut l = open(g)?;
     let rev = resolve(&l, &a.rev)?;
@@ -156,7 +156,7 @@ fn attach(a: AttachArgs, g: &Session) -> CliResult {
 fn summarize(a: SummarizeArgs) -> CliResult {
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let raw_path = resolve_existing(&a.raw)?;
-    let raw = crate::fsutil::read_json_input(&raw_path)
+    let raw = bat_contract::fsutil::read_json_input(&raw_path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", raw_path.display())))?;
     let mode = if a.cpython312_sum {
         SumMode::Neumaier

@@ -8,9 +8,9 @@ use clap::{Args, ValueEnum};
 use super::error::stdout_error;
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use crate::inspect::rounds::RoundRows;
-use crate::report::export::{Format, RowWriter};
-use crate::report::sources;
+use bat::inspect::rounds::RoundRows;
+use bat::report::export::{Format, RowWriter};
+use bat::report::sources;
 
 /// Write one row per round commit, per branch, oldest first: the columns
 /// documented in docs/rounds.md (round id, commit, target stage, gate,
@@ -53,7 +53,7 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
     };
-    let rows_err = |e: crate::inspect::rounds::RoundsError| CliError::new(e.to_string());
+    let rows_err = |e: bat::inspect::rounds::RoundsError| CliError::new(e.to_string());
     match &args.output {
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -77,7 +77,7 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
                 }
             }
             let bytes = w.finish().map_err(io_err(&what))?;
-            crate::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
+            bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
             if g.json {
                 print_json(&serde_json::json!({
                     "output": path, "rows": n, "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),

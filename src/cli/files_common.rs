@@ -44,6 +44,6 @@ pub fn write_checked(path: &Path, bytes: &[u8], refusal: &str) -> Result<(), Cli
             )))
         }
     }
-    crate::fsutil::write_atomic(path, bytes)
+    bat_contract::fsutil::write_atomic(path, bytes)
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
 }

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 
 use super::files_common::resolve_existing;
 use super::{CliError, CliResult, Session};
-use crate::contract::firewall::{parse_markers, report_text, scan_bytes, LeakageRules};
-use crate::contract::pack::Pack;
+use bat_contract::firewall::{parse_markers, report_text, scan_bytes, LeakageRules};
+use bat_contract::pack::Pack;
 
 /// Firewall verbs.
 #[derive(Debug, Args)]
@@ -47,13 +47,13 @@ pub fn run(args: FirewallArgs, _g: &Session) -> CliResult {
     let path = resolve_existing(&a.file)?;
     let markers = match &a.heldout_markers {
         Some(m) => {
-            let bytes = crate::fsutil::read_json_input(m)
+            let bytes = bat_contract::fsutil::read_json_input(m)
                 .map_err(|e| CliError::new(format!("cannot read {}: {e}", m.display())))?;
             parse_markers(&bytes)?
         }
         None => Vec::new(),
     };
-    let bytes = crate::fsutil::read_json_input(&path)
+    let bytes = bat_contract::fsutil::read_json_input(&path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
     let violations = scan_bytes(&bytes, &markers, &rules)?;
     out!("{}", report_text(&violations));

@@ -8,9 +8,9 @@ use clap::Args;
 
 use super::files_common::write_refusing_overwrite;
 use super::{CliError, CliResult, Session};
-use crate::contract::gate::{evaluate_gate, training_healthy, GateModel};
-use crate::contract::json::{self, Value};
-use crate::contract::pack::Pack;
+use bat_contract::gate::{evaluate_gate, training_healthy, GateModel};
+use bat_contract::json::{self, Value};
+use bat_contract::pack::Pack;
 
 /// `bat gate` arguments (the reference gate's flags).
 #[derive(Debug, Args)]
@@ -36,7 +36,7 @@ pub struct GateArgs {
 }
 
 fn read_json(p: &std::path::Path) -> Result<Value, CliError> {
-    let bytes = crate::fsutil::read_json_input(p)
+    let bytes = bat_contract::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())))?;
     json::parse_bytes(&bytes)
         .map_err(|e| CliError::new(format!("JSONDecodeError: {}: {e}", p.display())))

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::ledger_common::{lerr, open, open_exclusive, Bars};
 use super::{print_json, CliError, CliResult, Session};
-use crate::retention::{self, KeepPolicy};
+use bat::retention::{self, KeepPolicy};
 
 /// `bat gc` arguments; the command's help text is on its variant in
 /// `cli/mod.rs` (clap shows that one).

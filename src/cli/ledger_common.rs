@@ -20,11 +20,11 @@ pub fn lerr(e: Error) -> CliError {
 /// command line's remote options (`--token`, `--endpoint`, ...).
 pub fn open(g: &Session) -> Result<Ledger, CliError> {
     let mut l = Ledger::discover(&g.start_dir()).map_err(lerr)?;
-    let options = crate::remote::RemoteOptions {
+    let options = bat::remote::RemoteOptions {
         include_private: false,
         net: g.net.clone(),
     };
-    crate::remote::attach_promisor(&mut l, options).map_err(lerr)?;
+    bat::remote::attach_promisor(&mut l, options).map_err(lerr)?;
     Ok(l)
 }
 
@@ -34,10 +34,10 @@ pub fn open_exclusive(g: &Session) -> Result<Ledger, CliError> {
 }
 
 /// Resolve a revision; round ids (`r02`) name the newest round commit with
-/// that id reachable from HEAD (see [`crate::round::resolve_rev`]).
+/// that id reachable from HEAD (see [`bat::round::resolve_rev`]).
 pub fn resolve(l: &Ledger, rev: &str) -> Result<CommitId, CliError> {
-    crate::round::resolve_rev(l, rev).map_err(|e| match e {
-        crate::round::RoundError::Ledger(le) => lerr(le),
+    bat::round::resolve_rev(l, rev).map_err(|e| match e {
+        bat::round::RoundError::Ledger(le) => lerr(le),
         other => CliError::new(other.to_string()),
     })
 }

@@ -13,8 +13,8 @@ use super::ledger_common::{fmt_time, lerr, open, resolve, short};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
 use super::{CliResult, Session};
-use crate::inspect::audit::{audit_column, audited_rounds, AuditCell, AUDIT_COLUMN_HEADER};
-use crate::round::meta::Headline;
+use bat::inspect::audit::{audit_column, audited_rounds, AuditCell, AUDIT_COLUMN_HEADER};
+use bat::round::meta::Headline;
 
 /// Show history, newest first. When the history holds round commits, text
 /// mode prints a table: id, date, round, target, gate, overall, S1–S5, the
@@ -273,7 +273,7 @@ fn refs_of(l: &Ledger) -> Result<Marks, super::CliError> {
     for (prefix, label) in [
         ("refs/heads/", ""),
         ("refs/tags/", "tag:"),
-        (crate::round::PROMOTED_PREFIX, "promoted/"),
+        (bat::round::PROMOTED_PREFIX, "promoted/"),
     ] {
         for (name, id) in l.list_refs(prefix).map_err(lerr)? {
             out.entry(id).or_default().push(format!("{label}{name}"));
@@ -383,7 +383,7 @@ fn table_cells(
         cells.push(audit.into());
         cells.push(Cell::styled(refs, Some(Role::Ref)));
     } else {
-        let revert = h.kind() == crate::round::meta::REVERT_KIND;
+        let revert = h.kind() == bat::round::meta::REVERT_KIND;
         let text = if revert {
             format!(
                 "revert of {} (promoted back to {})",

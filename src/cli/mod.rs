@@ -239,7 +239,7 @@ pub struct Session {
     pub json: bool,
     /// Network-remote settings from `--token`, `--endpoint` and the
     /// environment.
-    pub net: crate::remote::NetOptions,
+    pub net: bat::remote::NetOptions,
     /// `$BAT_AUTHOR`, else `$USER`, else "unknown" (a verb's `--author`
     /// overrides it through [`Session::author`]).
     pub default_author: String,
@@ -307,11 +307,11 @@ impl Session {
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(|n| std::time::Duration::from_secs(n.max(1)))
         };
-        let net = crate::remote::NetOptions {
+        let net = bat::remote::NetOptions {
             token: cli.token.clone().or_else(|| env("BAT_TOKEN")),
             http_connect_timeout: secs("BAT_HTTP_CONNECT_TIMEOUT"),
             http_read_timeout: secs("BAT_HTTP_READ_TIMEOUT"),
-            s3: crate::remote::s3::S3Options {
+            s3: bat::remote::s3::S3Options {
                 endpoint: cli.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL")),
                 region: env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")),
                 access_key_id: env("AWS_ACCESS_KEY_ID"),

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, Session};
-use crate::contract::json;
-use crate::contract::pack::Pack;
+use bat_contract::json;
+use bat_contract::pack::Pack;
 
 /// Arguments of `bat pack`.
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use clap::Args;
 use super::ledger_common::{lerr, open};
 use super::transfer_common::{ok, open_named, rerr, TransferProgress};
 use super::{print_json, CliError, CliResult, Session};
-use crate::remote::{dir_remote_ledger, RemoteOptions};
+use bat::remote::{dir_remote_ledger, RemoteOptions};
 
 /// Send a branch to a remote: only objects the remote lacks cross; every
 /// object is verified and durable there before the remote branch moves by
@@ -70,7 +70,7 @@ pub fn run(args: PushArgs, g: &Session) -> CliResult {
     drop(remote);
     let mut private = 0;
     if let Some(dest) = private_dest {
-        private = crate::remote::private::copy_raw_evals(l.dir(), &dest).map_err(CliError::new)?;
+        private = bat::remote::private::copy_raw_evals(l.dir(), &dest).map_err(CliError::new)?;
     }
     let tracking = format!("refs/remotes/{}/{branch}", args.remote);
     let cur = l

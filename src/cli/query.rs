@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use crate::report::query::{build, run as run_sql, BuildOptions, QueryError};
-use crate::report::sources;
+use bat::report::query::{build, run as run_sql, BuildOptions, QueryError};
+use bat::report::sources;
 
 /// Run one read-only SQL statement over a campaign. The database is built
 /// in memory for this query from the branches given (default: every local

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use super::ledger_common::{lerr, open};
 use super::transfer_common::ok;
 use super::{print_json, CliResult, Session};
-use crate::remote::normalize_url;
+use bat::remote::normalize_url;
 
 /// Manage named remotes: ledger directories, bundle files, `http(s)://`
 /// (`bat serve`) and `s3://bucket/prefix` endpoints.

@@ -9,7 +9,7 @@ use super::interrupt::{GraceArgs, Supervised};
 use super::ledger_common::{open, short};
 use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
-use crate::replay::{
+use bat::replay::{
     default_work_dir, parse_ablations, replay, ComputeSide, ReplayReport, ReplayRequest,
     DEFAULT_TOLERANCE,
 };
@@ -150,11 +150,11 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
                 continue;
             }
             match (v.passed, v.mode) {
-                (true, crate::replay::VerifyMode::Exact) => outln!(
+                (true, bat::replay::VerifyMode::Exact) => outln!(
                     "     verify   reproduced bit for bit: {}/{} artifacts identical",
                     v.identical, v.compared
                 ),
-                (true, crate::replay::VerifyMode::Tolerance) => outln!(
+                (true, bat::replay::VerifyMode::Tolerance) => outln!(
                     "     verify   reproduced within tolerance {}: max |Δscore| {:.6}; {}/{} artifacts identical{}",
                     v.tolerance,
                     v.max_score_delta,
@@ -166,13 +166,13 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
                         format!(" (differ: {})", v.differing.join(", "))
                     }
                 ),
-                (false, crate::replay::VerifyMode::Exact) => outln!(
+                (false, bat::replay::VerifyMode::Exact) => outln!(
                     "     verify   DIFFERS: first differing artifact {} ({} of {} differ)",
                     v.differing.first().map(String::as_str).unwrap_or("?"),
                     v.differing.len(),
                     v.compared
                 ),
-                (false, crate::replay::VerifyMode::Tolerance) => outln!(
+                (false, bat::replay::VerifyMode::Tolerance) => outln!(
                     "     verify   DIFFERS: max |Δscore| {:.6} > tolerance {}; first differing artifact {}",
                     v.max_score_delta,
                     v.tolerance,
@@ -204,7 +204,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     let mut overrides = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         overrides.push((
-            crate::sim::BAT_PLACEHOLDER.to_string(),
+            bat::sim::BAT_PLACEHOLDER.to_string(),
             exe.to_string_lossy().into_owned(),
         ));
     }
@@ -236,8 +236,8 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
                 // Stopped before a round started: none was in progress.
                 let between = matches!(
                     e,
-                    crate::replay::ReplayError::Loop(
-                        crate::engine::r#loop::LoopError::Interrupted { .. }
+                    bat::replay::ReplayError::Loop(
+                        bat::engine::r#loop::LoopError::Interrupted { .. }
                     )
                 );
                 let hint = if a.verify {

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::ledger_common::{fmt_time, open};
 use super::{print_json, CliError, CliResult, Session};
-use crate::report::html::{collect, render, ReportOptions};
-use crate::report::sources;
+use bat::report::html::{collect, render, ReportOptions};
+use bat::report::sources;
 
 /// Write one self-contained HTML page about a campaign and its replays:
 /// per-round Overall, task, agentic and S1–S5 (arms overlaid), the
@@ -64,7 +64,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
     };
     let data = collect(&l, &srcs, &opts).map_err(|e| CliError::new(e.to_string()))?;
     let html = render(&data);
-    crate::fsutil::write_atomic(&args.output, html.as_bytes())
+    bat_contract::fsutil::write_atomic(&args.output, html.as_bytes())
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", args.output.display())))?;
     let rounds: usize = data.arms.iter().map(|a| a.rows.len()).sum();
     let secs = started.elapsed().as_secs_f64();

@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ledger_common::{open, short};
 use super::{print_json, CliError, CliResult, Session};
-use crate::round::revert_round;
+use bat::round::revert_round;
 
 /// Add a commit that undoes REV's promotion: `refs/promoted/<branch>` and
 /// the next round's starting checkpoint go back to REV's baseline (the

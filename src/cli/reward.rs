@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, Session};
-use crate::contract::json;
-use crate::contract::pack::Pack;
-use crate::contract::reward_score::{self, ScoreMode};
+use bat_contract::json;
+use bat_contract::pack::Pack;
+use bat_contract::reward_score::{self, ScoreMode};
 
 /// Reward verbs.
 #[derive(Debug, Args)]

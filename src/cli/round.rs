@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, Session};
-use crate::contract::pack::Pack;
-use crate::contract::prompt::Prompter;
-use crate::contract::{json, round};
+use bat_contract::pack::Pack;
+use bat_contract::prompt::Prompter;
+use bat_contract::{json, round};
 
 /// Arguments of `bat round`.
 #[derive(Debug, Args)]
@@ -71,7 +71,7 @@ pub struct BuildArgs {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    crate::fsutil::read_json_input(path)
+    bat_contract::fsutil::read_json_input(path)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))
 }
 

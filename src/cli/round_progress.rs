@@ -6,9 +6,9 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::engine::command::Stream;
-use crate::engine::r#loop::{LoopEvent, Observer};
-use crate::replay::{ReplayObserver, RoundReplay};
+use bat::engine::command::Stream;
+use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Rounds progress on stderr.
 pub struct RoundProgress {
@@ -140,7 +140,7 @@ impl ReplayObserver for RoundProgress {
     }
 }
 
-impl crate::demo::DemoObserver for RoundProgress {
+impl bat::demo::DemoObserver for RoundProgress {
     fn phase(&mut self, name: &str, rounds: u64) {
         RoundProgress::phase(self, name, rounds);
     }

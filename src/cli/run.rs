@@ -33,15 +33,15 @@ use clap::Args;
 use super::interrupt::{GraceArgs, Supervised};
 use super::ledger_common::open;
 use super::{CliError, CliResult, Session};
-use crate::contract::json;
-use crate::contract::pack::Pack;
-use crate::engine::campaign::{
+use bat::engine::campaign::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
     RunsLayout,
 };
-use crate::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
-use crate::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
-use crate::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
+use bat::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
+use bat::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
+use bat::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
+use bat_contract::json;
+use bat_contract::pack::Pack;
 
 /// Run the evaluate → train → evaluate → gate loop and commit each round.
 #[derive(Debug, Args)]
@@ -93,8 +93,8 @@ pub struct RunArgs {
     pub branch: Option<String>,
     /// `command`: the --trainer/--evaluator templates; `sim`: the embedded
     /// simulator (source grid, initial policy and templates are made for you).
-    #[arg(long, value_enum, default_value_t = Backend::Command)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Command)]
+    pub backend: BackendArg,
     /// Campaign seed of the simulator backend (initial policy, rollouts,
     /// held-out draws) [default: 0].
     #[arg(long, value_name = "S")]
@@ -216,7 +216,7 @@ fn read_template(
     kind: TemplateKind,
     extra: &[&str],
 ) -> Result<Vec<String>, CliError> {
-    let bytes = crate::fsutil::read_json_input(p)
+    let bytes = bat_contract::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
     let file = p.display().to_string();
     let t = parse_template_file(&file, &bytes).map_err(|e| CliError::usage_error(e.to_string()))?;
@@ -230,7 +230,7 @@ fn read_template(
 /// The typed inputs of a fresh campaign.
 fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
     // The simulator refuses templates before anything is read.
-    let template = |p: &Option<PathBuf>, kind| match a.backend {
+    let template = |p: &Option<PathBuf>, kind| match Backend::from(a.backend) {
         Backend::Command => p
             .as_deref()
             .map(|p| read_template(p, kind, &[]))
@@ -238,7 +238,7 @@ fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
         Backend::Sim => Ok(p.as_ref().map(|_| Vec::new())),
     };
     Ok(FreshRequest {
-        backend: a.backend,
+        backend: a.backend.into(),
         source: a.source.clone(),
         initial_checkpoint: a.initial_checkpoint.clone(),
         trainer: template(&a.trainer, TemplateKind::Trainer)?,
@@ -293,11 +293,11 @@ fn plan(
         .unwrap_or(0);
     let run_id = new_run_id(secs, std::process::id());
     let planned = plan_fresh(&fresh_request(a)?, layout, run_id)?;
-    if a.backend == Backend::Sim {
+    if Backend::from(a.backend) == Backend::Sim {
         eprintln!(
             "bat run: simulator campaign {} (seed {}), work dir {}",
             planned.run_id,
-            a.seed.unwrap_or(crate::sim::DEFAULT_SEED),
+            a.seed.unwrap_or(bat::sim::DEFAULT_SEED),
             planned.campaign.work_dir.display()
         );
     } else {
@@ -358,7 +358,7 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
 /// is a committed round to resume from.
 fn next_step(
     resumable: bool,
-    campaign: &crate::engine::r#loop::Campaign,
+    campaign: &bat::engine::r#loop::Campaign,
     user_work_dir: bool,
 ) -> String {
     if resumable {
@@ -435,7 +435,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             if let Some(sig) = super::interrupt::signal() {
                 drop(lock);
                 // Stopped between rounds: nothing was in progress.
-                let between = matches!(e, crate::engine::r#loop::LoopError::Interrupted { .. });
+                let between = matches!(e, bat::engine::r#loop::LoopError::Interrupted { .. });
                 return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
             }
             return Err(CliError::new(e.to_string()).with_hint(hint));
@@ -478,4 +478,22 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--backend`: the command line's spelling of [`Backend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// External argv templates (--trainer, --evaluator).
+    Command,
+    /// The embedded simulator (`bat sim train|evaluate` children).
+    Sim,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Command => Backend::Command,
+            BackendArg::Sim => Backend::Sim,
+        }
+    }
 }

@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::ledger_common::open;
 use super::{CliError, CliResult, Session};
-use crate::serve::{serve_blocking, Limits, Scope, ServeConfig, Timeouts, TokenSet};
+use bat::serve::{serve_blocking, Limits, Scope, ServeConfig, Timeouts, TokenSet};
 
 /// A timeout of at least one second (0 would refuse everything).
 fn secs(n: u64) -> Duration {

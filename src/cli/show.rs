@@ -9,7 +9,7 @@ use super::ledger_common::{fmt_time, lerr, open, resolve};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
 use super::{print_json, CliResult, Session};
-use crate::round::meta::{self, RoundMeta};
+use bat::round::meta::{self, RoundMeta};
 
 /// Show a commit, git style: id, parents, author, date (UTC) and message.
 /// For a round commit a summary follows: round, target stage, gate
@@ -197,7 +197,7 @@ fn compute_text(l: &Ledger, c: &Commit) -> Result<String, super::CliError> {
     };
     let mut parts = Vec::new();
     if let Some(obj) = prov.get("measured_compute").and_then(|v| v.as_object()) {
-        for k in crate::round::provenance::COMPUTE_KEYS {
+        for k in bat::round::provenance::COMPUTE_KEYS {
             if let Some(v) = obj.get(k).and_then(serde_json::Value::as_f64) {
                 let name = k.replace("generated_", "");
                 if k.ends_with("seconds") {

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{print_json, CliError, CliResult, Session};
-use crate::contract::pack::Pack;
-use crate::sim::{self, evaluate, train, RewardMode};
+use bat::sim::{self, evaluate, train, RewardMode};
+use bat_contract::pack::Pack;
 
 /// Arguments of `bat sim`.
 #[derive(Debug, Args)]

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{CliError, CliResult, Session};
-use crate::contract::pack::Pack;
-use crate::contract::{json, round, source};
+use bat_contract::pack::Pack;
+use bat_contract::{json, round, source};
 
 /// Arguments of `bat source`.
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::ledger_common::{lerr, open, Bars};
 use super::{print_json, CliError, CliResult, Session};
-use crate::retention::{self, KeepPolicy};
+use bat::retention::{self, KeepPolicy};
 
 /// Object counts and sizes: logical (all versions of all files) vs stored.
 /// With `--reclaimable [POLICY]`, also what `bat gc --keep POLICY` would

@@ -8,7 +8,7 @@ use bat_ledger::{Ledger, Progress};
 
 use super::ledger_common::{lerr, Bars};
 use super::{CliError, Session};
-use crate::remote::{filter_by_name, open_remote, RemoteOptions};
+use bat::remote::{filter_by_name, open_remote, RemoteOptions};
 
 /// Map a transfer error to a CLI error (kind and hint chosen by
 /// `From<RemoteError> for CliError`).

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use bat::contract::json::Value;
-use bat::contract::pack::Pack;
 use bat::engine::command::Stream;
 use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
+use bat_contract::json::Value;
+use bat_contract::pack::Pack;
 use bat_ledger::{CommitRequest, Ledger, NoProgress};
 
 /// The repository's copy of the loop conformance fixtures.
@@ -32,7 +32,7 @@ pub fn source(dir: &Path, pack: &Pack) -> PathBuf {
         return shared;
     }
     let k = pack.contract().unwrap();
-    let built = bat::contract::source::build_source(&k).unwrap();
+    let built = bat_contract::source::build_source(&k).unwrap();
     let p = dir.join("source.jsonl");
     std::fs::write(&p, &built.jsonl).unwrap();
     p
@@ -206,7 +206,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 
 /// Parse a file as a contract JSON value.
 pub fn read_json(p: &Path) -> Value {
-    bat::contract::json::parse_bytes(&std::fs::read(p).unwrap()).unwrap()
+    bat_contract::json::parse_bytes(&std::fs::read(p).unwrap()).unwrap()
 }
 
 /// The path of a built example (`toy_trainer`, `toy_evaluator`), building

@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use bat::contract::binding::{build_binding, eval_run_receipt, evaluation_request, Arm};
-use bat::contract::gate::{evaluate_gate, GateModel};
-use bat::contract::json::{self, Value};
-use bat::contract::numeric::SumMode;
-use bat::contract::pack::Pack;
-use bat::contract::summary::build_summary;
+use bat_contract::binding::{build_binding, eval_run_receipt, evaluation_request, Arm};
+use bat_contract::gate::{evaluate_gate, GateModel};
+use bat_contract::json::{self, Value};
+use bat_contract::numeric::SumMode;
+use bat_contract::pack::Pack;
+use bat_contract::summary::build_summary;
 
 /// Held-out task ids of the toy evaluation.
 pub const TASK_IDS: [&str; 3] = ["heldout-cls-7", "heldout-rep-3", "heldout-vqa-9"];

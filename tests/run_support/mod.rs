@@ -69,10 +69,8 @@ impl Toy {
             ]),
         );
         // The source grid of the embedded pack.
-        let k = bat::contract::pack::Pack::default_pack()
-            .contract()
-            .unwrap();
-        let built = bat::contract::source::build_source(&k).unwrap();
+        let k = bat_contract::pack::Pack::default_pack().contract().unwrap();
+        let built = bat_contract::source::build_source(&k).unwrap();
         let source = root.join("source.jsonl");
         std::fs::write(&source, &built.jsonl).unwrap();
         Toy {

@@ -1,0 +1,786 @@
+//! Loop orchestration (contract §H): baseline evaluation, then per round
+//! materialize → train → evaluate → gate → inherit → state, handing every
+//! finished round to a [`RoundSink`] before the next one starts.
+
+use std::path::{Path, PathBuf};
+
+mod sink;
+mod state;
+
+pub use sink::{commit_loop_round, CompletedRound, LedgerSink, RoundSink, SinkError};
+pub use state::{
+    from_serde, loop_metadata, outcome_document, prepare_fresh, round_id, state_document, to_serde,
+    LoopState, Start,
+};
+
+use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
+use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
+use bat_contract::binding::Arm;
+use bat_contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
+use bat_contract::json::{self, sha256_hex, Map, Value};
+use bat_contract::pack::{Pack, PackError};
+use bat_contract::prompt::Prompter;
+use bat_contract::protocol::{validate_runtime_protocol, ProtocolError};
+use bat_contract::round::{self as cround, BuildInputs, ViewError};
+use bat_contract::summary::{StageModel, SummaryError};
+
+/// Version of the `"loop"` metadata object recorded with each round commit
+/// (see [`crate::round::meta`]).
+pub const LOOP_METADATA_VERSION: i64 = crate::round::meta::LOOP_CHAIN_VERSION;
+/// The experiment name of every loop evaluation binding.
+pub const EXPERIMENT: &str = "bat-loop";
+/// Gate step of candidate evaluations.
+pub const CANDIDATE_GATE_STEP: u64 = 50;
+/// Placeholders the trainer template must use.
+pub use super::command::TRAINER_REQUIRED;
+
+/// A loop failure. Contract codes are the messages where the contract has one.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// rounds < 1 or batches < 1.
+    #[error("loop_size_invalid")]
+    SizeInvalid,
+    /// The runtime tool format is invalid.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The source or initial checkpoint does not exist.
+    #[error("not found: {}: {source}", path.display())]
+    Missing {
+        /// The path as given.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The work dir (or a round folder in it) already exists.
+    #[error("already exists: {}", path.display())]
+    Exists {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A file could not be read or written.
+    #[error("cannot write or read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The pack is unusable.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// Materializing the round failed.
+    #[error(transparent)]
+    Materialize(#[from] ViewError),
+    /// The trainer template lacks a required placeholder.
+    #[error("trainer_command_placeholders_missing")]
+    TrainerPlaceholdersMissing,
+    /// The trainer exited non-zero.
+    #[error("trainer_failed:{round_id}:{rc}")]
+    TrainerFailed {
+        /// The round.
+        round_id: String,
+        /// Exit code (negative: signal).
+        rc: i32,
+    },
+    /// The trainer left no candidate folder or no health file.
+    #[error("trainer_artifacts_missing:{round_id}")]
+    TrainerArtifactsMissing {
+        /// The round.
+        round_id: String,
+    },
+    /// The health file is not valid JSON.
+    #[error("training health file of {round_id} is not valid JSON: {reason}")]
+    HealthInvalid {
+        /// The round.
+        round_id: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// An evaluation run failed.
+    #[error("{source} ({context})")]
+    Evaluation {
+        /// Which evaluation (`baseline`, `r02 candidate`).
+        context: String,
+        /// The §G.4 failure.
+        source: EvaluationError,
+    },
+    /// The gate could not be evaluated.
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    /// Target selection on the baseline failed.
+    #[error(transparent)]
+    Summary(#[from] SummaryError),
+    /// The trainer could not be run (or was stopped by a signal).
+    #[error(transparent)]
+    Command(#[from] ChildError),
+    /// The caller asked the loop to stop before `round_id` started.
+    #[error("stopped by {} before {round_id} started", signal.as_str())]
+    Interrupted {
+        /// The round that did not start (`baseline` for the baseline).
+        round_id: String,
+        /// The signal received.
+        signal: nix::sys::signal::Signal,
+    },
+    /// The finished round could not be recorded.
+    #[error("round {round_id} finished but was not committed: {source}")]
+    Commit {
+        /// The round.
+        round_id: String,
+        /// Why (boxed: a refused round commit carries a large error, and
+        /// every loop function returns this type).
+        source: Box<SinkError>,
+    },
+    /// A value could not be encoded as JSON.
+    #[error("cannot encode loop state: {reason}")]
+    Encode {
+        /// Why.
+        reason: String,
+    },
+}
+
+pub use crate::round::campaign::Campaign;
+
+/// Progress of a run, for the caller to show.
+#[derive(Debug, Clone)]
+pub enum LoopEvent<'a> {
+    /// An evaluation is starting.
+    Evaluating {
+        /// `baseline` or `r02 candidate`.
+        context: &'a str,
+    },
+    /// The baseline was evaluated.
+    Baseline {
+        /// Its identity.
+        checkpoint_sha256: &'a str,
+        /// The first target.
+        target_stage: &'a str,
+    },
+    /// A round is starting (data materialized next).
+    RoundStart {
+        /// The round.
+        round_id: &'a str,
+        /// Its target stage.
+        target_stage: &'a str,
+    },
+    /// The trainer is starting.
+    Training {
+        /// The round.
+        round_id: &'a str,
+        /// The expanded argv.
+        argv: &'a [String],
+    },
+    /// The gate decided.
+    Gated {
+        /// The round.
+        round_id: &'a str,
+        /// `promote` or `hold`.
+        gate_status: &'a str,
+        /// The next target.
+        next_target_stage: &'a str,
+    },
+    /// The round was handed to the sink successfully.
+    Recorded {
+        /// The round.
+        round_id: &'a str,
+        /// What the sink reported (e.g. the commit id).
+        note: &'a str,
+    },
+}
+
+/// Receives progress and child output, and may supervise the children
+/// (see [`OutputSink`]). Implemented by the CLI.
+pub trait Observer {
+    /// A progress event.
+    fn event(&mut self, event: &LoopEvent<'_>);
+    /// A chunk of a child's output.
+    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]);
+    /// See [`OutputSink::supervision`] (default: unsupervised children).
+    fn supervision(&self) -> Option<Supervision> {
+        None
+    }
+    /// See [`OutputSink::stop_signal`]; also checked before the baseline and
+    /// before every round, so a stop between children ends the loop there.
+    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
+        None
+    }
+    /// See [`OutputSink::child_env`].
+    fn child_env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// See [`OutputSink::child_started`].
+    fn child_started(&mut self, _label: &str, _pgid: u32) {}
+    /// See [`OutputSink::child_ended`].
+    fn child_ended(&mut self, _label: &str, _pgid: u32) {}
+}
+
+struct SinkAdapter<'a>(&'a mut dyn Observer);
+
+impl OutputSink for SinkAdapter<'_> {
+    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
+        self.0.child_output(label, stream, bytes);
+    }
+    fn supervision(&self) -> Option<Supervision> {
+        self.0.supervision()
+    }
+    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
+        self.0.stop_signal()
+    }
+    fn child_env(&self) -> Vec<(String, String)> {
+        self.0.child_env()
+    }
+    fn child_started(&mut self, label: &str, pgid: u32) {
+        self.0.child_started(label, pgid);
+    }
+    fn child_ended(&mut self, label: &str, pgid: u32) {
+        self.0.child_ended(label, pgid);
+    }
+}
+
+/// Stop before `round_id` when the observer asks.
+fn check_stop(observer: &dyn Observer, round_id: &str) -> Result<(), LoopError> {
+    match observer.stop_signal() {
+        Some(signal) => Err(LoopError::Interrupted {
+            round_id: round_id.to_string(),
+            signal,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Settings of a run besides the campaign.
+#[derive(Debug, Clone)]
+pub struct RunOptions<'a> {
+    /// The benchmark pack.
+    pub pack: &'a Pack,
+    /// Where child logs go (`<label>.stdout|stderr`); keep it outside the
+    /// work dir so the work dir stays identical to the reference's.
+    pub log_dir: Option<&'a Path>,
+    /// An id for this campaign, recorded in the metadata.
+    pub run_id: &'a str,
+    /// Remove each round folder once the sink has recorded it, except the
+    /// folder of the current checkpoint's round (the next round trains
+    /// from it). For work dirs bat owns; a work dir the user named is kept
+    /// whole, as the reference loop leaves it.
+    pub prune_round_dirs: bool,
+}
+
+/// Whether a work-dir entry name is a round folder (`r` + digits).
+fn is_round_folder(name: &str) -> bool {
+    name.strip_prefix('r')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Remove every round folder of work dir `w` except `keep`'s. Only called
+/// for rounds already recorded in the ledger (or, on resume, for a folder
+/// left by an interrupted round), which can be checked out again.
+pub fn prune_round_dirs(w: &Path, keep: Option<&str>) -> Result<(), LoopError> {
+    let rd = match std::fs::read_dir(w) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(LoopError::Io {
+                path: w.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for e in rd {
+        let e = e.map_err(io_err(w))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !is_round_folder(&name) || Some(name.as_str()) == keep {
+            continue;
+        }
+        let p = e.path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).map_err(io_err(&p))?;
+        }
+    }
+    Ok(())
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LoopError + '_ {
+    move |source| LoopError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Write `text` to `path` via a temporary file, fsync and rename.
+pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), LoopError> {
+    bat_contract::fsutil::write_atomic(path, text).map_err(io_err(path))
+}
+
+fn plain_write(path: &Path, text: &str) -> Result<(), LoopError> {
+    std::fs::write(path, text).map_err(io_err(path))
+}
+
+fn str_of<'v>(v: &'v Value, key: &str) -> &'v str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A fresh campaign's state: the initial checkpoint evaluated as the
+/// baseline, and the first target chosen from its stage scores.
+fn baseline_state(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    observer: &mut dyn Observer,
+    stage_model: &StageModel,
+) -> Result<LoopState, LoopError> {
+    let w = &campaign.work_dir;
+    observer.event(&LoopEvent::Evaluating {
+        context: "baseline",
+    });
+    let summary = evaluate(
+        campaign,
+        opts,
+        observer,
+        &campaign.initial_checkpoint,
+        &w.join("baseline-eval"),
+        0,
+        Arm::Baseline,
+        "baseline",
+    )?;
+    let stages = summary.get("stage_scores");
+    let (target, _) = select_target(stages, stages, true, stage_model)?;
+    observer.event(&LoopEvent::Baseline {
+        checkpoint_sha256: str_of(&summary, "checkpoint_sha256"),
+        target_stage: &target,
+    });
+    let summary_file = w.join("baseline-eval").join("summary.json");
+    let summary_id =
+        crate::round::meta::file_object_id(&summary_file).map_err(io_err(&summary_file))?;
+    Ok(LoopState {
+        completed_rounds: 0,
+        current_checkpoint: campaign.initial_checkpoint.clone(),
+        current_checkpoint_round: None,
+        baseline_summary: summary,
+        baseline_summary_id: summary_id,
+        initial_summary_id: summary_id,
+        target_stage: target,
+        history: Vec::new(),
+    })
+}
+
+/// A round's entry in the loop history.
+fn history_entry(
+    rid: &str,
+    target: &str,
+    gate_status: &str,
+    outcome: &bat_contract::gate::GateOutcome,
+) -> Value {
+    let field = |doc: &Value, k: &str| doc.get(k).cloned().unwrap_or(Value::Null);
+    Value::Object(
+        Map::new()
+            .with("round_id", rid)
+            .with("target_stage", target)
+            .with("gate_status", gate_status)
+            .with(
+                "starting_checkpoint_sha256",
+                field(&outcome.prescription, "starting_checkpoint_sha256"),
+            )
+            .with(
+                "candidate_checkpoint_sha256",
+                field(&outcome.gate, "candidate_checkpoint_sha256"),
+            ),
+    )
+}
+
+/// Remove a committed round's log files: those its loop record names with
+/// a tree path (the round commit holds their bytes under `logs/`) and whose
+/// bytes still have the recorded sha256; then their folder
+/// `<log dir>/<round>` when that leaves it empty. Called only after the
+/// commit is durable: a kill before this leaves the files, which a resume
+/// removes ([`super::resume::prepare_resume_with`]).
+pub fn remove_committed_logs(
+    logs: &std::collections::BTreeMap<String, crate::round::meta::LogRef>,
+) -> Result<(), LoopError> {
+    for log in logs.values().filter(|l| l.tree.is_some()) {
+        let p = Path::new(&log.path);
+        let sha = match crate::round::meta::log_sha256(p) {
+            Ok(sha) => sha,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(LoopError::Io {
+                    path: p.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        // Other bytes than the committed ones are not the ledger's to drop.
+        if sha != log.sha256 {
+            continue;
+        }
+        std::fs::remove_file(p).map_err(io_err(p))?;
+        // Not empty (another child's logs) or already gone: both fine.
+        if let Some(parent) = p.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+    Ok(())
+}
+
+/// The child logs of a round that exist (`<label>.stdout|stderr`).
+pub(crate) fn round_logs(
+    log_dir: Option<&Path>,
+    trainer_label: &str,
+    rid: &str,
+) -> Vec<(String, PathBuf)> {
+    let mut logs = Vec::new();
+    if let Some(dir) = log_dir {
+        for label in [trainer_label.to_string(), format!("{rid}/evaluator")] {
+            for s in [Stream::Stdout, Stream::Stderr] {
+                let name = format!("{label}.{}", s.as_str());
+                let p = dir.join(&name);
+                if p.is_file() {
+                    logs.push((name, p));
+                }
+            }
+        }
+    }
+    logs
+}
+
+/// Run (or continue) a campaign whose paths are already resolved (see
+/// [`prepare_fresh`] and [`super::resume`]). Returns the stdout document.
+pub fn run_loop(
+    campaign: &Campaign,
+    start: Start,
+    opts: &RunOptions<'_>,
+    observer: &mut dyn Observer,
+    sink: &mut dyn RoundSink,
+) -> Result<Value, LoopError> {
+    if campaign.rounds < 1 || campaign.batches < 1 {
+        return Err(LoopError::SizeInvalid);
+    }
+    validate_runtime_protocol(Some(&campaign.runtime_tool_format))?;
+    let w = &campaign.work_dir;
+    // An unusable pack fails before the baseline is evaluated.
+    opts.pack.contract()?;
+    GateModel::from_pack(opts.pack)?;
+    let stage_model = StageModel::from_pack(opts.pack)?;
+    let mut state = match start {
+        Start::Resume(s) => s,
+        Start::Fresh => {
+            check_stop(observer, "baseline")?;
+            baseline_state(campaign, opts, observer, &stage_model)?
+        }
+    };
+    for n in state.completed_rounds + 1..=campaign.rounds {
+        let rid = round_id(n);
+        check_stop(observer, &rid)?;
+        let root = w.join(&rid);
+        let target = state.target_stage.clone();
+        let done = run_round(
+            campaign,
+            opts,
+            &RoundInputs {
+                round_id: &rid,
+                root: &root,
+                starting_checkpoint: &state.current_checkpoint,
+                baseline_summary: &state.baseline_summary,
+                target_stage: &target,
+                mixture: Mixture::THREE_POOL,
+            },
+            observer,
+        )?;
+        let trainer_label = done.trainer_label.clone();
+        let candidate = root.join("candidate");
+        let outcome = done.outcome;
+        let cand_summary = done.candidate_summary;
+        let gate_status = str_of(&outcome.gate, "status").to_string();
+        state
+            .history
+            .push(history_entry(&rid, &target, &gate_status, &outcome));
+        // The file behind `state.baseline_summary` before inheritance moves
+        // it: the round commit re-checks the gate against exactly this one.
+        let baseline_path = match &state.current_checkpoint_round {
+            Some(r) => w.join(r).join("candidate-eval").join("summary.json"),
+            None => w.join("baseline-eval").join("summary.json"),
+        };
+        if outcome.promoted {
+            state.current_checkpoint = candidate.clone();
+            state.current_checkpoint_round = Some(rid.clone());
+            state.baseline_summary = cand_summary;
+            let file = root.join("candidate-eval").join("summary.json");
+            state.baseline_summary_id =
+                crate::round::meta::file_object_id(&file).map_err(io_err(&file))?;
+        }
+        state.target_stage = outcome.target_stage.clone();
+        state.completed_rounds = n;
+        observer.event(&LoopEvent::Gated {
+            round_id: &rid,
+            gate_status: &gate_status,
+            next_target_stage: &state.target_stage,
+        });
+        write_atomic(
+            &w.join("state.json"),
+            json::to_pj_file(&state_document(&state)).as_bytes(),
+        )?;
+        // Record the round before the next one starts.
+        let logs = round_logs(opts.log_dir, &trainer_label, &rid);
+        let loop_meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
+        let meta = loop_meta.to_value();
+        let note = sink
+            .round_completed(&CompletedRound {
+                round_id: &rid,
+                round_dir: &root,
+                gate_status: &gate_status,
+                loop_metadata: &meta,
+                baseline_summary: Some(baseline_path.as_path()).filter(|p| p.is_file()),
+                trainer_wall_seconds: Some(done.trainer_wall_seconds),
+            })
+            .map_err(|source| LoopError::Commit {
+                round_id: rid.clone(),
+                source: Box::new(source),
+            })?;
+        observer.event(&LoopEvent::Recorded {
+            round_id: &rid,
+            note: &note,
+        });
+        // Logs the sink committed with the round are not kept twice.
+        if sink.stores_logs() {
+            remove_committed_logs(&loop_meta.logs)?;
+        }
+        // The round is durable in the ledger now: its work files need not
+        // be kept twice (the current checkpoint's round stays for training).
+        if opts.prune_round_dirs {
+            prune_round_dirs(w, state.current_checkpoint_round.as_deref())?;
+        }
+    }
+    Ok(outcome_document(campaign, &state))
+}
+
+/// Which data mixture (round view) a round trains on: a key of the
+/// round-view registry ([`crate::round::view`]).
+pub use crate::round::view::ViewKind as Mixture;
+
+/// The inputs of one round, as the loop or a replay hands them over.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundInputs<'a> {
+    /// The round id (`r01`).
+    pub round_id: &'a str,
+    /// The round folder; must not exist.
+    pub root: &'a Path,
+    /// The model folder the trainer starts from.
+    pub starting_checkpoint: &'a Path,
+    /// The summary the candidate is gated against (the starting
+    /// checkpoint's).
+    pub baseline_summary: &'a Value,
+    /// The stage this round targets.
+    pub target_stage: &'a str,
+    /// The data mixture.
+    pub mixture: Mixture,
+}
+
+/// What one round produced (its files are in the round folder).
+#[derive(Debug, Clone)]
+pub struct RoundOutcome {
+    /// The gate and prescription documents and the next target.
+    pub outcome: bat_contract::gate::GateOutcome,
+    /// The candidate's evaluation summary.
+    pub candidate_summary: Value,
+    /// The parsed training health file.
+    pub health: Value,
+    /// Wall-clock seconds of the trainer child, measured by bat.
+    pub trainer_wall_seconds: f64,
+    /// The trainer's log label (`r01/trainer`).
+    pub trainer_label: String,
+}
+
+fn create_new_dir(path: &Path) -> Result<(), LoopError> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(LoopError::Exists {
+            path: path.to_path_buf(),
+        }),
+        Err(source) => Err(LoopError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// One round: materialize the view → train → evaluate the candidate → gate.
+/// Inheritance (which checkpoint the next round starts from) is the
+/// caller's decision; [`run_loop`] inherits promoted candidates only.
+pub fn run_round(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    inp: &RoundInputs<'_>,
+    observer: &mut dyn Observer,
+) -> Result<RoundOutcome, LoopError> {
+    let k = opts.pack.contract()?;
+    let prompter = Prompter::new(&k);
+    let gate_model = GateModel::from_pack(opts.pack)?;
+    let rid = inp.round_id.to_string();
+    let root = inp.root;
+    let target = inp.target_stage;
+    observer.event(&LoopEvent::RoundStart {
+        round_id: &rid,
+        target_stage: target,
+    });
+    create_new_dir(root)?;
+    // Materialize (plain writes, as the reference).
+    let source_bytes = std::fs::read(&campaign.source).map_err(io_err(&campaign.source))?;
+    let source_name = campaign
+        .source
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let source_sha = sha256_hex(&source_bytes);
+    let inputs = BuildInputs {
+        source_bytes: &source_bytes,
+        source_file_name: &source_name,
+        source_sha256: &source_sha,
+        round_id: &rid,
+        target_stage: Some(target),
+        prescription: None,
+        batches: campaign.batches,
+        seed: None,
+    };
+    let built = crate::round::view::view(inp.mixture).build(&k, &prompter, &inputs)?;
+    let data = root.join("data");
+    create_new_dir(&data)?;
+    let train = data.join(cround::TRAIN_FILE);
+    std::fs::write(&train, &built.train).map_err(io_err(&train))?;
+    let manifest = data.join(cround::MANIFEST_FILE);
+    plain_write(&manifest, &json::to_pj_file(&built.manifest))?;
+    // Train.
+    let candidate = root.join("candidate");
+    let health = root.join("training-health.json");
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let values = [
+        ("{checkpoint}", text(inp.starting_checkpoint)),
+        ("{dataset}", text(&train)),
+        ("{manifest}", text(&manifest)),
+        ("{output}", text(&candidate)),
+        ("{health}", text(&health)),
+        ("{round_id}", rid.clone()),
+        ("{target_stage}", target.to_string()),
+        (
+            "{runtime_tool_format}",
+            campaign.runtime_tool_format.clone(),
+        ),
+    ];
+    let mut values: Vec<(&str, String)> = values.to_vec();
+    for (k, v) in &campaign.extra_placeholders {
+        if !values.iter().any(|(name, _)| name == k) {
+            values.push((k.as_str(), v.clone()));
+        }
+    }
+    let argv = command::expand(&campaign.trainer, &values);
+    let required: Vec<&str> = values
+        .iter()
+        .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if !command::all_present(&argv, &required) {
+        return Err(LoopError::TrainerPlaceholdersMissing);
+    }
+    observer.event(&LoopEvent::Training {
+        round_id: &rid,
+        argv: &argv,
+    });
+    let trainer_label = format!("{rid}/trainer");
+    let started = std::time::Instant::now();
+    let trained = command::run_child(
+        &ChildSpec {
+            label: &trainer_label,
+            argv: &argv,
+            log_dir: opts.log_dir,
+        },
+        &mut SinkAdapter(observer),
+    )?;
+    let trainer_wall_seconds = started.elapsed().as_secs_f64();
+    if trained.rc != 0 {
+        return Err(LoopError::TrainerFailed {
+            round_id: rid,
+            rc: trained.rc,
+        });
+    }
+    if !candidate.is_dir() || !health.is_file() {
+        return Err(LoopError::TrainerArtifactsMissing { round_id: rid });
+    }
+    let health_bytes = std::fs::read(&health).map_err(io_err(&health))?;
+    let health_value = json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {
+        round_id: rid.clone(),
+        reason: e.to_string(),
+    })?;
+    // Evaluate the candidate.
+    let context = format!("{rid} candidate");
+    observer.event(&LoopEvent::Evaluating { context: &context });
+    let cand_summary = evaluate(
+        campaign,
+        opts,
+        observer,
+        &candidate,
+        &root.join("candidate-eval"),
+        CANDIDATE_GATE_STEP,
+        Arm::Candidate,
+        &context,
+    )?;
+    // Gate.
+    let outcome = evaluate_gate(
+        inp.baseline_summary,
+        &cand_summary,
+        training_healthy(&health_value),
+        &gate_model,
+    )?;
+    plain_write(&root.join("gate.json"), &json::to_pj_file(&outcome.gate))?;
+    plain_write(
+        &root.join("prescription.json"),
+        &json::to_pj_file(&outcome.prescription),
+    )?;
+    Ok(RoundOutcome {
+        outcome,
+        candidate_summary: cand_summary,
+        health: health_value,
+        trainer_wall_seconds,
+        trainer_label,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    observer: &mut dyn Observer,
+    checkpoint: &Path,
+    output_dir: &Path,
+    gate_step: u64,
+    arm: Arm,
+    context: &str,
+) -> Result<Value, LoopError> {
+    let label = match arm {
+        Arm::Baseline => "baseline-eval/evaluator".to_string(),
+        Arm::Candidate => format!(
+            "{}/evaluator",
+            output_dir
+                .parent()
+                .and_then(Path::file_name)
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+    };
+    run_evaluation(
+        &EvaluationRun {
+            checkpoint,
+            output_dir,
+            protocol_id: &campaign.protocol_id,
+            command: &campaign.evaluator,
+            repeats: 1,
+            experiment_name: EXPERIMENT,
+            gate_step,
+            arm,
+            log_dir: opts.log_dir,
+            log_label: &label,
+            extra_placeholders: &campaign.extra_placeholders,
+        },
+        opts.pack,
+        &mut SinkAdapter(observer),
+    )
+    .map_err(|source| LoopError::Evaluation {
+        context: context.to_string(),
+        source,
+    })
+}

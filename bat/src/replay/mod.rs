@@ -1,0 +1,441 @@
+//! `bat replay`: run recorded rounds again from the ledger's own inputs
+//! (`docs/ARCHITECTURE.md`), as a reproducibility check (`--verify`) or
+//! as a fixed-compute ablation recorded on a replay branch.
+//!
+//! # Inputs, all from the ledger
+//!
+//! For each round commit replayed: the campaign (argv templates, protocol,
+//! runtime format, batches, extra placeholders such as `{seed}` and
+//! `{reward_mode}`) from its `"loop"` metadata; the source grid (the
+//! recorded file when its sha256 still matches the manifest, else rebuilt
+//! from the pack and checked against that digest); the round view
+//! re-materialized from the source and the recorded recipe (round id,
+//! target, batches) and checked against the manifest's `train.sha256`
+//! before anything runs; the gate baseline (`baseline-summary.json`); and
+//! the starting checkpoint (the round in history whose candidate has the
+//! identity the round trained from, checked out of the ledger; or the
+//! campaign's initial checkpoint when it still has that identity).
+//!
+//! # A chain `A..B`
+//!
+//! Every round commit on the first-parent path from B back to A (both
+//! included) is replayed oldest first. The first starts where A started;
+//! each later one starts from the replay arm's own inherited checkpoint and
+//! gate baseline, and targets the arm's own prescription (unless
+//! `target=` fixes it), so an ablation arm evolves on its own.
+//!
+//! # Verify
+//!
+//! Without overrides, `verify` compares every artifact the replayed round
+//! wrote with the original commit's tree by object id (BLAKE3 of the
+//! bytes): `data/`, `candidate/`, `candidate-eval/` (binding, request,
+//! summary, receipt), `gate.json`, `prescription.json` and
+//! `training-health.json`. `round.json`, `provenance.json`,
+//! `firewall.json` and `baseline-summary.json` are bat's records (time
+//! stamps, wall-clock figures, or inputs), and the child logs under
+//! `logs/` are the run's output, not its results: neither are artifacts.
+//! With the built-in
+//! simulator (both templates start with `{bat} sim`) every artifact must be
+//! identical ([`VerifyMode::Exact`]); with external backends the
+//! candidate's scores (overall, task, agentic, S1–S5) must agree within a
+//! tolerance ([`VerifyMode::Tolerance`]) and differing files are listed.
+//! A strict verify (`--strict`) fails on any difference: a differing
+//! artifact or any score delta, tolerance or not. Nothing is committed by
+//! a verify.
+//!
+//! # Fixed compute
+//!
+//! Each round's budget is [`crate::round::provenance::round_budget`]: the
+//! manifest's data budget plus the trainer's declared `"budget"`. An
+//! override that changes it (`batches=N`) is refused unless
+//! `allow_compute_change`; after training, the replay's budget must equal
+//! the original's (same condition). Measured compute (the health file's
+//! `"compute"` and the trainer wall time bat measured) is reported for both.
+
+mod arm;
+pub mod compare;
+mod inputs;
+mod plan;
+mod verify;
+
+pub use plan::{default_branch, default_work_dir, parse_ablations, Ablation};
+pub use verify::{is_simulator, summary_scores};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::engine::r#loop::{LoopError, Observer};
+use crate::round::RoundError;
+use bat_contract::pack::PackError;
+
+/// Ablation keys `bat replay --ablate KEY=VALUE` understands.
+pub const ABLATION_KEYS: [&str; 5] = ["reward", "target", "mixture", "gate", "batches"];
+/// Default tolerance of an external backend's verify, per score.
+pub const DEFAULT_TOLERANCE: f64 = 0.02;
+/// The score keys compared by a tolerance verify (`scores` of a summary).
+pub const SCORE_KEYS: [&str; 8] = ["overall", "task", "agentic", "S1", "S2", "S3", "S4", "S5"];
+
+/// A replay failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// `--ablate` was not `KEY=VALUE`.
+    #[error("ablation `{given}` is not KEY=VALUE")]
+    AblationSyntax {
+        /// The argument.
+        given: String,
+    },
+    /// An unknown ablation key.
+    #[error("unknown ablation key `{key}` (known: reward, target, mixture, gate, batches)")]
+    UnknownAblation {
+        /// The key.
+        key: String,
+    },
+    /// A value the key does not accept.
+    #[error("ablation {key}={value} is not valid: {expected}")]
+    BadAblationValue {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// The same key twice.
+    #[error("ablation key `{key}` given twice")]
+    DuplicateAblation {
+        /// The key.
+        key: String,
+    },
+    /// `--verify` with overrides.
+    #[error("--verify reproduces a round as recorded; it takes no --ablate overrides")]
+    VerifyWithAblation,
+    /// A budget-changing override without permission.
+    #[error("ablation {key}={value} changes the compute budget ({what}); arms must match")]
+    ComputeChange {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+        /// What changes.
+        what: String,
+    },
+    /// The replayed round's budget differs from the original's.
+    #[error(
+        "round {round_id}: the replay's budget {replay} differs from the original's {original}"
+    )]
+    BudgetMismatch {
+        /// The round.
+        round_id: String,
+        /// The original budget (JSON).
+        original: String,
+        /// The replay's budget (JSON).
+        replay: String,
+    },
+    /// The trainer template cannot take the override.
+    #[error("round {round_id}: the recorded trainer template has no {placeholder} placeholder, so {key}={value} cannot be applied")]
+    TemplateLacks {
+        /// The round.
+        round_id: String,
+        /// The placeholder needed.
+        placeholder: String,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// REV does not resolve, or is not a round commit.
+    #[error("{rev} is not a round commit")]
+    NotARound {
+        /// The revision.
+        rev: String,
+    },
+    /// A range whose start is not on the first-parent path of its end.
+    #[error("{from} is not an ancestor (first parent) of {to}")]
+    NotAncestor {
+        /// Start.
+        from: String,
+        /// End.
+        to: String,
+    },
+    /// The round was not recorded by `bat run` (no campaign metadata).
+    #[error("round {round_id} ({commit}) was not recorded by `bat run`: its trainer and evaluator templates are unknown")]
+    NotReplayable {
+        /// The round.
+        round_id: String,
+        /// The commit.
+        commit: String,
+    },
+    /// The recorded metadata is unusable.
+    #[error("round commit {commit}: {reason}")]
+    BadRecord {
+        /// The commit.
+        commit: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The source grid is neither on disk nor rebuildable with that digest.
+    #[error("round {round_id}: the source grid with sha256 {sha256} is not available: {reason}")]
+    SourceUnavailable {
+        /// The round.
+        round_id: String,
+        /// The recorded digest.
+        sha256: String,
+        /// Why.
+        reason: String,
+    },
+    /// The re-materialized view does not have the recorded digest.
+    #[error("round {round_id}: the re-materialized round view has sha256 {rebuilt}, the ledger recorded {recorded}")]
+    ViewMismatch {
+        /// The round.
+        round_id: String,
+        /// Recorded digest.
+        recorded: String,
+        /// Rebuilt digest.
+        rebuilt: String,
+    },
+    /// The starting checkpoint cannot be found.
+    #[error("round {round_id}: no checkpoint with identity {sha256} in the ledger history or at the campaign's initial checkpoint")]
+    CheckpointUnavailable {
+        /// The round.
+        round_id: String,
+        /// The identity.
+        sha256: String,
+    },
+    /// The replay branch exists.
+    #[error("branch {branch} already exists")]
+    BranchExists {
+        /// The branch.
+        branch: String,
+    },
+    /// The work dir exists.
+    #[error("replay work dir {} already exists", path.display())]
+    WorkExists {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A file operation failed.
+    #[error("cannot write or read {}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The pack is unusable.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// Running the round failed.
+    #[error(transparent)]
+    Loop(#[from] LoopError),
+    /// Committing the replayed round failed.
+    #[error(transparent)]
+    Round(#[from] RoundError),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] bat_ledger::Error),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {
+    move |source| ReplayError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What `bat replay` does.
+#[derive(Debug, Clone)]
+pub struct ReplayRequest {
+    /// `REV` or `A..B`.
+    pub rev: String,
+    /// The overrides.
+    pub ablations: Vec<Ablation>,
+    /// Reproduce and compare instead of recording.
+    pub verify: bool,
+    /// The replay branch (default: [`default_branch`]).
+    pub branch: Option<String>,
+    /// Allow overrides that change the compute budget.
+    pub allow_compute_change: bool,
+    /// Per-score tolerance of an external backend's verify.
+    pub tolerance: f64,
+    /// A verify passes only when every artifact is identical and every
+    /// score equal, whatever the backend (`--strict`).
+    pub strict: bool,
+    /// Placeholder values to use instead of the recorded ones, applied only
+    /// to placeholders the recorded campaign has (for example `{bat}`, the
+    /// path of the running binary).
+    pub placeholder_overrides: Vec<(String, String)>,
+    /// A new folder for the replay's work files (round folders, inputs,
+    /// child logs).
+    pub work_dir: PathBuf,
+    /// Remove each committed round's folder once the next round no longer
+    /// trains from it (its files are in the replay commit). For work
+    /// folders bat chose; a folder the user named is kept whole.
+    pub prune_round_dirs: bool,
+    /// Author of the replay commits.
+    pub author: String,
+}
+
+/// How a verify compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyMode {
+    /// Every artifact bit for bit (the built-in simulator).
+    Exact,
+    /// Scores within a tolerance (external backends).
+    Tolerance,
+}
+
+/// A verify's result for one round.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RoundVerify {
+    /// How it compared.
+    pub mode: VerifyMode,
+    /// Artifacts compared.
+    pub compared: usize,
+    /// Of which identical.
+    pub identical: usize,
+    /// Paths that differ (or exist on one side only), in pipeline order (data, training health,
+    /// candidate, its evaluation, gate, prescription).
+    pub differing: Vec<String>,
+    /// The largest |Δ| over the compared scores.
+    pub max_score_delta: f64,
+    /// The tolerance applied (`0` in exact mode).
+    pub tolerance: f64,
+    /// Whether any difference at all fails the round (`--strict`).
+    pub strict: bool,
+    /// Whether the round reproduced.
+    pub passed: bool,
+}
+
+/// Compute figures of one round, side by side.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ComputeSide {
+    /// The budget ([`round_budget`]).
+    pub budget: serde_json::Value,
+    /// The trainer's measured compute (`steps`, `rollouts`,
+    /// `generated_tokens`, …), `null` when it reported none.
+    pub measured: serde_json::Value,
+    /// Trainer wall seconds measured by bat (`null` when not recorded).
+    pub trainer_wall_seconds: Option<f64>,
+}
+
+/// One replayed round.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RoundReplay {
+    /// The round id.
+    pub round_id: String,
+    /// The original commit.
+    pub original: String,
+    /// The replay commit (`None` for a verify).
+    pub commit: Option<String>,
+    /// The original's target stage.
+    pub original_target_stage: String,
+    /// The replay's target stage.
+    pub target_stage: String,
+    /// The original's gate status.
+    pub original_gate_status: String,
+    /// The replay's gate status.
+    pub gate_status: String,
+    /// Whether the replay's candidate is the arm's next starting point.
+    pub inherited: bool,
+    /// The original candidate's scores.
+    pub original_scores: BTreeMap<String, f64>,
+    /// The replay candidate's scores.
+    pub scores: BTreeMap<String, f64>,
+    /// The original's compute.
+    pub original_compute: ComputeSide,
+    /// The replay's compute.
+    pub compute: ComputeSide,
+    /// Whether the budgets are equal.
+    pub same_budget: bool,
+    /// The verify result.
+    pub verify: Option<RoundVerify>,
+    /// The round folder of the replay. With
+    /// [`ReplayRequest::prune_round_dirs`] it is removed once committed and
+    /// no longer trained from (the commit holds its files).
+    pub work_dir: PathBuf,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplayReport {
+    /// The replay branch (`None` for a verify).
+    pub branch: Option<String>,
+    /// The overrides as `KEY=VALUE`.
+    pub ablation: Vec<String>,
+    /// Whether this was a verify.
+    pub verify: bool,
+    /// The rounds, oldest first.
+    pub rounds: Vec<RoundReplay>,
+    /// For a verify: every round reproduced.
+    pub reproduced: Option<bool>,
+}
+
+/// Progress of a replay.
+pub trait ReplayObserver {
+    /// The rounds that will be replayed, oldest first.
+    fn planned(&mut self, round_ids: &[String]);
+    /// A round finished (and was recorded unless verifying).
+    fn round_replayed(&mut self, round: &RoundReplay);
+    /// Where the loop's own progress events and child output go.
+    fn loop_observer(&mut self) -> &mut dyn Observer;
+}
+
+/// Replay rounds (see the module docs). A verify commits nothing; otherwise
+/// every replayed round is committed to the replay branch before the next
+/// one starts.
+pub fn replay(
+    ledger: &mut bat_ledger::Ledger,
+    req: &ReplayRequest,
+    observer: &mut dyn ReplayObserver,
+) -> Result<ReplayReport, ReplayError> {
+    let plan = plan::prepare(ledger, req)?;
+    observer.planned(
+        &plan
+            .originals
+            .iter()
+            .map(|o| o.round_id.clone())
+            .collect::<Vec<_>>(),
+    );
+    let mut arm = None;
+    let mut history = Vec::new();
+    let mut rounds = Vec::new();
+    for o in &plan.originals {
+        // A stop requested while the previous round was being recorded
+        // ends the replay here, before anything of this round runs.
+        if let Some(signal) = observer.loop_observer().stop_signal() {
+            return Err(LoopError::Interrupted {
+                round_id: o.round_id.clone(),
+                signal,
+            }
+            .into());
+        }
+        let (r, next) =
+            arm::replay_round(ledger, req, &plan, o, arm.take(), &mut history, observer)?;
+        observer.round_replayed(&r);
+        if req.prune_round_dirs && r.commit.is_some() {
+            crate::engine::r#loop::prune_round_dirs(
+                &plan.rounds_dir,
+                next.checkpoint_round.as_deref(),
+            )?;
+        }
+        rounds.push(r);
+        arm = Some(next);
+    }
+    let reproduced = req.verify.then(|| {
+        rounds
+            .iter()
+            .all(|r| r.verify.as_ref().is_some_and(|v| v.passed))
+    });
+    Ok(ReplayReport {
+        branch: plan.branch,
+        ablation: plan
+            .ablation_pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        verify: req.verify,
+        rounds,
+        reproduced,
+    })
+}

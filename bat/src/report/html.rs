@@ -1,0 +1,636 @@
+//! `bat report`: one self-contained HTML page about a campaign and its
+//! replays (no script or font from elsewhere, no network): per-round score
+//! curves, the curriculum, the audit gap, compute, checkpoint drift, the
+//! table of rounds and the facts a reviewer needs to reproduce it.
+//!
+//! The data is gathered by [`collect`] (reads the ledger) and turned into
+//! bytes by [`render`] (pure), so the page for a given ledger state is
+//! deterministic apart from the generation time the caller passes in.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use bat_ledger::{CommitId, Ledger};
+use serde::Deserialize;
+
+use super::svg::{self, esc, Plot, Point, Series};
+use super::Source;
+use crate::inspect::diff::DiffOptions;
+use crate::inspect::drift::{candidate_drift, Drift};
+use crate::inspect::rounds::{round_rows, RoundRow, RoundsError, STAGES};
+use crate::inspect::{InspectError, RoundTree};
+use bat_contract::pack::Pack;
+
+/// Errors of `bat report`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Listing rounds failed.
+    #[error(transparent)]
+    Rounds(#[from] RoundsError),
+    /// Reading a round's files failed (boxed: large and rare).
+    #[error(transparent)]
+    Inspect(Box<InspectError>),
+    /// A listed branch holds no round commit.
+    #[error("{name} holds no round commits")]
+    NoRounds {
+        /// The branch or revision.
+        name: String,
+    },
+}
+
+impl From<InspectError> for ReportError {
+    fn from(e: InspectError) -> Self {
+        ReportError::Inspect(Box::new(e))
+    }
+}
+
+/// What to include.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// Compute checkpoint drift (reads every candidate's safetensors).
+    pub drift: bool,
+    /// How a reader reaches the ledger, for the clone command.
+    pub ledger_location: String,
+    /// When the page was generated (shown, not used otherwise).
+    pub generated: String,
+}
+
+/// One arm: a listed branch and its rounds.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    /// The branch as given.
+    pub source: Source,
+    /// Rounds, oldest first.
+    pub rows: Vec<RoundRow>,
+    /// Drift of each round's candidate from the previous round's (same
+    /// index as `rows`; `None` for the first round and where unavailable).
+    pub drift: Vec<Option<Drift>>,
+    /// Reproduction facts.
+    pub facts: ArmFacts,
+}
+
+/// What a reviewer needs to reproduce an arm.
+#[derive(Debug, Clone, Default)]
+pub struct ArmFacts {
+    /// sha256 of the source grid the first round was built from.
+    pub source_digest: Option<String>,
+    /// The pack: a path, or the embedded default.
+    pub pack: String,
+    /// The pack's `reward_version`, when the pack could be read.
+    pub reward_version: Option<String>,
+    /// The evaluation protocol id.
+    pub protocol_id: Option<String>,
+    /// The campaign's run id.
+    pub run_id: Option<String>,
+    /// bat versions that recorded the rounds.
+    pub bat_versions: Vec<String>,
+    /// The command that replays (verifies or re-ablates) this arm.
+    pub replay_command: String,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Clone)]
+pub struct ReportData {
+    /// The arms, in the order given.
+    pub arms: Vec<Arm>,
+    /// Options used.
+    pub options: ReportOptions,
+    /// Whether drift was computed.
+    pub drift: bool,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    source: Option<ManifestSource>,
+}
+
+#[derive(Deserialize)]
+struct ManifestSource {
+    sha256: Option<String>,
+}
+
+fn facts(ledger: &Ledger, rows: &[RoundRow]) -> Result<ArmFacts, ReportError> {
+    let first = &rows[0];
+    let last = &rows[rows.len() - 1];
+    let id = |hex: &str| {
+        bat_ledger::ObjectId::from_hex(hex)
+            .map(CommitId)
+            .expect("round rows carry full commit ids")
+    };
+    let tree = RoundTree::open(ledger, id(&first.commit))?;
+    let source_digest = tree
+        .json("data/manifest.json")?
+        .and_then(|v| serde_json::from_value::<Manifest>(v).ok())
+        .and_then(|m| m.source)
+        .and_then(|s| s.sha256);
+    let campaign = tree
+        .round
+        .as_ref()
+        .and_then(|m| m.loop_meta.as_ref())
+        .map(|l| l.campaign.clone());
+    let (pack, reward_version) = match campaign.as_ref().and_then(|c| c.pack.clone()) {
+        None => (
+            "the default pack embedded in bat".to_string(),
+            Pack::default_pack()
+                .get("reward_version")
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+        ),
+        Some(p) => (
+            p.display().to_string(),
+            Pack::load(&p).ok().and_then(|k| {
+                k.get("reward_version")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            }),
+        ),
+    };
+    let bat_versions: BTreeSet<String> =
+        rows.iter().filter_map(|r| r.bat_version.clone()).collect();
+    let replay_command = match (&first.replay_of, &last.replay_of, &first.ablation) {
+        (Some(a), Some(b), Some(ab)) if !ab.is_empty() => {
+            let flags: Vec<String> = ab.split(',').map(|kv| format!("--ablate {kv}")).collect();
+            format!("bat replay {a}..{b} {}", flags.join(" "))
+        }
+        (Some(a), Some(b), _) => format!("bat replay {a}..{b}"),
+        _ => format!("bat replay {}..{} --verify", first.commit, last.commit),
+    };
+    Ok(ArmFacts {
+        source_digest,
+        pack,
+        reward_version,
+        protocol_id: campaign.map(|c| c.protocol_id),
+        run_id: first.run_id.clone(),
+        bat_versions: bat_versions.into_iter().collect(),
+        replay_command,
+    })
+}
+
+/// Read the rounds (and, with `opts.drift`, the candidates) of every
+/// source.
+pub fn collect(
+    ledger: &Ledger,
+    sources: &[Source],
+    opts: &ReportOptions,
+) -> Result<ReportData, ReportError> {
+    let diff_opts = DiffOptions::default();
+    let mut arms = Vec::with_capacity(sources.len());
+    for s in sources {
+        let rows = round_rows(ledger, &s.name, s.tip)?;
+        if rows.is_empty() {
+            return Err(ReportError::NoRounds {
+                name: s.name.clone(),
+            });
+        }
+        let mut drift = vec![None; rows.len()];
+        if opts.drift {
+            for i in 1..rows.len() {
+                let ids = [&rows[i - 1].commit, &rows[i].commit].map(|h| {
+                    bat_ledger::ObjectId::from_hex(h)
+                        .map(CommitId)
+                        .expect("round rows carry full commit ids")
+                });
+                drift[i] = candidate_drift(ledger, ids[0], ids[1], &diff_opts)?;
+            }
+        }
+        let facts = facts(ledger, &rows)?;
+        arms.push(Arm {
+            source: s.clone(),
+            rows,
+            drift,
+            facts,
+        });
+    }
+    Ok(ReportData {
+        arms,
+        drift: opts.drift,
+        options: opts.clone(),
+    })
+}
+
+const STYLE: &str = "
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1320px;padding:0 16px;color:#222}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.grid2{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:8px 18px}
+figure{margin:0}figcaption{font-weight:600;font-size:13px}
+svg.plot{width:100%;height:auto;background:#fff}
+.frame{fill:none;stroke:#999;stroke-width:.6}.grid{stroke:#e6e6e6;stroke-width:.6}
+.tick,.legend,.note{font-size:10px;fill:#555;stroke:none}.legend{fill:#222}
+polyline{stroke-width:1.3}circle.hold{fill:#fff}circle.reverted{fill:#000;stroke:#000}
+table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
+td,th{padding:2px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
+th{background:#f6f6f6;position:sticky;top:0}td.l,th.l{text-align:left}
+code,pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}pre{background:#f6f6f6;padding:8px;overflow-x:auto}
+.muted{color:#777}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600}dd{margin:0;word-break:break-all}
+";
+
+/// Records script errors on the root element before anything else runs,
+/// so a test reading the DOM back sees them.
+const ERROR_HOOK: &str = "window.addEventListener('error',function(e){var d=document.documentElement;d.setAttribute('data-errors',(d.getAttribute('data-errors')||'')+(e.message||'error')+';')});";
+
+/// Checks that every plot drew the points it states and marks the body.
+const SELF_CHECK: &str = "(function(){var bad=[];document.querySelectorAll('svg.plot').forEach(function(s){var n=s.querySelectorAll('circle.pt').length;if(String(n)!==s.getAttribute('data-points'))bad.push(s.id);s.querySelectorAll('g.series').forEach(function(g){if(String(g.querySelectorAll('circle.pt').length)!==g.getAttribute('data-points'))bad.push(s.id+'/'+g.getAttribute('data-series'))})});var b=document.body;b.setAttribute('data-plots',String(document.querySelectorAll('svg.plot').length));b.setAttribute('data-check',bad.length?'fail':'ok');if(bad.length)b.setAttribute('data-problems',bad.join(' '))})();";
+
+fn series_of(arm: &Arm, f: impl Fn(usize, &RoundRow) -> Option<(f64, &'static str)>) -> Series {
+    let points = arm
+        .rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            f(i, r).map(|(y, class)| Point {
+                x: (i + 1) as f64,
+                y,
+                label: format!("{} {}", r.round_id, fmt_num(y)),
+                class,
+            })
+        })
+        .collect();
+    Series {
+        name: arm.source.name.clone(),
+        points,
+        line: true,
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn plot(
+    id: &str,
+    title: &str,
+    arms: &[Arm],
+    empty: &str,
+    f: impl Fn(&Arm, usize, &RoundRow) -> Option<(f64, &'static str)>,
+) -> Plot {
+    Plot {
+        id: id.into(),
+        title: title.into(),
+        y_ticks: None,
+        series: arms
+            .iter()
+            .map(|a| series_of(a, |i, r| f(a, i, r)))
+            .collect(),
+        empty_note: empty.into(),
+    }
+}
+
+fn cumulative(arm: &Arm, pick: impl Fn(&RoundRow) -> Option<f64>) -> Vec<Option<f64>> {
+    let mut sum = 0.0;
+    arm.rows
+        .iter()
+        .map(|r| {
+            pick(r).map(|v| {
+                sum += v;
+                sum
+            })
+        })
+        .collect()
+}
+
+fn score_plots(arms: &[Arm]) -> Vec<Plot> {
+    let mut out = vec![
+        plot("plot-overall", "Overall", arms, "no scores", |_, _, r| {
+            r.overall.map(|v| (v, ""))
+        }),
+        plot("plot-task", "Task mean", arms, "no scores", |_, _, r| {
+            r.task.map(|v| (v, ""))
+        }),
+        plot(
+            "plot-agentic",
+            "Agentic mean",
+            arms,
+            "no scores",
+            |_, _, r| r.agentic.map(|v| (v, "")),
+        ),
+    ];
+    for (k, st) in STAGES.iter().enumerate() {
+        out.push(plot(
+            &format!("plot-{}", st.to_lowercase()),
+            &format!("Stage {st}"),
+            arms,
+            "no scores",
+            move |_, _, r| r.stage(k).map(|v| (v, "")),
+        ));
+    }
+    out
+}
+
+fn curriculum_plot(arms: &[Arm]) -> Plot {
+    let n = arms.len().max(1) as f64;
+    let series = arms
+        .iter()
+        .enumerate()
+        .map(|(ai, a)| {
+            // Arms are nudged apart vertically so overlaid markers stay
+            // visible.
+            let nudge = (ai as f64 - (n - 1.0) / 2.0) * 0.12;
+            let mut s = series_of(a, |_, r| {
+                let stage = r.target_stage.as_deref()?;
+                let k = STAGES.iter().position(|s| *s == stage)?;
+                let class = if r.reverted {
+                    "reverted"
+                } else if r.gate_status.as_deref() == Some("promote") {
+                    "promote"
+                } else {
+                    "hold"
+                };
+                Some(((k + 1) as f64 + nudge, class))
+            });
+            for (p, r) in s.points.iter_mut().zip(a.rows.iter().filter(|r| {
+                r.target_stage
+                    .as_deref()
+                    .is_some_and(|t| STAGES.contains(&t))
+            })) {
+                p.label = format!(
+                    "{} {} {}{}",
+                    r.round_id,
+                    r.target_stage.as_deref().unwrap_or(""),
+                    r.gate_status.as_deref().unwrap_or("?"),
+                    if r.reverted { " (reverted)" } else { "" }
+                );
+            }
+            s
+        })
+        .collect();
+    Plot {
+        id: "plot-curriculum".into(),
+        title:
+            "Curriculum: target stage per round (filled: promoted, hollow: held, black: reverted)"
+                .into(),
+        y_ticks: Some(
+            STAGES
+                .iter()
+                .enumerate()
+                .map(|(i, s)| ((i + 1) as f64, s.to_string()))
+                .collect(),
+        ),
+        series,
+        empty_note: "no target stages recorded".into(),
+    }
+}
+
+fn compute_plots(arms: &[Arm]) -> Vec<Plot> {
+    let tokens = |r: &RoundRow| r.tokens;
+    let wall = |r: &RoundRow| r.wall_seconds.or(r.trainer_wall_seconds);
+    let cum_tokens: Vec<Vec<Option<f64>>> = arms.iter().map(|a| cumulative(a, tokens)).collect();
+    let cum_wall: Vec<Vec<Option<f64>>> = arms.iter().map(|a| cumulative(a, wall)).collect();
+    let arm_index = |a: &Arm| {
+        arms.iter()
+            .position(|b| std::ptr::eq(a, b))
+            .expect("the arm is one of the list")
+    };
+    vec![
+        plot(
+            "plot-tokens",
+            "Generated tokens per round",
+            arms,
+            "the trainer reported no token counts",
+            |_, _, r| tokens(r).map(|v| (v, "")),
+        ),
+        plot(
+            "plot-tokens-cumulative",
+            "Generated tokens, cumulative",
+            arms,
+            "the trainer reported no token counts",
+            |a, i, _| cum_tokens[arm_index(a)][i].map(|v| (v, "")),
+        ),
+        plot(
+            "plot-wall",
+            "Trainer wall seconds per round",
+            arms,
+            "no wall time recorded",
+            |_, _, r| wall(r).map(|v| (v, "")),
+        ),
+        plot(
+            "plot-wall-cumulative",
+            "Trainer wall seconds, cumulative",
+            arms,
+            "no wall time recorded",
+            |a, i, _| cum_wall[arm_index(a)][i].map(|v| (v, "")),
+        ),
+    ]
+}
+
+fn drift_plots(arms: &[Arm]) -> Vec<Plot> {
+    let idx = |a: &Arm| {
+        arms.iter()
+            .position(|b| std::ptr::eq(a, b))
+            .expect("the arm is one of the list")
+    };
+    vec![
+        plot(
+            "plot-drift-fraction",
+            "Checkpoint drift: fraction of elements changed vs the previous round's candidate",
+            arms,
+            "no safetensors candidates to compare",
+            |a, i, _| {
+                arms[idx(a)].drift[i]
+                    .as_ref()
+                    .and_then(|d| d.changed_fraction)
+                    .map(|v| (v, ""))
+            },
+        ),
+        plot(
+            "plot-drift-l2",
+            "Checkpoint drift: L2 norm of the update vs the previous round's candidate",
+            arms,
+            "no safetensors candidates to compare",
+            |a, i, _| arms[idx(a)].drift[i].as_ref().map(|d| (d.l2, "")),
+        ),
+    ]
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(fmt_num).unwrap_or_else(|| "–".into())
+}
+
+fn rounds_table(a: &Arm, out: &mut String) {
+    out.push_str("<table class=\"rounds\"><thead><tr><th class=\"l\">round</th><th class=\"l\">commit</th><th class=\"l\">target</th><th class=\"l\">gate</th><th class=\"l\">promoted</th><th>Overall</th><th>task</th><th>agentic</th>");
+    for s in STAGES {
+        let _ = write!(out, "<th>{s}</th>");
+    }
+    out.push_str("<th>audit gap</th><th>steps</th><th>rollouts</th><th>tokens</th><th>wall s</th><th class=\"l\">checkpoint</th></tr></thead><tbody>");
+    for r in &a.rows {
+        let promoted = match (r.promoted, r.reverted) {
+            (_, true) => "reverted",
+            (true, false) => "yes",
+            (false, false) => "no",
+        };
+        let _ = write!(
+            out,
+            "<tr data-commit=\"{c}\"><td class=\"l\">{}</td><td class=\"l\"><code title=\"{c}\">{}</code></td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{promoted}</td><td>{}</td><td>{}</td><td>{}</td>",
+            esc(&r.round_id),
+            esc(&r.commit[..12.min(r.commit.len())]),
+            esc(r.target_stage.as_deref().unwrap_or("–")),
+            esc(r.gate_status.as_deref().unwrap_or("–")),
+            opt(r.overall),
+            opt(r.task),
+            opt(r.agentic),
+            c = esc(&r.commit),
+        );
+        for k in 0..STAGES.len() {
+            let _ = write!(out, "<td>{}</td>", opt(r.stage(k)));
+        }
+        let _ = write!(
+            out,
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\"><code title=\"{ck}\">{}</code></td></tr>",
+            r.audit_gap.map(|g| format!("{g:+.3}")).unwrap_or_else(|| "–".into()),
+            opt(r.steps),
+            opt(r.rollouts),
+            opt(r.tokens),
+            opt(r.wall_seconds.or(r.trainer_wall_seconds)),
+            esc(r.checkpoint.as_deref().map_or("–", |c| &c[..12.min(c.len())])),
+            ck = esc(r.checkpoint.as_deref().unwrap_or("")),
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+fn compute_totals(arms: &[Arm], out: &mut String) {
+    out.push_str("<table class=\"totals\"><thead><tr><th class=\"l\">arm</th><th class=\"l\">ablation</th><th>rounds</th><th>steps</th><th>rollouts</th><th>tokens</th><th>trainer wall s</th></tr></thead><tbody>");
+    for a in arms {
+        let sum = |f: fn(&RoundRow) -> Option<f64>| {
+            let v: Vec<f64> = a.rows.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>())
+        };
+        let ablation = a
+            .rows
+            .iter()
+            .find_map(|r| r.ablation.clone())
+            .unwrap_or_else(|| "(recorded method)".into());
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.source.name),
+            esc(&ablation),
+            a.rows.len(),
+            opt(sum(|r| r.steps)),
+            opt(sum(|r| r.rollouts)),
+            opt(sum(|r| r.tokens)),
+            opt(sum(|r| r.wall_seconds.or(r.trainer_wall_seconds))),
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+fn facts_section(d: &ReportData, out: &mut String) {
+    out.push_str("<h2 id=\"reproduce\">Reproduce</h2>");
+    let loc = &d.options.ledger_location;
+    let _ = write!(
+        out,
+        "<p>Clone the ledger (or the bundle or URL it was published as) and replay:</p><pre>bat clone {} campaign\ncd campaign\n",
+        esc(loc)
+    );
+    for a in &d.arms {
+        let _ = writeln!(out, "{}", esc(&a.facts.replay_command));
+    }
+    out.push_str("</pre>");
+    for a in &d.arms {
+        let f = &a.facts;
+        let first = &a.rows[0];
+        let last = &a.rows[a.rows.len() - 1];
+        let _ = write!(
+            out,
+            "<h3>{}</h3><dl><dt>tip</dt><dd><code>{}</code></dd><dt>rounds</dt><dd>{} ({} … {})</dd><dt>first / last round commit</dt><dd><code>{}</code><br><code>{}</code></dd>",
+            esc(&a.source.name),
+            a.source.tip,
+            a.rows.len(),
+            esc(&first.round_id),
+            esc(&last.round_id),
+            esc(&first.commit),
+            esc(&last.commit),
+        );
+        let row = |out: &mut String, k: &str, v: Option<&str>| {
+            let _ = write!(
+                out,
+                "<dt>{}</dt><dd>{}</dd>",
+                esc(k),
+                v.map(esc)
+                    .unwrap_or_else(|| "<span class=\"muted\">not recorded</span>".into())
+            );
+        };
+        row(out, "run id", f.run_id.as_deref());
+        row(out, "source grid sha256", f.source_digest.as_deref());
+        row(out, "benchmark pack", Some(&f.pack));
+        row(out, "reward version", f.reward_version.as_deref());
+        row(out, "evaluation protocol", f.protocol_id.as_deref());
+        row(out, "reward mode", first.reward_mode.as_deref());
+        row(out, "ablation", first.ablation.as_deref());
+        let versions = f.bat_versions.join(", ");
+        row(
+            out,
+            "recorded by bat",
+            (!versions.is_empty()).then_some(versions.as_str()),
+        );
+        out.push_str("</dl>");
+    }
+}
+
+/// The page.
+pub fn render(d: &ReportData) -> String {
+    let arms = &d.arms;
+    let total_rounds: usize = arms.iter().map(|a| a.rows.len()).sum();
+    let mut out = String::with_capacity(64 * 1024 + total_rounds * 1200);
+    let names: Vec<&str> = arms.iter().map(|a| a.source.name.as_str()).collect();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>bat report: {}</title><script>{ERROR_HOOK}</script><style>{STYLE}</style></head><body>",
+        esc(&names.join(" vs "))
+    );
+    let _ = write!(
+        out,
+        "<h1>Campaign report: {}</h1><p class=\"muted\">{} rounds in {} arm(s); generated {} by bat {}. Arms are overlaid: x is the round's position in its arm.</p>",
+        esc(&names.join(" vs ")),
+        total_rounds,
+        arms.len(),
+        esc(&d.options.generated),
+        env!("CARGO_PKG_VERSION"),
+    );
+    out.push_str("<h2 id=\"scores\">Scores per round (gating evaluation of each candidate)</h2><div class=\"grid2\">");
+    for p in score_plots(arms) {
+        svg::render(&p, &mut out);
+    }
+    out.push_str("</div><h2 id=\"curriculum\">Curriculum and gate</h2><div class=\"grid2\">");
+    svg::render(&curriculum_plot(arms), &mut out);
+    svg::render(
+        &plot(
+            "plot-audit-gap",
+            "Audit gap per round (audit Overall − gating Overall; falling: scorer overfitting)",
+            arms,
+            "no audit evaluations attached (bat eval attach)",
+            |_, _, r| r.audit_gap.map(|v| (v, "")),
+        ),
+        &mut out,
+    );
+    out.push_str("</div><h2 id=\"compute\">Compute</h2>");
+    compute_totals(arms, &mut out);
+    out.push_str("<div class=\"grid2\">");
+    for p in compute_plots(arms) {
+        svg::render(&p, &mut out);
+    }
+    out.push_str("</div><h2 id=\"drift\">Checkpoint drift</h2>");
+    if d.drift {
+        out.push_str("<div class=\"grid2\">");
+        for p in drift_plots(arms) {
+            svg::render(&p, &mut out);
+        }
+        out.push_str("</div>");
+    } else {
+        out.push_str("<p class=\"muted\">Not computed (--no-drift).</p>");
+    }
+    out.push_str("<h2 id=\"rounds\">Rounds</h2>");
+    for a in arms {
+        let _ = write!(out, "<h3>{}</h3>", esc(&a.source.name));
+        rounds_table(a, &mut out);
+    }
+    facts_section(d, &mut out);
+    let _ = writeln!(out, "<script>{SELF_CHECK}</script></body></html>");
+    out
+}
