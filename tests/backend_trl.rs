@@ -9,16 +9,16 @@
 //!
 //! Needs BAT_TEST_PYTHON (the backend venv); a few minutes on 2 busy cores.
 
-mod python_common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use safetensors::SafeTensors;
 
+use crate::common::python as python_common;
+
 fn bat_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_bat"))
+    crate::common::bat_exe()
         .parent()
         .expect("bin dir")
         .to_path_buf()
@@ -44,7 +44,7 @@ fn ok(out: Output, what: &str) -> String {
 }
 
 fn bat(ledger: &Path, args: &[&str], py: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
+    crate::common::bat()
         .arg("-C")
         .arg(ledger)
         .args(args)

@@ -4,10 +4,10 @@
 //! the tool schema, the Hugging Face export check (single and sharded) and
 //! Slime's documented arguments.
 
-mod python_common;
-
 use std::path::Path;
 use std::process::Command;
+
+use crate::common::python as python_common;
 
 #[test]
 fn verl_and_slime_wrapper_checks_pass() {

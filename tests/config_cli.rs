@@ -1,12 +1,11 @@
 //! `bat config`: write settings kept in the ledger, used by later commits
 //! of any process, checked when set, and harmless when damaged by hand.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::path::Path;
 
 use common::*;
+
+use crate::common::ledger as common;
 
 /// Commit four slightly different versions of a 6 MiB checkpoint; returns
 /// the ledger's delta object count.

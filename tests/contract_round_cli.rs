@@ -3,13 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use bat_contract::json::{self, Map, Value};
 use bat_contract::pack::{Pack, DEFAULT_PACK_JSON};
 
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("bat binary")
-}
+use crate::common::bat;
+use crate::common::utf8 as p;
 
 fn stdout_of(args: &[&str]) -> String {
     let out = bat().args(args).output().expect("runs");
@@ -30,10 +28,6 @@ fn fails(args: &[&str], code: i32, needle: &str) {
         err.contains(needle),
         "{args:?}: stderr {err:?} lacks {needle:?}"
     );
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().expect("utf8 path")
 }
 
 struct Fixture {

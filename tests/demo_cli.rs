@@ -4,35 +4,15 @@
 //! runs 3 rounds (a hidden flag) to keep the suite fast; the 10-round
 //! default is measured in release (see README).
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built for tests")
-}
-
-fn json(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON document")
-}
+use crate::common::{self, bat, TestEnv};
 
 #[test]
 fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("demo");
-    let report = json(
-        &bat()
-            .arg("--json")
-            .arg("demo")
-            .arg(&dir)
-            .args(["--rounds", "3"])
-            .output()
-            .expect("run demo"),
-    );
+    let env = TestEnv::new();
+    let demo = env.demo("demo", 3);
+    let report = &demo.report;
     assert_eq!(report["rounds"], 3);
     assert_eq!(report["campaign_branch"], "main");
     let branch = report["replay_branch"].as_str().expect("replay branch");
@@ -61,14 +41,7 @@ fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
     );
 
     // The ledger holds both arms; the replay commits link to the originals.
-    let main_log = json(
-        &bat()
-            .arg("-C")
-            .arg(&dir)
-            .args(["--json", "log", "main"])
-            .output()
-            .expect("log"),
-    );
+    let main_log = demo.bat().json(&["log", "main"]);
     let originals: Vec<&Value> = main_log
         .as_array()
         .expect("log")
@@ -76,14 +49,7 @@ fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
         .filter(|e| e["metadata"]["kind"] == "bat_round")
         .collect();
     assert_eq!(originals.len(), 3);
-    let replay_log = json(
-        &bat()
-            .arg("-C")
-            .arg(&dir)
-            .args(["--json", "log", branch])
-            .output()
-            .expect("log"),
-    );
+    let replay_log = demo.bat().json(&["log", branch]);
     let replays = replay_log.as_array().expect("log");
     assert_eq!(replays.len(), 3);
     for (r, o) in replays.iter().zip(&originals) {
@@ -93,57 +59,62 @@ fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
     }
 
     // The next commands the demo suggests work on this ledger.
-    let verify = bat()
-        .arg("-C")
-        .arg(&dir)
-        .args(["replay", "r03", "--verify"])
-        .output()
-        .expect("verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
-    );
-    assert!(String::from_utf8_lossy(&verify.stdout).contains("reproduced bit for bit"));
-    bat()
-        .arg("-C")
-        .arg(&dir)
-        .args(["diff", "main", branch])
-        .assert()
-        .success();
-    bat().arg("-C").arg(&dir).arg("fsck").assert().success();
+    let verify = demo.bat().ok(&["replay", "r03", "--verify"]);
+    assert!(verify.contains("reproduced bit for bit"));
+    demo.bat().ok(&["diff", "main", branch]);
+    demo.bat().ok(&["fsck"]);
 }
 
 #[test]
 fn demo_text_names_the_ledger_the_table_and_the_next_commands() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("d");
-    let out = bat()
-        .arg("demo")
-        .arg(&dir)
-        .args(["--rounds", "2", "--batches", "10"])
-        .output()
-        .expect("run demo");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    for needle in [
-        "base → final",
-        "Overall",
-        "agentic",
-        "S5",
-        "compute A:",
-        "compute B:",
-        "identical in both arms",
-        "/.bat",
-        "replay r02 --verify",
-        "compare main replay/",
-    ] {
-        assert!(text.contains(needle), "{needle} missing:\n{text}");
-    }
+    let env = TestEnv::new();
+    let out = common::succeeded(env.bat().output(&[
+        "demo",
+        common::utf8(&env.path("d")),
+        "--rounds",
+        "2",
+        "--batches",
+        "10",
+    ]));
+    let _filters = common::snapshot_settings().bind_to_scope();
+    insta::assert_snapshot!(common::text(&out.stdout), @r"
+        BaT campaign (2 rounds, simulator seed 0) vs. terminal-reward GRPO replay at the same compute
+
+        A: main (BaT)
+        B: replay/xxxxxxxxxxxx-reward-terminal (reward=terminal)
+
+        round  A target  gate     overall  B target  gate     overall
+        r01    S4        promote   0.2060  S4        promote   0.1887
+        r02    S4        promote   0.2263  S4        promote   0.1966
+
+        base → final  A                          B
+        Overall       0.1820 → 0.2263 (+0.0443)  0.1820 → 0.1966 (+0.0146)
+        task          0.0634 → 0.0942 (+0.0308)  0.0634 → 0.0725 (+0.0091)
+        agentic       0.3005 → 0.3584 (+0.0578)  0.3005 → 0.3208 (+0.0202)
+        S1            0.5054 → 0.5488 (+0.0434)  0.5054 → 0.5212 (+0.0158)
+        S2            0.3467 → 0.3997 (+0.0531)  0.3467 → 0.3665 (+0.0198)
+        S3            0.2071 → 0.2706 (+0.0635)  0.2071 → 0.2304 (+0.0233)
+        S4            0.1882 → 0.2603 (+0.0722)  0.1882 → 0.2098 (+0.0217)
+        S5            0.2148 → 0.2742 (+0.0594)  0.2148 → 0.2338 (+0.0191)
+        final from    r02                        r02
+
+        compute A: steps 100, rollouts 3200, tokens 2264280, wall [s]
+        compute B: steps 100, rollouts 3200, tokens 5489540, wall [s]
+        budget per round: identical in both arms
+
+        ledger      [tmp]
+        arm A       branch main (BaT: stage rewards, S-targets)
+        arm B       branch replay/xxxxxxxxxxxx-reward-terminal (replay of every round with reward=terminal)
+        took        [s]
+
+        next:
+          bat -C [tmp] log
+          bat -C [tmp] log replay/xxxxxxxxxxxx-reward-terminal
+          bat -C [tmp] compare main replay/xxxxxxxxxxxx-reward-terminal
+          bat -C [tmp] diff main replay/xxxxxxxxxxxx-reward-terminal        # the two arms' last rounds, section by section
+          bat -C [tmp] replay r02 --verify  # re-run a round: bit-identical artifacts
+          bat -C [tmp] replay r01..r02 --ablate target=S3
+        ");
     // Progress went to stderr, never stdout.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("r02"), "{err}");

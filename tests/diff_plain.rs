@@ -4,41 +4,13 @@
 //! terminal-reward replay names each side's reward mode and ablation.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::Value;
 
-fn bat(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-        .env_remove("BAT_DIR")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("bat runs")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = bat(dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
-}
-
-fn json(dir: &Path, args: &[&str]) -> Value {
-    let mut a = vec!["--json"];
-    a.extend_from_slice(args);
-    serde_json::from_str(&ok(dir, &a)).expect("json")
-}
-
-fn p(x: &Path) -> &str {
-    x.to_str().expect("utf8")
-}
+use crate::common::utf8 as p;
+use crate::common::{json, ok, Demo};
 
 fn safetensors_file(path: &Path, w: &[f32]) -> u64 {
     let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -179,20 +151,8 @@ fn a_safetensors_suffix_on_a_non_safetensors_file_does_not_fail_the_diff() {
 fn reward_section_of_a_terminal_reward_replay_shows_each_sides_mode() {
     let t = tempfile::tempdir().expect("tmp");
     let dir = t.path().join("demo");
-    let out = Command::new(env!("CARGO_BIN_EXE_bat"))
-        .env_remove("BAT_DIR")
-        .args(["--json", "demo"])
-        .arg(&dir)
-        .args(["--rounds", "2"])
-        .output()
-        .expect("demo");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let branch = report["replay_branch"].as_str().expect("replay branch");
+    let demo = Demo::build(&dir, &["--rounds", "2"]);
+    let branch = demo.replay_branch.as_str();
 
     let d = json(&dir, &["diff", "main", branch, "--section", "reward"]);
     let m = &d["reward"]["mode"];

@@ -9,11 +9,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::{json, Value};
 use sha2::Digest as _;
+
+use crate::common::utf8 as p;
+use crate::common::{self, BatRunner};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -40,31 +42,18 @@ impl Ledger {
     fn root(&self) -> &Path {
         self.tmp.path()
     }
+    fn bat(&self) -> BatRunner {
+        BatRunner::new(self.root().join("ledger"))
+    }
     fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::cargo_bin("bat")
-            .expect("bat binary")
-            .env_remove("BAT_DIR")
-            .env("BAT_AUTHOR", "tester")
-            .arg("-C")
-            .arg(self.root().join("ledger"))
-            .args(args)
-            .output()
-            .expect("runs")
+        self.bat().output(args)
     }
     fn ok(&self, args: &[&str]) -> String {
         std::fs::create_dir_all(self.root().join("ledger")).expect("mkdir");
-        let out = self.cmd(args);
-        assert!(
-            out.status.success(),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf8")
+        self.bat().ok(args)
     }
     fn json(&self, args: &[&str]) -> Value {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&a)).expect("json output")
+        self.bat().json(args)
     }
     fn fails(&self, args: &[&str], code: i32, needle: &str) {
         let out = self.cmd(args);
@@ -75,21 +64,7 @@ impl Ledger {
 }
 
 fn bat_plain(args: &[&str]) {
-    let out = Command::cargo_bin("bat")
-        .expect("bat")
-        .env_remove("BAT_DIR")
-        .args(args)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn p(x: &Path) -> &str {
-    x.to_str().expect("utf8")
+    common::succeeded(common::bat().args(args).output().expect("spawn bat"));
 }
 
 fn f32s(v: &[f32]) -> Vec<u8> {

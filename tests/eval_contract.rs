@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use bat_contract::conformance::Options;
 use bat_contract::eval_conformance::run_eval_families;
 use bat_contract::gate::{
@@ -16,12 +15,10 @@ use bat_contract::pack::Pack;
 use bat_contract::summary::{build_summary, StageModel};
 use proptest::prelude::*;
 
+use crate::common::bat_assert as bat;
+
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
-}
-
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built")
 }
 
 fn read(p: &Path) -> Vec<u8> {

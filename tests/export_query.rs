@@ -4,29 +4,12 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built for tests")
-}
-
-fn run(dir: &Path, args: &[&str]) -> std::process::Output {
-    bat()
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run bat")
-}
+use crate::common::{self, output as run, Demo};
 
 fn ok(out: std::process::Output) -> Vec<u8> {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    common::succeeded(out).stdout
 }
 
 /// (branch, commit) → the `bat log --json` entry of every round.
@@ -84,20 +67,8 @@ fn check_against_log(row: &serde_json::Map<String, Value>, e: &Value, branch: &s
 }
 
 fn demo(tmp: &Path) -> (std::path::PathBuf, String) {
-    let dir = tmp.join("demo");
-    let out = ok(bat()
-        .arg("--json")
-        .arg("demo")
-        .arg(&dir)
-        .args(["--rounds", "3"])
-        .output()
-        .expect("demo"));
-    let report: Value = serde_json::from_slice(&out).expect("demo JSON");
-    let replay = report["replay_branch"]
-        .as_str()
-        .expect("replay branch")
-        .to_string();
-    (dir, replay)
+    let demo = Demo::build(&tmp.join("demo"), &["--rounds", "3"]);
+    (demo.dir, demo.replay_branch)
 }
 
 #[test]

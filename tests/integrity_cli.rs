@@ -5,9 +5,6 @@
 //! through a clone, re-committing an earlier round says "already
 //! committed", and a directory that is almost a round gets a hint.
 
-mod loop_support;
-mod round_common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Output};
 
@@ -15,6 +12,11 @@ use bat_contract::pack::Pack;
 use loop_support::example;
 use round_common::*;
 use serde_json::Value;
+
+use crate::common::loop_support;
+use crate::common::round as round_common;
+use crate::common::stderr;
+use crate::common::utf8 as p;
 
 fn run(ledger: &Path, args: &[&str]) -> Output {
     bat(ledger).args(args).output().expect("bat runs")
@@ -30,10 +32,6 @@ fn ok_json(ledger: &Path, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("one JSON document")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The campaign of `round_common` with r01..r03 committed on `main`;
@@ -53,10 +51,6 @@ fn committed(root: &Path) -> (Campaign, Vec<String>) {
         ids.push(v["commit"].as_str().expect("commit id").to_string());
     }
     (c, ids)
-}
-
-fn p(x: &Path) -> &str {
-    x.to_str().expect("utf8 path")
 }
 
 #[test]
@@ -209,12 +203,11 @@ fn a_directory_that_is_almost_a_round_gets_a_hint() {
     std::fs::remove_dir_all(near.join("data")).expect("rm data");
     let out = run(&c.ledger, &["commit", p(&near)]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains("looks like a round directory but is missing data/manifest.json"),
-        "{err}"
-    );
-    assert!(err.contains("--plain"), "{err}");
+    let _filters = crate::common::snapshot_settings().bind_to_scope();
+    insta::assert_snapshot!(stderr(&out), @r"
+        error: [tmp] looks like a round directory but is missing data/manifest.json
+        hint: a round needs data/manifest.json (from `bat round build`), candidate-eval/ and gate.json; to record the folder as it is, pass --plain -m MSG
+        ");
     // With a message it is recorded as a plain directory, with a warning.
     let out = run(&c.ledger, &["commit", p(&near), "-m", "near"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -8,15 +8,14 @@
 //! `BAT_TEST_TRANSFER_DELAY_MS`) slow each progress step so the signal
 //! reliably lands while the operation runs, on any machine speed.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
+
+use crate::common::ledger as common;
 
 const MIB: usize = 1 << 20;
 

@@ -1,9 +1,8 @@
 //! Bad input: a clear error, a non-zero exit, and an unchanged ledger.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use common::*;
+
+use crate::common::ledger as common;
 
 /// Run a failing command and check that it explains itself and changed
 /// nothing under .bat.

@@ -1,13 +1,12 @@
 //! Eight `bat commit` processes on one branch at once: every commit that
 //! reported success is in history, and fsck is clean.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
 
 use common::*;
+
+use crate::common::ledger as common;
 
 #[test]
 fn eight_concurrent_committers_lose_nothing() {

@@ -3,12 +3,12 @@
 //! make fsck exit 1 naming the damage, and
 //! reads fail cleanly without writing wrong bytes.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use common::*;
+
+use crate::common::copy_tree as copy_dir;
+use crate::common::ledger as common;
 
 fn pack_of(work: &Path) -> PathBuf {
     let mut packs: Vec<PathBuf> = std::fs::read_dir(work.join(".bat/packs"))
@@ -18,19 +18,6 @@ fn pack_of(work: &Path) -> PathBuf {
         .collect();
     assert_eq!(packs.len(), 1, "one commit writes one pack segment");
     packs.pop().unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
 }
 
 /// A pristine ledger with small files and one chunked file, as a template.

@@ -1,14 +1,13 @@
 //! Crash safety: `bat commit` killed with SIGKILL at random instants. After
 //! every kill fsck passes and the branch is at the old or the new commit.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::io::{Seek, SeekFrom, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+
+use crate::common::ledger as common;
 
 const MIB: u64 = 1 << 20;
 

@@ -2,13 +2,12 @@
 //! checkpoint killed with SIGKILL at random instants. After every kill fsck
 //! passes and the branch is at the old or the new commit.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+
+use crate::common::ledger as common;
 
 fn tip(w: &std::path::Path) -> serde_json::Value {
     json(bat(w).args(["log", "-n", "1"]))[0].clone()

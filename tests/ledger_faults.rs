@@ -2,14 +2,13 @@
 //! kill -9 at many instants across commit, gc, push and clone, and eight
 //! writers with gc and fsck running alongside.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+
+use crate::common::ledger as common;
 
 /// A tmpfs of a fixed size mounted on a temporary directory; unmounted on
 /// drop.

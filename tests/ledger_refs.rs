@@ -2,10 +2,9 @@
 //! branch/switch/tag/reset/reflog/log/ls/show, each `--json` printing
 //! exactly one JSON document.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use common::*;
+
+use crate::common::ledger as common;
 
 #[test]
 fn history_journey() {

@@ -2,13 +2,12 @@
 //! non-ASCII names, exec bits, symlinks and a 1 GiB file; file ids equal
 //! BLAKE3; recommitting stores < 1 MiB more, a 1 MiB overwrite < 8 MiB more.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 
 use common::*;
+
+use crate::common::ledger as common;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;

@@ -1,8 +1,6 @@
 //! `bat run` as a process: output streams, errors, the conformance case
 //! committed round by round, and kill -9 + `--resume`.
 
-mod loop_support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -10,9 +8,9 @@ use std::time::{Duration, Instant};
 use bat_contract::pack::Pack;
 use loop_support::*;
 
-fn bat() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-}
+use crate::common::bat;
+use crate::common::loop_support;
+use crate::common::write_json;
 
 /// A ledger in `dir/ledger` and a written template file.
 fn init(dir: &Path) -> PathBuf {
@@ -21,11 +19,6 @@ fn init(dir: &Path) -> PathBuf {
     let out = bat().arg("init").arg(&l).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     l
-}
-
-fn write_json(p: &Path, v: serde_json::Value) -> PathBuf {
-    std::fs::write(p, serde_json::to_vec(&v).unwrap()).unwrap();
-    p.to_path_buf()
 }
 
 struct Toy {

@@ -1,8 +1,6 @@
 //! The conformance loop case (3 rounds: promote, hold, promote) with real
 //! `sh -c` child processes, compared file by file with the reference work dir.
 
-mod loop_support;
-
 use std::path::Path;
 
 use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, RunOptions, Start};
@@ -10,6 +8,8 @@ use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_contract::prompt::Prompter;
 use loop_support::*;
+
+use crate::common::loop_support;
 
 fn campaign(fx: &Path, source: &Path, work: &Path, pack: Option<&Path>) -> Campaign {
     Campaign {

@@ -1,8 +1,6 @@
 //! The toy trainer/evaluator campaign (real child processes writing real
 //! safetensors checkpoints), failures, and resuming from the ledger.
 
-mod loop_support;
-
 use std::path::Path;
 
 use bat::engine::evaluation::EvaluationError;
@@ -12,6 +10,8 @@ use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_ledger::Ledger;
 use loop_support::*;
+
+use crate::common::loop_support;
 
 /// target/<profile>/examples/<name>, building the examples if needed.
 fn s(v: &[&str]) -> Vec<String> {

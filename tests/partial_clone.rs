@@ -5,50 +5,13 @@
 //! partial clone, so each one has to fetch what it reads, and its output
 //! is compared with the same verb on the full origin.
 
-mod s3_common;
-mod serve_common;
-
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use serde_json::Value;
 use serve_common::{Server, READ_TOKEN};
 
-/// `bat -C dir ARGS` with a clean environment plus `envs`.
-fn bat(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C").arg(dir).args(args);
-    for k in [
-        "BAT_DIR",
-        "BAT_TOKEN",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
-    ] {
-        c.env_remove(k);
-    }
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().expect("run bat")
-}
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "bat failed: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        String::from_utf8_lossy(&o.stdout)
-    );
-    o
-}
-
-fn json(o: Output) -> Value {
-    serde_json::from_slice(&ok(o).stdout).expect("one JSON document")
-}
+use crate::common::s3 as s3_common;
+use crate::common::serve as serve_common;
+use crate::common::{output_env as bat, stdout_json as json, succeeded as ok};
 
 fn promised(dir: &Path) -> u64 {
     let f = json(bat(dir, &[], &["--json", "fsck"]));

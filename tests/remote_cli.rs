@@ -2,12 +2,12 @@
 //! refused, forced, concurrent), partial clone with on-demand checkpoints,
 //! bundles, and kill -9 of a client mid-clone and mid-push.
 
-mod ledger_common;
-
 use std::path::Path;
 use std::process::Stdio;
 
 use ledger_common::{bat, bat_path, fails, gen_file, json, ledger_state};
+
+use crate::common::ledger as ledger_common;
 
 /// Write round `r` of a small campaign into `dir`: a note, a 6 MiB binary
 /// (chunked) and a 5 MiB bf16 safetensors model that changes slightly each

@@ -3,13 +3,13 @@
 //! evaluation or its raw-only content; with --include-private the raw
 //! evaluation is copied (verified) to a directory remote.
 
-mod round_common;
-
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use bat_ledger::Ledger;
 use round_common::*;
+
+use crate::common::round as round_common;
 
 /// Every byte of every object reachable from any ref, decoded: commit
 /// messages and metadata, and every file.

@@ -3,37 +3,14 @@
 //! the clone, the replay branch is pushed back, and both ledgers are
 //! fsck-clean with the pushed commits readable on the origin.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use serde_json::Value;
-
-fn bat(ledger: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C").arg(ledger);
-    c
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
-fn json(out: Output) -> Value {
-    serde_json::from_slice(&ok(out).stdout).expect("one JSON document")
-}
+use crate::common::{bat_in as bat, stdout_json as json, succeeded as ok};
 
 #[test]
 fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
     let tmp = tempfile::tempdir().expect("tmp");
     let origin = tmp.path().join("origin");
     let copy = tmp.path().join("copy");
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    ok(crate::common::bat()
         .arg("init")
         .arg(&origin)
         .output()
@@ -52,7 +29,7 @@ fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
         .expect("run"));
 
     // A reviewer clones the campaign (no shared files: a fresh directory).
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    ok(crate::common::bat()
         .arg("clone")
         .arg(&origin)
         .arg(&copy)
@@ -142,7 +119,7 @@ fn clone_replay_in_the_clone_and_push_the_replay_branch_back() {
     // A partial clone leaves checkpoints on the origin; replay fetches the
     // ones it starts from on demand (verified) and reproduces the round.
     let partial = tmp.path().join("partial");
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    ok(crate::common::bat()
         .arg("clone")
         .arg(&origin)
         .arg(&partial)

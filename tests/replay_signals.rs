@@ -4,11 +4,11 @@
 //! round in progress is not committed. Real processes throughout (a
 //! shell-script trainer and its helper process).
 
-mod run_support;
-
 use std::process::{Command, Stdio};
 
 use run_support::*;
+
+use crate::common::run as run_support;
 
 /// Kills (one by one, never a group: unsupervised they would share the
 /// test's group) the processes a failed assertion would leave behind.

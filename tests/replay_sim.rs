@@ -4,28 +4,10 @@
 //! and `compare` — all with the real binary in a temp dir.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn bat(ledger: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C").arg(ledger);
-    c
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn json(out: Output) -> Value {
-    serde_json::from_slice(&ok(out).stdout).expect("one JSON document")
-}
+use crate::common::{bat_in as bat, stdout_json as json, succeeded as ok};
 
 fn rounds(ledger: &Path, rev: &str) -> Vec<Value> {
     let log = json(
@@ -50,7 +32,7 @@ fn sim_campaign_verifies_bit_for_bit_replays_with_terminal_reward_and_compares()
     let tmp = tempfile::tempdir().expect("tmp");
     let ledger = tmp.path().join("ledger");
     std::fs::create_dir_all(&ledger).expect("mkdir");
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    ok(crate::common::bat()
         .arg("init")
         .arg(&ledger)
         .output()

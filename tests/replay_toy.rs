@@ -3,8 +3,6 @@
 //! ledger): verify within tolerance, a terminal-reward chain replay with
 //! linked commits at the same budget, other ablations, refusals.
 
-mod loop_support;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -12,9 +10,9 @@ use bat_contract::pack::Pack;
 use loop_support::{example, source};
 use serde_json::Value;
 
-fn bat() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-}
+use crate::common::bat;
+use crate::common::loop_support;
+use crate::common::stderr;
 
 struct Campaign {
     _tmp: tempfile::TempDir,
@@ -153,10 +151,6 @@ fn rounds_of(c: &Campaign, rev: &str) -> Vec<(String, Value)> {
         .collect();
     v.reverse();
     v
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

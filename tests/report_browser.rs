@@ -8,13 +8,13 @@
 //! `chromium` and sets it). Without it the test prints why and passes,
 //! except under CI=true, where it fails.
 
-mod report_common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use report_common::{assert_points_match_rounds, campaign, plots, render};
+
+use crate::common::report as report_common;
 
 fn chromium() -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");

@@ -3,9 +3,9 @@
 //! plot draws one point per round of each arm, and the round table and
 //! reproduce section name the commits.
 
-mod report_common;
-
 use report_common::{assert_points_match_rounds, campaign, plots, render};
+
+use crate::common::report as report_common;
 
 #[test]
 fn report_of_a_demo_ledger_is_self_contained_with_a_point_per_round() {
@@ -52,7 +52,7 @@ fn report_is_written_with_the_umask_mode() {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg("umask 022 && exec \"$0\" \"$@\"")
-        .arg(assert_cmd::cargo::cargo_bin("bat"))
+        .arg(crate::common::bat_exe())
         .arg("-C")
         .arg(&c.dir)
         .args(["report", "main", &c.replay, "-o"])

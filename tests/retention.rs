@@ -2,43 +2,23 @@
 //! demo's sim backend), reflog expiry, tag moves and deletes, and pruning
 //! under a delta chain (the kept checkpoint is re-based, byte-exact).
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use bat_ledger::{CommitId, Ledger, LockMode, NoProgress, ObjectId};
 use serde_json::Value;
 
-#[path = "serve_common/mod.rs"]
-mod serve_common;
-
-fn bat(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C").arg(dir).env_remove("BAT_DIR");
-    c
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout {}\nstderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use crate::common::bat_in as bat;
+use crate::common::ledger as common;
+use crate::common::serve as serve_common;
+use crate::common::stderr;
+use crate::common::succeeded as ok;
+use crate::common::TestEnv;
 
 fn json(cmd: &mut Command) -> Value {
     let out = ok(cmd.arg("--json").output().expect("run bat"));
     serde_json::from_slice(&out.stdout).expect("one JSON document")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Files under `candidate/` of `commit`: id -> size.
@@ -82,27 +62,13 @@ const GC_FIGURES: [&str; 5] = [
 
 #[test]
 fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("campaign");
-    let report = json(
-        Command::new(env!("CARGO_BIN_EXE_bat"))
-            .arg("demo")
-            .arg(&dir)
-            .args(["--rounds", "10"]),
-    );
-    assert_eq!(report["rounds"], 10);
-    let replay = report["replay_branch"]
-        .as_str()
-        .expect("replay")
-        .to_string();
+    let env = TestEnv::new();
+    let demo = env.demo("campaign", 10);
+    let dir = demo.dir.clone();
+    assert_eq!(demo.report["rounds"], 10);
+    let replay = demo.replay_branch.clone();
     // A full copy of the campaign, to fetch pruned checkpoints back from.
-    let mirror = tmp.path().join("mirror");
-    ok(Command::new("cp")
-        .arg("-a")
-        .arg(&dir)
-        .arg(&mirror)
-        .output()
-        .expect("cp"));
+    let mirror = env.copy_tree(&dir, "mirror");
 
     // What the policy must prune, worked out here from the trees: the
     // candidates of every round but the last 3 of each branch and the
@@ -211,12 +177,12 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
     // A kept checkpoint checks out; a pruned one says so and how to get it.
     ok(bat(&dir)
         .args(["checkout", "r09", "--to"])
-        .arg(tmp.path().join("r09"))
+        .arg(env.root().join("r09"))
         .output()
         .expect("checkout"));
     let out = bat(&dir)
         .args(["checkout", "r02", "--to"])
-        .arg(tmp.path().join("r02"))
+        .arg(env.root().join("r02"))
         .output()
         .expect("checkout");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -230,12 +196,12 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
         !err.contains("corrupt") && !err.contains("missing"),
         "{err}"
     );
-    assert!(!tmp.path().join("r02").exists(), "nothing half-written");
+    assert!(!env.root().join("r02").exists(), "nothing half-written");
 
     // Pushing history whose checkpoints are pruned here to a remote that
     // lacks them says the same, not "missing".
-    let empty = tmp.path().join("empty");
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    let empty = env.root().join("empty");
+    ok(crate::common::bat()
         .arg("init")
         .arg(&empty)
         .output()
@@ -266,12 +232,12 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
     for (who, d) in [("restored", &dir), ("mirror", &mirror)] {
         ok(bat(d)
             .args(["checkout", "r02", "--to"])
-            .arg(tmp.path().join(format!("r02-{who}")))
+            .arg(env.root().join(format!("r02-{who}")))
             .output()
             .expect("checkout"));
     }
-    let a = tmp.path().join("r02-restored/candidate");
-    let b = tmp.path().join("r02-mirror/candidate");
+    let a = env.root().join("r02-restored/candidate");
+    let b = env.root().join("r02-mirror/candidate");
     for e in std::fs::read_dir(&b).expect("read dir").flatten() {
         let name = e.file_name();
         if e.path().is_file() {
@@ -288,7 +254,7 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
 }
 
 fn init_with_commit(dir: &Path) -> PathBuf {
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
+    ok(crate::common::bat()
         .arg("init")
         .arg(dir)
         .output()
@@ -526,7 +492,7 @@ fn sigkill_during_a_pruning_gc_leaves_an_fsck_clean_ledger() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let pristine = tmp.path().join("pristine");
     json(
-        Command::new(env!("CARGO_BIN_EXE_bat"))
+        crate::common::bat()
             .arg("demo")
             .arg(&pristine)
             .args(["--rounds", "6"]),
@@ -603,7 +569,7 @@ fn fetch_over_bat_serve_restores_pruned_checkpoints() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path().join("campaign");
     json(
-        Command::new(env!("CARGO_BIN_EXE_bat"))
+        crate::common::bat()
             .arg("demo")
             .arg(&dir)
             .args(["--rounds", "3"]),

@@ -5,10 +5,10 @@
 //! completions in the sandbox for every track × stage, then breaks the
 //! evidence one way per error code.
 
-mod python_common;
-
 use std::collections::BTreeSet;
 use std::process::Command;
+
+use crate::common::python as python_common;
 
 fn run(cmd: &mut Command) -> Vec<u8> {
     let out = cmd.output().expect("spawn");
@@ -68,7 +68,7 @@ fn rust_and_python_payloads_are_identical_for_both_reward_modes() {
     let mut seen_errors = BTreeSet::new();
     let mut scores = BTreeSet::new();
     for mode in ["stage", "terminal"] {
-        let rust = run(Command::new(env!("CARGO_BIN_EXE_bat"))
+        let rust = run(crate::common::bat()
             .args(["reward", "score", "--mode", mode])
             .arg(&cases));
         let python = run(Command::new(&py)
@@ -107,7 +107,7 @@ fn rust_and_python_payloads_are_identical_for_both_reward_modes() {
 
 #[test]
 fn unknown_reward_modes_are_refused_with_usage_exit() {
-    let out = Command::new(env!("CARGO_BIN_EXE_bat"))
+    let out = crate::common::bat()
         .args(["reward", "score", "--mode", "shaped", "-"])
         .output()
         .expect("spawn");

@@ -1,9 +1,9 @@
 //! `bat commit ROUND_DIR`: round commits, metadata, promotion, round ids as
 //! revisions, revert, and the raw evaluation kept out of commits.
 
-mod round_common;
-
 use round_common::*;
+
+use crate::common::round as round_common;
 
 fn commit_round(c: &Campaign, r: &str, extra: &[&str]) -> serde_json::Value {
     let out = bat(&c.ledger)

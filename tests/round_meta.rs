@@ -5,7 +5,7 @@
 //! folders under `.bat/runs` while `--resume` still works after a kill.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bat::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
@@ -14,20 +14,9 @@ use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_ledger::{CommitId, Kind, Ledger};
 
-fn bat() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout {}\nstderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use crate::common::bat;
+use crate::common::copy_tree;
+use crate::common::succeeded as ok;
 
 struct Quiet;
 impl bat::engine::r#loop::Observer for Quiet {
@@ -157,19 +146,6 @@ fn round_commit_objects_do_not_grow_with_the_round_number() {
 /// bat before round metadata schema 1, with the outputs that bat printed.
 fn legacy() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/legacy-v0")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
 }
 
 fn legacy_copy(tmp: &Path) -> PathBuf {

@@ -1,11 +1,11 @@
 //! Provenance of round commits: the training code's git state, read with
 //! libgit2, for clean and dirty repositories.
 
-mod round_common;
-
 use std::path::Path;
 
 use round_common::*;
+
+use crate::common::round as round_common;
 
 fn git_repo(dir: &Path) -> git2::Oid {
     let repo = git2::Repository::init(dir).unwrap();

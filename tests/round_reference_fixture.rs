@@ -5,24 +5,12 @@
 //! training data is rebuilt here with the default pack (`bat round build`,
 //! same round ids, targets and batch count); nothing else depends on it.
 
-mod round_common;
-
 use std::path::Path;
 
 use round_common::bat;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+use crate::common::copy_tree as copy_dir;
+use crate::common::round as round_common;
 
 #[test]
 fn reference_loop_rounds_commit_with_the_reference_outcomes() {

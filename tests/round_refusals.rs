@@ -1,11 +1,11 @@
 //! Bad round directories are refused before anything is written, with the
 //! failed check and the file named.
 
-mod round_common;
-
 use std::path::Path;
 
 use round_common::*;
+
+use crate::common::round as round_common;
 
 /// Commit r01 and expect a refusal naming `check` and `file`.
 fn refused(c: &Campaign, check: &str, file: &str, extra: &[&str]) -> String {

@@ -4,30 +4,14 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use bat::inspect::rounds::{round_rows, RoundRow};
 use bat_ledger::Ledger;
 use serde_json::Value;
 
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built for tests")
-}
+use crate::common::bat_assert as bat;
+use crate::common::TestEnv;
 
-fn json_of(dir: &Path, args: &[&str]) -> Value {
-    let out = bat()
-        .arg("-C")
-        .arg(dir)
-        .arg("--json")
-        .args(args)
-        .output()
-        .expect("run bat");
-    assert!(
-        out.status.success(),
-        "bat {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON document")
-}
+use crate::common::json as json_of;
 
 /// `bat log --json` round entries, oldest first.
 fn log_rounds(dir: &Path, rev: &str) -> Vec<Value> {
@@ -91,13 +75,9 @@ fn assert_rows_match_log(rows: &[RoundRow], log: &[Value]) {
 
 #[test]
 fn rows_of_a_demo_ledger_match_bat_log_json() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("demo");
-    let report = json_of(
-        tmp.path(),
-        &["demo", dir.to_str().expect("utf-8"), "--rounds", "3"],
-    );
-    let replay = report["replay_branch"].as_str().expect("replay branch");
+    let env = TestEnv::new();
+    let demo = env.demo("demo", 3);
+    let (dir, replay) = (&demo.dir, demo.replay_branch.as_str());
 
     let main = rows(&dir, "main");
     assert_rows_match_log(&main, &log_rounds(&dir, "main"));
@@ -141,7 +121,7 @@ fn rows_of_a_demo_ledger_match_bat_log_json() {
     let mut summary: Value = serde_json::from_slice(&out.stdout).expect("summary");
     let gating = summary["means"]["overall"].as_f64().expect("overall");
     summary["means"]["overall"] = (gating - 0.05).into();
-    let f = tmp.path().join("audit.json");
+    let f = env.path("audit.json");
     std::fs::write(&f, serde_json::to_vec(&summary).expect("encode")).expect("write");
     bat()
         .arg("-C")
@@ -162,12 +142,7 @@ fn rows_of_a_demo_ledger_match_bat_log_json() {
     assert_eq!(main[0].audit_count, 0);
 
     // A revert of r03's promotion marks that row (and only it) reverted.
-    bat()
-        .arg("-C")
-        .arg(&dir)
-        .args(["revert", "r03"])
-        .assert()
-        .success();
+    demo.bat().ok(&["revert", "r03"]);
     let main = rows(&dir, "main");
     assert_rows_match_log(&main, &log_rounds(&dir, "main"));
     assert_eq!(

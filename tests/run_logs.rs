@@ -8,7 +8,6 @@
 //! not grow with the number of rounds.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use bat::engine::r#loop::{
     prepare_fresh, run_loop, CompletedRound, LedgerSink, RoundSink, RunOptions, SinkError, Start,
@@ -19,32 +18,14 @@ use bat_contract::json::sha256_hex;
 use bat_contract::pack::Pack;
 use bat_ledger::{CommitId, Ledger};
 
-fn bat(ledger: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C").arg(ledger).env_remove("BAT_DIR");
-    c
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout {}\nstderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use crate::common::bat_in as bat;
+use crate::common::succeeded as ok;
 
 /// A new ledger with a finished `bat run --backend sim` campaign of `rounds`.
 fn sim_ledger(tmp: &Path, name: &str, rounds: u32) -> PathBuf {
     let l = tmp.join(name);
     std::fs::create_dir_all(&l).unwrap();
-    ok(Command::new(env!("CARGO_BIN_EXE_bat"))
-        .arg("init")
-        .arg(&l)
-        .output()
-        .unwrap());
+    ok(crate::common::bat().arg("init").arg(&l).output().unwrap());
     ok(bat(&l)
         .args(["run", "--backend", "sim", "--batches", "2", "--seed", "5"])
         .args(["--rounds", &rounds.to_string()])

@@ -1,11 +1,11 @@
 //! `bat run --resume` extends a finished campaign with `--rounds N`, and
 //! follows the promoted ref after `bat revert`s (simulator campaigns).
 
-mod run_support;
-
 use std::path::Path;
 
 use run_support::*;
+
+use crate::common::run as run_support;
 
 fn sim_campaign(rounds: u32, seed: u32) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();

@@ -5,12 +5,12 @@
 //! before it recorded the trainer's group), and is taken over once the
 //! orphan is gone. Real processes throughout (a shell-script trainer).
 
-mod run_support;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use run_support::*;
+
+use crate::common::run as run_support;
 
 /// A trainer that, for round r02 while `hang` exists, records its pid (its
 /// process group: bat starts it as a group leader) and then ignores SIGTERM

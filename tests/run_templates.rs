@@ -5,9 +5,9 @@
 //! substituted. A failure before the first commit does not suggest
 //! `--resume`.
 
-mod run_support;
-
 use run_support::*;
+
+use crate::common::run as run_support;
 
 /// Run with `trainer`/`evaluator` replaced, expecting a refusal (exit 2)
 /// before anything ran; returns stderr.

@@ -1,13 +1,13 @@
 //! The S3 remote against a real S3-compatible server (s3s-fs) on
 //! 127.0.0.1: objects, refs with conditional writes, the update race.
 
-mod s3_common;
-mod serve_common;
-
 use bat_ledger::remote::{Remote, RemoteError, WireBody, WireObject};
 use bat_ledger::{CommitId, Kind, Ledger, ObjectId};
 use s3_common::S3Server;
 use serve_common::*;
+
+use crate::common::s3 as s3_common;
+use crate::common::serve as serve_common;
 
 /// A commit as a self-contained wire record (compression 0).
 fn commit_wire(l: &Ledger, c: CommitId) -> WireObject {

@@ -3,9 +3,6 @@
 //! descriptors is an I/O error, never damage; SIGKILL during pack
 //! consolidation leaves an fsck-clean ledger; `bat log | head` ends quietly.
 
-#[path = "ledger_common/mod.rs"]
-mod common;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -14,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use bat_ledger::{CommitRequest, Ledger, NoProgress, TreeId};
 use common::*;
+
+use crate::common::ledger as common;
 
 /// Build a ledger: one real commit of `data/`, then `n` plain commits
 /// through the library, `per_pack` commits per pack segment (1 = the

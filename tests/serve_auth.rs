@@ -2,12 +2,12 @@
 //! compare-and-swap ref updates and many concurrent clients. Every test
 //! starts its own real server child on 127.0.0.1.
 
-mod serve_common;
-
 use bat::remote::http::{HttpOptions, HttpRemote};
 use bat_ledger::remote::{Remote, RemoteError};
 use bat_ledger::{Ledger, ObjectId};
 use serve_common::*;
+
+use crate::common::serve as serve_common;
 
 fn client(url: &str, token: Option<&str>) -> HttpRemote {
     HttpRemote::new(

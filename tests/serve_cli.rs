@@ -3,37 +3,14 @@
 //! and `BAT_TOKEN`, racing CLI pushes, and the same verbs on an s3:// remote
 //! (s3s-fs) with the AWS environment variables and `--endpoint`.
 
-mod s3_common;
-mod serve_common;
-
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use bat_ledger::Ledger;
 use serve_common::*;
 
-fn bat(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bat"));
-    c.arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("BAT_DIR")
-        .env_remove("BAT_TOKEN");
-    for k in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
-    ] {
-        c.env_remove(k);
-    }
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.output().expect("run bat")
-}
+use crate::common::output_env as bat;
+use crate::common::s3 as s3_common;
+use crate::common::serve as serve_common;
 
 fn ok(o: &Output) -> String {
     assert!(

@@ -3,12 +3,12 @@
 //! bombs, refs at missing objects. Each gets a 4xx with a clear message and
 //! the server's ledger stays exactly as it was (objects, packs, refs, fsck).
 
-mod serve_common;
-
 use bat_ledger::remote::wire::{encode_stream, WireWriter};
 use bat_ledger::remote::{WireBody, WireObject};
 use bat_ledger::{Kind, Ledger, ObjectId};
 use serve_common::*;
+
+use crate::common::serve as serve_common;
 
 struct Snapshot {
     objects: u64,

@@ -6,14 +6,14 @@
 //! evaluation holds — neither in the bytes on the wire nor in any object
 //! the clone stores.
 
-mod round_common;
-mod serve_common;
-
 use bat::remote::http::{HttpOptions, HttpRemote};
 use bat_ledger::remote::Remote;
 use bat_ledger::Ledger;
 use round_common::{bat, build_campaign, RAW_ONLY};
 use serve_common::*;
+
+use crate::common::round as round_common;
+use crate::common::serve as serve_common;
 
 /// A held-out task id that appears only in a private raw evaluation.
 const PRIVATE_TASK_ID: &str = "heldout-private-only-task-5531";

@@ -2,12 +2,12 @@
 //! `Remote` trait of the HTTP client, kill -9 of the server mid-push and
 //! mid-clone (both sides fsck-clean, the retry completes).
 
-mod serve_common;
-
 use bat::remote::http::{HttpOptions, HttpRemote};
 use bat_ledger::remote::Remote;
 use bat_ledger::{Ledger, ObjectId};
 use serve_common::*;
+
+use crate::common::serve as serve_common;
 
 fn client(url: &str) -> HttpRemote {
     HttpRemote::new(

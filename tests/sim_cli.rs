@@ -11,20 +11,8 @@ use bat_contract::numeric::SumMode;
 use bat_contract::pack::Pack;
 use bat_contract::summary::build_summary;
 
-fn bat() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout {}\nstderr {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use crate::common::bat;
+use crate::common::succeeded as ok;
 
 /// A source grid, a 50-batch round view for `target`, and an initial policy.
 struct Setup {

@@ -9,88 +9,109 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use assert_cmd::Command;
-
-fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built for tests")
-}
+use crate::common::{self, bat, Demo};
 
 /// One demo ledger for every test of this file (kept until the process
 /// ends: the temp dir is leaked on purpose, it is removed with /tmp).
-fn demo() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
+fn demo() -> &'static Demo {
+    static DEMO: OnceLock<Demo> = OnceLock::new();
+    DEMO.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep().join("demo");
-        let out = bat()
-            .arg("demo")
-            .arg(&dir)
-            .args(["--rounds", "3", "--batches", "2"])
-            .output()
-            .expect("run demo");
-        assert!(
-            out.status.success(),
-            "demo failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
+        Demo::build(&dir, &["--rounds", "3", "--batches", "2"])
     })
 }
 
 /// The replay branch the demo made (its name holds a commit id).
 fn replay_branch() -> String {
-    let out = run(&["--json", "branch"]);
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    v["branches"]
-        .as_array()
-        .expect("branches")
-        .iter()
-        .filter_map(|b| b["name"].as_str())
-        .find(|n| n.starts_with("replay/"))
-        .expect("a replay branch")
-        .to_string()
+    demo().replay_branch.clone()
 }
 
 fn run_env(args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut cmd = bat();
-    cmd.arg("-C").arg(demo()).args(args).env_remove("NO_COLOR");
+    let mut runner = demo().bat();
     for (k, v) in env {
-        cmd.env(k, v);
+        runner = runner.env(k, v);
     }
-    let out = cmd.output().expect("run bat");
-    assert!(
-        out.status.success(),
-        "bat {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    runner.ok(args)
 }
 
 fn run(args: &[&str]) -> String {
     run_env(args, &[])
 }
 
-/// Snapshot `text` with the per-run parts redacted.
+/// Snapshot `text` with the per-run parts redacted, as
+/// `tests/snapshots/terminal_cli__NAME.snap` (the name this file had as a
+/// test binary of its own).
 fn snap(name: &str, text: &str) {
-    // Same-width stand-ins keep the tables' alignment reviewable; byte
-    // counts move with the timestamps inside the round files.
-    insta::with_settings!({filters => vec![
-        (r"\b[0-9a-f]{64}\b", "[commit or object id]"),
-        (r"\b[0-9a-f]{12}\b", "xxxxxxxxxxxx"),
-        (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", "YYYY-MM-DD hh:mm:ss UTC"),
-        (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "YYYY-MM-DD hh:mm"),
-        (r"wall \d+\.\d+s?", "wall [s]"),
-        (r"\d+ -> \d+ bytes \([+-]\d+\)", "N -> N bytes (±N)"),
-        (r"\d+ -> \d+ bytes", "N -> N bytes"),
-        (r"\d+ bytes", "N bytes"),
-        (r"/tmp/[^\s]*", "[tmp]"),
-    ]}, {
-        insta::assert_snapshot!(name, text);
+    insta::with_settings!({
+        filters => common::snapshot_filters(),
+        prepend_module_to_snapshot => false,
+    }, {
+        insta::assert_snapshot!(format!("terminal_cli__{name}"), text);
     });
 }
 
 #[test]
 fn log_table_snapshot() {
     snap("log", &run(&["log"]));
+}
+
+#[test]
+fn log_help_snapshot() {
+    let out = common::succeeded(bat().args(["log", "--help"]).output().expect("run"));
+    insta::assert_snapshot!(common::text(&out.stdout), @r"
+        Show history
+
+        Usage: bat log [OPTIONS] [REV]
+
+        Arguments:
+          [REV]
+                  Where to start (default HEAD)
+
+        Options:
+          -C <DIR>
+                  Run as if bat was started in DIR (the ledger is found by walking up from there). Overrides the BAT_DIR environment variable
+
+          -n <N>
+                  Show at most N commits
+
+              --graph
+                  Draw the history's lanes (merges, forks) as ASCII art on the left
+
+              --json
+                  Print exactly one JSON document on stdout instead of text
+
+              --token <TOKEN>
+                  Token for http(s):// remotes (clone/fetch/pull/push, and the files a partial clone fetches on demand). Overrides the BAT_TOKEN environment variable
+
+              --endpoint <URL>
+                  Endpoint URL for s3:// remotes. Overrides AWS_ENDPOINT_URL; the region and credentials come from AWS_REGION / AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN
+
+              --color <WHEN>
+                  Color the output: auto (when stdout is a terminal and NO_COLOR is unset), always, never
+
+                  Possible values:
+                  - auto:   Color when stdout is a terminal and `NO_COLOR` is unset or empty
+                  - always: Always color (overrides `NO_COLOR`, as an explicit flag should)
+                  - never:  Never color
+                  
+                  [default: auto]
+
+              --no-pager
+                  Do not send long output (log, show, diff) through the pager (BAT_PAGER, else PAGER, else `less -FRX`; used only on a terminal)
+
+          -h, --help
+                  Print help (see a summary with '-h')
+        ");
+}
+
+#[test]
+fn unknown_revision_error_snapshot() {
+    let (code, err) = demo().bat().fails(&["show", "no-such-branch"]);
+    insta::assert_snapshot!(format!("exit {code}\n{err}"), @r#"
+        exit 2
+        error: unknown revision "no-such-branch"
+        hint: use a branch, tag, HEAD, a round id (r02), or a commit id prefix of at least 4 hex digits
+        "#);
 }
 
 #[test]
@@ -179,12 +200,14 @@ fn on_tty(args: &str, pager: &str) -> Option<String> {
         eprintln!("skipped: util-linux `script` is not installed");
         return None;
     }
-    let bin = assert_cmd::cargo::cargo_bin("bat");
-    let line = format!("{} -C {} {args}", bin.display(), demo().display());
-    let out = std::process::Command::new("script")
+    let line = format!(
+        "{} -C {} {args}",
+        common::bat_exe().display(),
+        demo().dir.display()
+    );
+    let out = common::isolate(&mut std::process::Command::new("script"))
         .args(["-qec", &line, "/dev/null"])
         .env("BAT_PAGER", pager)
-        .env_remove("NO_COLOR")
         .output()
         .expect("run script");
     assert!(

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, CommitOutcome, CommitRequest, Ledger, NoProgress, ObjectId};
 
-mod common;
+use crate::common;
 use common::{write_safetensors, Rng, Tensor};
 
 /// A safetensors file of BF16 tensors `w0`, `w1`, ... holding `data`.

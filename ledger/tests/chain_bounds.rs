@@ -5,7 +5,7 @@
 //! sender, whose gc re-rooted it after the receiver fetched it, and the
 //! sender's later links would stack on the receiver's deeper chain.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -10,7 +10,7 @@ use bat_ledger::{
     CommitId, CommitRequest, Error, Ledger, Location, LockMode, NoProgress, ObjectId,
 };
 
-mod common;
+use crate::common;
 use common::{no, write_safetensors, Rng, Tensor};
 
 const DTYPES: &[(&str, usize)] = &[

@@ -2,7 +2,7 @@
 //! bundles (valid checksums, malicious content) that must be refused
 //! without changing the receiving ledger.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! fetch afterwards still works. Also: push over the `Remote` trait with
 //! compare-and-swap and fast-forward checks.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! An interrupted fetch keeps every verified batch that arrived, and the
 //! next fetch asks only for what is still missing.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -3,7 +3,7 @@
 //! small batches; every kind of malicious input is refused and leaves the
 //! receiving ledger byte-identical.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -1,6 +1,5 @@
 //! Shared helpers of the ledger's test crates: deterministic data, small
 //! safetensors files, ledgers with several commits, and "unchanged" checks.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,28 +1,22 @@
 //! Shared helpers of the `bat run` process tests: toy campaigns (the
 //! `toy_trainer`/`toy_evaluator` examples), trainers wrapped in a shell
 //! script, and process-group checks through /proc.
-#![allow(dead_code)]
 
-#[path = "../loop_support/mod.rs"]
-mod loop_support;
-pub use loop_support::example;
+pub use super::loop_support::example;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub fn bat() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bat"))
-}
+pub use super::bat;
 
-pub fn write_json(p: &Path, v: serde_json::Value) -> PathBuf {
-    std::fs::write(p, serde_json::to_vec(&v).unwrap()).unwrap();
-    p.to_path_buf()
-}
+pub use super::write_json;
+use super::TestEnv;
 
 /// A toy campaign: ledger, initial model, source grid and templates.
 pub struct Toy {
-    pub tmp: tempfile::TempDir,
+    /// Owns the temp dir `root` (removed when the toy is dropped).
+    _env: TestEnv,
     pub root: PathBuf,
     pub ledger: PathBuf,
     pub trainer: PathBuf,
@@ -44,11 +38,9 @@ pub const TOY_TRAINER_ARGS: [&str; 7] = [
 
 impl Toy {
     pub fn new() -> Toy {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().to_path_buf();
-        let ledger = root.join("ledger");
-        std::fs::create_dir_all(&ledger).unwrap();
-        ok(bat().arg("init").arg(&ledger).output().unwrap());
+        let env = TestEnv::new();
+        let root = env.root().to_path_buf();
+        let ledger = env.init_ledger("ledger").dir().to_path_buf();
         let initial = root.join("initial");
         assert!(Command::new(example("toy_trainer"))
             .arg("--init")
@@ -74,7 +66,7 @@ impl Toy {
         let source = root.join("source.jsonl");
         std::fs::write(&source, &built.jsonl).unwrap();
         Toy {
-            tmp,
+            _env: env,
             root,
             ledger,
             trainer,
@@ -150,9 +142,7 @@ pub fn ok(out: Output) -> Output {
     out
 }
 
-pub fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+pub use super::stderr;
 
 /// The round commits in `bat log --json` (metadata), newest first.
 pub fn logged_rounds(ledger: &Path) -> Vec<serde_json::Value> {

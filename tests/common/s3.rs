@@ -1,7 +1,6 @@
 //! A real S3-compatible server (`s3s-fs`) on 127.0.0.1 for the S3-remote
 //! tests. The binary comes from `BAT_TEST_S3S_FS` or `PATH`; without it the
 //! tests fail under `CI=true` and are skipped loudly otherwise.
-#![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

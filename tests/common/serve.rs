@@ -1,10 +1,9 @@
 //! Shared helpers of the `bat serve` tests: start a real server child on
 //! 127.0.0.1 with an ephemeral port, make small ledgers.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::AtomicBool;
 
 use bat_ledger::remote::{Remote, RemoteError, WireObject};
@@ -23,7 +22,7 @@ impl Server {
     /// Start `bat -C dir serve --bind 127.0.0.1:0 EXTRA...` and wait for its
     /// "listening on" line.
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bat"))
+        let mut child = crate::common::bat()
             .arg("-C")
             .arg(dir)
             .args(["serve", "--bind", "127.0.0.1:0"])

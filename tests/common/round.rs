@@ -1,7 +1,6 @@
 //! Builds a small campaign work dir in the reference loop's layout
 //! (baseline-eval/, r01 promote, r02 hold, r03 promote) with bat's own
 //! library and binary, so the tests need no reference files.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +18,8 @@ pub const TASK_IDS: [&str; 3] = ["heldout-cls-7", "heldout-rep-3", "heldout-vqa-
 pub const RAW_ONLY: &str = "raw-only-evaluator-notes-q81z";
 
 pub fn bat(ledger: &Path) -> Command {
-    let mut c = Command::cargo_bin("bat").unwrap();
-    c.arg("-C").arg(ledger).env_remove("BAT_DIR");
+    let mut c = super::bat_assert();
+    c.arg("-C").arg(ledger);
     c
 }
 

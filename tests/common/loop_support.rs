@@ -1,5 +1,4 @@
 //! Shared helpers of the loop tests.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -190,19 +189,7 @@ impl RoundSink for Recorder {
     }
 }
 
-/// Copy the regular files and folders of `from` into `to`.
-pub fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+pub use super::copy_tree;
 
 /// Parse a file as a contract JSON value.
 pub fn read_json(p: &Path) -> Value {

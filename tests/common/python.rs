@@ -2,8 +2,6 @@
 //! `.ci/run` prepares from examples/backends (see examples/backends/setup-venv.sh).
 //! Absent, the tests skip with a message; under `CI=true` they fail.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 
 /// The interpreter, or `None` (after printing why) when the test must skip.

@@ -1,6 +1,5 @@
 //! Shared helpers for the CLI journey tests: run the real `bat` binary in
 //! temp dirs, generate large compressible files fast, snapshot a ledger.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -9,18 +8,16 @@ use std::process::Output;
 
 use assert_cmd::Command;
 
-/// A `bat` command running in `cwd` with a clean environment for discovery.
+/// A `bat` command running in `cwd` (it finds the ledger from there).
 pub fn bat(cwd: &Path) -> Command {
-    let mut c = Command::cargo_bin("bat").expect("bat binary is built by cargo test");
-    c.current_dir(cwd)
-        .env_remove("BAT_DIR")
-        .env("BAT_AUTHOR", "tester");
+    let mut c = super::bat_assert();
+    c.current_dir(cwd);
     c
 }
 
 /// Path of the bat binary, for spawning with std::process.
 pub fn bat_path() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("bat")
+    super::bat_exe().to_path_buf()
 }
 
 /// Run and parse stdout as one JSON document; panics with stderr on failure.

@@ -1,17 +1,13 @@
 //! A `bat demo` ledger (campaign + terminal-reward replay, 3 rounds each,
 //! one audit attached to the campaign's r02), its `bat report`, and a
 //! reader of the plots' points, shared by the report tests.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-pub fn bat() -> Command {
-    Command::cargo_bin("bat").expect("the bat binary is built for tests")
-}
+pub use super::bat_assert as bat;
 
 pub fn ok(out: std::process::Output) -> Vec<u8> {
     assert!(
