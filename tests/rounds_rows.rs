@@ -77,7 +77,8 @@ fn assert_rows_match_log(rows: &[RoundRow], log: &[Value]) {
 fn rows_of_a_demo_ledger_match_bat_log_json() {
     let env = TestEnv::new();
     let demo = env.demo("demo", 3);
-    let (dir, replay) = (&demo.dir, demo.replay_branch.as_str());
+    let dir = demo.dir.clone();
+    let replay = demo.replay_branch.as_str();
 
     let main = rows(&dir, "main");
     assert_rows_match_log(&main, &log_rounds(&dir, "main"));
