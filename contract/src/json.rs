@@ -233,6 +233,12 @@ pub enum EncodeError {
     },
 }
 
+impl bat_error::Diagnostic for EncodeError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// A parse error with the byte offset where it happened.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid JSON at byte {offset}: {reason}")]
