@@ -26,7 +26,7 @@ use bat_contract::json::{self, Value};
 #[derive(Debug, thiserror::Error)]
 pub enum ChildError {
     /// The template is not a JSON array of non-empty strings.
-    #[error("command_template_invalid")]
+    #[error("the command template is not a JSON array of non-empty strings")]
     TemplateInvalid,
     /// The child could not be started.
     #[error("cannot start {program}: {source}")]
@@ -60,11 +60,24 @@ pub enum ChildError {
     },
 }
 
+impl bat_ledger::Diagnostic for ChildError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ChildError::TemplateInvalid => Some("command_template_invalid".to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// A template file that `bat run` refuses before anything runs.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
     /// The template file is not valid JSON.
-    #[error("command_template_invalid: {file}:{line}:{column}: {reason}")]
+    #[error("command template {file} is not valid JSON at line {line}, column {column}: {reason}")]
     TemplateJson {
         /// The template file.
         file: String,
@@ -76,7 +89,7 @@ pub enum TemplateError {
         reason: String,
     },
     /// The template file is JSON but not an array of non-empty strings.
-    #[error("command_template_invalid: {file}: {reason}")]
+    #[error("command template {file} is not valid: {reason}")]
     TemplateShape {
         /// The template file.
         file: String,
@@ -132,6 +145,28 @@ pub enum TemplateError {
         /// Every required placeholder.
         required: Vec<String>,
     },
+}
+
+impl bat_ledger::Diagnostic for TemplateError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::Usage
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            TemplateError::UnknownPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
+            TemplateError::EmbeddedPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
+            TemplateError::MissingPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            TemplateError::TemplateJson { .. } | TemplateError::TemplateShape { .. } => Some("command_template_invalid".to_string()),
+            _ => None,
+        }
+    }
 }
 
 /// Parse a command template file's bytes: a non-empty JSON array of

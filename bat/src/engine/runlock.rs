@@ -195,6 +195,28 @@ pub enum LockError {
     },
 }
 
+impl bat_ledger::Diagnostic for LockError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+
+    fn hint(&self) -> Option<String> {
+        let LockError::Held { path, info, .. } = self else {
+            return None;
+        };
+        let group: String = info
+            .live_child_groups()
+            .iter()
+            .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
+            .collect();
+        Some(format!(
+            "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
+            info.pid,
+            path.display()
+        ))
+    }
+}
+
 /// A held lock; removed when dropped.
 #[derive(Debug)]
 pub struct RunLock {
