@@ -494,7 +494,9 @@ pub enum RequestError {
     #[error("the checkpoint binding is not a gate-model binding with a string identity")]
     BindingInvalid,
     /// Blank protocol id or repeats < 1.
-    #[error("the evaluation request is not valid: its protocol id is blank or its repeats are below 1")]
+    #[error(
+        "the evaluation request is not valid: its protocol id is blank or its repeats are below 1"
+    )]
     RequestInvalid,
 }
 
@@ -568,14 +570,18 @@ impl bat_error::Diagnostic for CommandError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            CommandError::PlaceholdersMissing { .. } => Some("give {checkpoint}, {output} and {request} each its own argv element".to_string()),
+            CommandError::PlaceholdersMissing { .. } => Some(
+                "give {checkpoint}, {output} and {request} each its own argv element".to_string(),
+            ),
             _ => None,
         }
     }
 
     fn code(&self) -> Option<String> {
         match self {
-            CommandError::PlaceholdersMissing => Some("evaluator_command_placeholders_missing".to_string()),
+            CommandError::PlaceholdersMissing => {
+                Some("evaluator_command_placeholders_missing".to_string())
+            }
             CommandError::Empty => Some("evaluator_command_empty".to_string()),
         }
     }

@@ -249,6 +249,12 @@ pub struct ParseError {
     pub reason: String,
 }
 
+impl bat_error::Diagnostic for ParseError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// Python `==` on parsed JSON values: ints, floats and bools compare by
 /// value (`1 == 1.0 == True`), objects by key set and values in any order,
 /// arrays element-wise; NaN is unequal to everything.

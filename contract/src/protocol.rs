@@ -140,10 +140,14 @@ impl bat_error::Diagnostic for StartError {
         match self {
             StartError::Binding(e) => e.code(),
             StartError::Protocol(e) => e.code(),
-            StartError::DatasetTargetDisagrees => Some("dataset_target_disagrees_with_prescription".to_string()),
+            StartError::DatasetTargetDisagrees => {
+                Some("dataset_target_disagrees_with_prescription".to_string())
+            }
             StartError::OptimizerMismatch => Some("round_optimizer_mismatch".to_string()),
             StartError::OptimizerMissing => Some("round_optimizer_missing".to_string()),
-            StartError::InheritanceMismatch => Some("round_checkpoint_inheritance_mismatch".to_string()),
+            StartError::InheritanceMismatch => {
+                Some("round_checkpoint_inheritance_mismatch".to_string())
+            }
             StartError::PrescriptionInvalid => Some("round_prescription_invalid".to_string()),
         }
     }

@@ -51,11 +51,17 @@ impl bat_error::Diagnostic for SourceError {
         match self {
             SourceError::GridIncomplete => Some("source_grid_incomplete".to_string()),
             SourceError::ProvenanceInvalid => Some("source_provenance_invalid".to_string()),
-            SourceError::TrainingContractInvalid => Some("source_training_contract_invalid".to_string()),
+            SourceError::TrainingContractInvalid => {
+                Some("source_training_contract_invalid".to_string())
+            }
             SourceError::StateIdInvalid => Some("source_state_id_invalid".to_string()),
             SourceError::RowDigestInvalid => Some("source_row_digest_invalid".to_string()),
-            SourceError::LineNotObject { line, .. } => Some(format!("source_line_{line}_not_object")),
-            SourceError::LineInvalidJson { line, .. } => Some(format!("source_line_{line}_invalid_json")),
+            SourceError::LineNotObject { line, .. } => {
+                Some(format!("source_line_{line}_not_object"))
+            }
+            SourceError::LineInvalidJson { line, .. } => {
+                Some(format!("source_line_{line}_invalid_json"))
+            }
             SourceError::GridInvariantFailed => Some("source_grid_invariant_failed".to_string()),
         }
     }

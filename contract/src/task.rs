@@ -35,7 +35,9 @@ pub enum TaskError {
     #[error("the row names a task-definition version the pack does not define")]
     TaskDefinitionVersionUnsupported,
     /// The contract cannot be encoded as CJ.
-    #[error("the task contract cannot be encoded as canonical JSON (it holds a non-finite number)")]
+    #[error(
+        "the task contract cannot be encoded as canonical JSON (it holds a non-finite number)"
+    )]
     NotStableJson,
     /// The prompt is not a list.
     #[error("the row's prompt is not a list of messages")]
@@ -59,7 +61,9 @@ impl bat_error::Diagnostic for TaskError {
             TaskError::PromptMessageInvalid => Some("prompt_message_invalid".to_string()),
             TaskError::PromptInvalid => Some("prompt_invalid".to_string()),
             TaskError::NotStableJson => Some("task_contract_not_stable_json".to_string()),
-            TaskError::TaskDefinitionVersionUnsupported => Some("task_definition_version_unsupported".to_string()),
+            TaskError::TaskDefinitionVersionUnsupported => {
+                Some("task_definition_version_unsupported".to_string())
+            }
             TaskError::ViewIndexInvalid => Some("view_index_invalid".to_string()),
             TaskError::TargetStageUnsupported => Some("target_stage_unsupported".to_string()),
             TaskError::TrackUnsupported => Some("track_unsupported".to_string()),

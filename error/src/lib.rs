@@ -54,4 +54,3 @@ pub fn reads_as_code(message: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:.-".contains(c))
 }
-

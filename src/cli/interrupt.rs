@@ -229,6 +229,6 @@ pub fn report_stopped(
     } else {
         format!("{error}; the round in progress was not committed")
     };
-    let _ = CliError::interrupted(msg).with_hint(hint).report();
+    let _ = CliError::interrupted(msg).with_hint(hint).report(false);
     ExitCode::from(code)
 }

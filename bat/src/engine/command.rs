@@ -154,16 +154,24 @@ impl bat_ledger::Diagnostic for TemplateError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            TemplateError::UnknownPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
-            TemplateError::EmbeddedPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
-            TemplateError::MissingPlaceholder { .. } => Some("fix the template; placeholders are listed in `bat run --help`".to_string()),
+            TemplateError::UnknownPlaceholder { .. } => {
+                Some("fix the template; placeholders are listed in `bat run --help`".to_string())
+            }
+            TemplateError::EmbeddedPlaceholder { .. } => {
+                Some("fix the template; placeholders are listed in `bat run --help`".to_string())
+            }
+            TemplateError::MissingPlaceholder { .. } => {
+                Some("fix the template; placeholders are listed in `bat run --help`".to_string())
+            }
             _ => None,
         }
     }
 
     fn code(&self) -> Option<String> {
         match self {
-            TemplateError::TemplateJson { .. } | TemplateError::TemplateShape { .. } => Some("command_template_invalid".to_string()),
+            TemplateError::TemplateJson { .. } | TemplateError::TemplateShape { .. } => {
+                Some("command_template_invalid".to_string())
+            }
             _ => None,
         }
     }

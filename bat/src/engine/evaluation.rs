@@ -114,7 +114,9 @@ impl bat_ledger::Diagnostic for EvaluationError {
             EvaluationError::Command(e) => e.code(),
             EvaluationError::OutputMissing => Some("external_evaluator_output_missing".to_string()),
             EvaluationError::Failed { rc, .. } => Some(format!("external_evaluator_failed:{rc}")),
-            EvaluationError::PlaceholdersMissing => Some("evaluator_command_placeholders_missing".to_string()),
+            EvaluationError::PlaceholdersMissing => {
+                Some("evaluator_command_placeholders_missing".to_string())
+            }
             EvaluationError::CommandEmpty => Some("evaluator_command_empty".to_string()),
             _ => None,
         }

@@ -83,7 +83,9 @@ pub enum LoopError {
         rc: i32,
     },
     /// The trainer left no candidate folder or no health file.
-    #[error("the trainer of round {round_id} left no candidate model folder or no training health file")]
+    #[error(
+        "the trainer of round {round_id} left no candidate model folder or no training health file"
+    )]
     TrainerArtifactsMissing {
         /// The round.
         round_id: String,
@@ -179,9 +181,15 @@ impl bat_ledger::Diagnostic for LoopError {
             LoopError::Command(e) => e.code(),
             LoopError::Evaluation { source: e, .. } => e.code(),
             LoopError::Commit { source: e, .. } => e.code(),
-            LoopError::TrainerArtifactsMissing { round_id, .. } => Some(format!("trainer_artifacts_missing:{round_id}")),
-            LoopError::TrainerFailed { round_id, rc, .. } => Some(format!("trainer_failed:{round_id}:{rc}")),
-            LoopError::TrainerPlaceholdersMissing => Some("trainer_command_placeholders_missing".to_string()),
+            LoopError::TrainerArtifactsMissing { round_id, .. } => {
+                Some(format!("trainer_artifacts_missing:{round_id}"))
+            }
+            LoopError::TrainerFailed { round_id, rc, .. } => {
+                Some(format!("trainer_failed:{round_id}:{rc}"))
+            }
+            LoopError::TrainerPlaceholdersMissing => {
+                Some("trainer_command_placeholders_missing".to_string())
+            }
             LoopError::SizeInvalid => Some("loop_size_invalid".to_string()),
             _ => None,
         }

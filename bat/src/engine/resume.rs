@@ -85,7 +85,9 @@ impl bat_ledger::Diagnostic for ResumeError {
             ResumeError::Ledger(e) => e.hint(),
             ResumeError::Loop(e) => e.hint(),
             ResumeError::Round(e) => e.hint(),
-            ResumeError::NothingToResume { .. } => Some("start the campaign with `bat run` (without --resume)".to_string()),
+            ResumeError::NothingToResume { .. } => {
+                Some("start the campaign with `bat run` (without --resume)".to_string())
+            }
             _ => None,
         }
     }

@@ -64,8 +64,12 @@ impl bat_ledger::Diagnostic for QueryError {
     fn hint(&self) -> Option<String> {
         match self {
             QueryError::Rounds(e) => e.hint(),
-            QueryError::Sql { .. } => Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string()),
-            QueryError::NotReadOnly { .. } => Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string()),
+            QueryError::Sql { .. } => {
+                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
+            }
+            QueryError::NotReadOnly { .. } => {
+                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
+            }
             _ => None,
         }
     }

@@ -273,7 +273,8 @@ impl bat_ledger::Diagnostic for RoundError {
         use bat_ledger::ErrorKind;
         match self {
             RoundError::Ledger(
-                bat_ledger::Error::UnknownRevision { .. } | bat_ledger::Error::AmbiguousPrefix { .. },
+                bat_ledger::Error::UnknownRevision { .. }
+                | bat_ledger::Error::AmbiguousPrefix { .. },
             ) => ErrorKind::Usage,
             RoundError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
             _ => ErrorKind::User,
@@ -287,6 +288,9 @@ impl bat_ledger::Diagnostic for RoundError {
                 "pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round"
             }
             RoundError::NotARound { .. } => "use --plain to record it as a plain directory",
+            RoundError::CannotRevert { .. } => {
+                "only the branch's current promoted round can be reverted; see `bat log`"
+            }
             RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => {
                 "another commit landed on the branch while the round was validated; commit the round again"
             }
