@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use bat_ledger::Diagnostic;
 use bat_contract::conformance::Options;
 use bat_contract::eval_conformance::run_eval_families;
 use bat_contract::gate::{
@@ -15,6 +14,7 @@ use bat_contract::json::{self, Map, Value};
 use bat_contract::numeric::{fmean, fsum, isclose, SumMode};
 use bat_contract::pack::Pack;
 use bat_contract::summary::{build_summary, StageModel};
+use bat_ledger::Diagnostic;
 use proptest::prelude::*;
 
 fn data() -> PathBuf {
@@ -618,12 +618,15 @@ fn round_start_and_admission_receipt() {
     let other = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 51}"#).expect("json");
     let e =
         validate_round_start(&presc(id, true), &model, Some(&other)).expect_err("override differs");
-    assert_eq!(e.to_string(), "round_optimizer_mismatch");
+    assert_eq!(e.code().as_deref(), Some("round_optimizer_mismatch"));
     let e = validate_round_start(&presc(&"0".repeat(64), true), &model, None)
         .expect_err("other checkpoint");
-    assert_eq!(e.to_string(), "round_checkpoint_inheritance_mismatch");
+    assert_eq!(
+        e.code().as_deref(),
+        Some("round_checkpoint_inheritance_mismatch")
+    );
     let e = validate_round_start(&presc(id, false), &model, None).expect_err("no optimizer");
-    assert_eq!(e.to_string(), "round_optimizer_missing");
+    assert_eq!(e.code().as_deref(), Some("round_optimizer_missing"));
     let e =
         validate_round_start(&Value::Array(vec![]), &model, None).expect_err("not a prescription");
     assert!(matches!(e, StartError::PrescriptionInvalid));
@@ -645,10 +648,13 @@ fn round_start_and_admission_receipt() {
     );
     let s4 = json::parse(r#"{"target_stage": "S4"}"#).expect("json");
     let e = admission_receipt(&start, "t", &s4, "m", "p", "hermes").expect_err("target differs");
-    assert_eq!(e.to_string(), "dataset_target_disagrees_with_prescription");
+    assert_eq!(
+        e.code().as_deref(),
+        Some("dataset_target_disagrees_with_prescription")
+    );
     let e = admission_receipt(&start, "t", &manifest, "m", "p", "bad format!")
         .expect_err("bad protocol");
-    assert_eq!(e.to_string(), "runtime_tool_format_invalid");
+    assert_eq!(e.code().as_deref(), Some("runtime_tool_format_invalid"));
 }
 
 #[test]

@@ -37,9 +37,10 @@ use bat::engine::campaign::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
     RunsLayout,
 };
-use bat::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
+use bat::engine::child::Stream;
 use bat::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
 use bat::engine::runlock::{Acquired, LockInfo, RunLock};
+use bat::engine::template::{check_placeholders, parse_template_file, TemplateKind};
 use bat_contract::json;
 use bat_contract::pack::Pack;
 

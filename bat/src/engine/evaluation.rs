@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::command::{self, ChildError, ChildSpec, OutputSink};
+use super::child::{self, ChildError, ChildSpec, OutputSink};
+use super::template;
 use bat_contract::binding::{
     build_binding, eval_run_receipt, evaluation_request, Arm, BindingError, RequestError,
 };
@@ -215,11 +216,11 @@ pub fn run_evaluation(
             all.push((k.as_str(), v.clone()));
         }
     }
-    let argv = command::expand(run.command, &all);
-    if !command::all_present(&argv, &required) {
+    let argv = template::expand(run.command, &all);
+    if !template::all_present(&argv, &required) {
         return Err(EvaluationError::PlaceholdersMissing);
     }
-    let outcome = command::run_child(
+    let outcome = child::run_child(
         &ChildSpec {
             label: run.log_label,
             argv: &argv,
@@ -260,7 +261,7 @@ pub fn run_evaluation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::command::Discard;
+    use crate::engine::child::Discard;
 
     fn initial() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/loop/fixtures/initial")

@@ -13,8 +13,9 @@ pub use state::{
     LoopState, Start,
 };
 
-use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
+use super::child::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
+use super::template;
 use bat_contract::binding::Arm;
 use bat_contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
 use bat_contract::json::{self, sha256_hex, Map, Value};
@@ -32,7 +33,7 @@ pub const EXPERIMENT: &str = "bat-loop";
 /// Gate step of candidate evaluations.
 pub const CANDIDATE_GATE_STEP: u64 = 50;
 /// Placeholders the trainer template must use.
-pub use super::command::TRAINER_REQUIRED;
+pub use super::template::TRAINER_REQUIRED;
 
 /// A loop failure. Contract codes are the messages where the contract has one.
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +166,7 @@ impl bat_ledger::Diagnostic for LoopError {
             LoopError::Command(e) => e.hint(),
             LoopError::Evaluation { source: e, .. } => e.hint(),
             LoopError::Commit { source: e, .. } => e.hint(),
-            LoopError::TrainerFailed { .. } => Some("the trainer's output is in the run's log files; fix the trainer, then continue with `bat run --resume`".to_string()),
+            LoopError::TrainerFailed { .. } => Some("the trainer's own output (streamed above and kept in the run's log files) says why it failed".to_string()),
             LoopError::TrainerArtifactsMissing { .. } => Some("the trainer must write the candidate model folder and the training health file it is given".to_string()),
             _ => None,
         }
@@ -726,13 +727,13 @@ pub fn run_round(
             values.push((k.as_str(), v.clone()));
         }
     }
-    let argv = command::expand(&campaign.trainer, &values);
+    let argv = template::expand(&campaign.trainer, &values);
     let required: Vec<&str> = values
         .iter()
         .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
         .map(|(_, v)| v.as_str())
         .collect();
-    if !command::all_present(&argv, &required) {
+    if !template::all_present(&argv, &required) {
         return Err(LoopError::TrainerPlaceholdersMissing);
     }
     observer.event(&LoopEvent::Training {
@@ -741,7 +742,7 @@ pub fn run_round(
     });
     let trainer_label = format!("{rid}/trainer");
     let started = std::time::Instant::now();
-    let trained = command::run_child(
+    let trained = child::run_child(
         &ChildSpec {
             label: &trainer_label,
             argv: &argv,

@@ -6,7 +6,7 @@
 //! start time, so a reused pid is not taken for the holder), the command
 //! line, when it started, and the process group of the child it is running
 //! (children run in a group of their own, see
-//! [`super::command::Supervision`]). It is created complete and atomically
+//! [`super::child::Supervision`]). It is created complete and atomically
 //! (written to a temporary file, then hard-linked to `run.lock`, which fails
 //! when the name exists), rewritten (temporary file + rename) when the
 //! child changes, and removed when the run ends.
