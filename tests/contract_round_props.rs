@@ -160,6 +160,7 @@ proptest! {
         let t = encode(&rows);
         let err = verify(&t, &with_train_sha(&b.manifest, &t)).expect_err("tampered round rejected");
         // Each mutation trips exactly one check, and it comes first.
-        prop_assert_eq!(err.code().as_deref(), Some(want));
+        let code = err.code();
+        prop_assert_eq!(code.as_deref(), Some(want));
     }
 }

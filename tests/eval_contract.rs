@@ -110,18 +110,27 @@ fn cli_summarize_writes_and_prints_the_reference_bytes() {
 #[test]
 fn cli_summarize_error_exits_1_with_the_code() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let a = bat()
-        .args(["eval", "summarize", "--raw"])
-        .arg(data().join("eval/errors/cell-not-valid.raw.json"))
-        .args(["--checkpoint-sha256", "0", "--output"])
-        .arg(tmp.path().join("s.json"))
-        .assert()
-        .code(1);
+    let summarize = || {
+        let mut c = bat();
+        c.args(["eval", "summarize", "--raw"])
+            .arg(data().join("eval/errors/cell-not-valid.raw.json"))
+            .args(["--checkpoint-sha256", "0", "--output"])
+            .arg(tmp.path().join("s.json"));
+        c
+    };
+    let a = summarize().assert().code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: evaluation_cell_2_invalid\n"
+        "error: evaluation cell 2 is not a valid evaluation cell\n"
     );
     assert!(!tmp.path().join("s.json").exists());
+    // Programs read the reference's code from the --json error.
+    let a = summarize().arg("--json").assert().code(1);
+    let e: serde_json::Value =
+        serde_json::from_slice(&a.get_output().stderr).expect("a JSON error");
+    assert_eq!(e["code"], "evaluation_cell_2_invalid");
+    assert_eq!(e["error"], "evaluation cell 2 is not a valid evaluation cell");
+    assert_eq!(e["kind"], "failure");
 }
 
 #[test]
@@ -179,7 +188,7 @@ fn cli_gate_reproduces_files_and_stdout() {
         .code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: eval_checkpoint_binding_invalid\n"
+        "error: an evaluation summary does not bind the checkpoint it evaluated\n"
     );
 }
 
@@ -222,7 +231,7 @@ fn cli_firewall_stdout_and_exit_codes() {
     assert!(a.get_output().stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: heldout_markers_invalid\n"
+        "error: the held-out markers file is not a JSON array of strings of at least 4 characters\n"
     );
 }
 

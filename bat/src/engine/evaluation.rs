@@ -349,6 +349,10 @@ mod tests {
             &tmp.path().join("e2"),
         )
         .unwrap_err();
-        assert_eq!(e.to_string(), "external_evaluator_failed:7");
+        assert_eq!(e.to_string(), "the external evaluator exited with status 7");
+        assert_eq!(
+            bat_ledger::Diagnostic::code(&e).as_deref(),
+            Some("external_evaluator_failed:7")
+        );
     }
 }

@@ -421,9 +421,14 @@ mod tests {
             ),
             "{e}"
         );
-        assert!(e
-            .to_string()
-            .starts_with("command_template_invalid: t.json:2:3"));
+        assert!(
+            e.to_string().starts_with("command template t.json:2:3 is not valid JSON"),
+            "{e}"
+        );
+        assert_eq!(
+            bat_ledger::Diagnostic::code(&e).as_deref(),
+            Some("command_template_invalid")
+        );
         let e = parse_template_file("t.json", br#"["a", ""]"#).unwrap_err();
         assert!(e.to_string().contains("argv[1] is an empty string"), "{e}");
     }
