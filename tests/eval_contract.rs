@@ -129,7 +129,10 @@ fn cli_summarize_error_exits_1_with_the_code() {
     let e: serde_json::Value =
         serde_json::from_slice(&a.get_output().stderr).expect("a JSON error");
     assert_eq!(e["code"], "evaluation_cell_2_invalid");
-    assert_eq!(e["error"], "evaluation cell 2 is not a valid evaluation cell");
+    assert_eq!(
+        e["error"],
+        "evaluation cell 2 is not a valid evaluation cell"
+    );
     assert_eq!(e["kind"], "failure");
 }
 

@@ -166,8 +166,14 @@ impl bat_ledger::Diagnostic for LoopError {
             LoopError::Command(e) => e.hint(),
             LoopError::Evaluation { source: e, .. } => e.hint(),
             LoopError::Commit { source: e, .. } => e.hint(),
-            LoopError::TrainerFailed { .. } => Some("the trainer's own output (streamed above and kept in the run's log files) says why it failed".to_string()),
-            LoopError::TrainerArtifactsMissing { .. } => Some("the trainer must write the candidate model folder and the training health file it is given".to_string()),
+            LoopError::TrainerFailed { .. } => Some(
+                "the trainer's own output (streamed above and kept in the run's log files) says why it failed"
+                    .to_string(),
+            ),
+            LoopError::TrainerArtifactsMissing { .. } => Some(
+                "the trainer must write the candidate model folder and the training health file it is given"
+                    .to_string(),
+            ),
             _ => None,
         }
     }

@@ -422,7 +422,8 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.to_string().starts_with("command template t.json:2:3 is not valid JSON"),
+            e.to_string()
+                .starts_with("command template t.json:2:3 is not valid JSON"),
             "{e}"
         );
         assert_eq!(
