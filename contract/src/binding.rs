@@ -570,7 +570,7 @@ impl bat_error::Diagnostic for CommandError {
 
     fn hint(&self) -> Option<String> {
         match self {
-            CommandError::PlaceholdersMissing { .. } => Some(
+            CommandError::PlaceholdersMissing => Some(
                 "give {checkpoint}, {output} and {request} each its own argv element".to_string(),
             ),
             _ => None,

@@ -56,7 +56,7 @@ impl bat_ledger::Diagnostic for QueryError {
         match self {
             QueryError::Rounds(e) => e.kind(),
             QueryError::Sql { .. } => bat_ledger::ErrorKind::Usage,
-            QueryError::NotReadOnly { .. } => bat_ledger::ErrorKind::Usage,
+            QueryError::NotReadOnly => bat_ledger::ErrorKind::Usage,
             _ => bat_ledger::ErrorKind::User,
         }
     }
@@ -67,7 +67,7 @@ impl bat_ledger::Diagnostic for QueryError {
             QueryError::Sql { .. } => {
                 Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
             }
-            QueryError::NotReadOnly { .. } => {
+            QueryError::NotReadOnly => {
                 Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
             }
             _ => None,
