@@ -294,3 +294,92 @@ pub fn stdout_error(e: std::io::Error) -> CliError {
 
 /// What a verb's `run` returns.
 pub type CliResult = Result<ExitCode, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_error_keeps_its_kind_hint_code_and_new_causes() {
+        // The message already quotes the I/O error: no `caused by:` for it.
+        let io = bat_ledger::Error::Io {
+            op: "read",
+            path: "/l/x".into(),
+            source: std::io::Error::other("disk on fire"),
+        };
+        let e = CliError::from(io);
+        assert_eq!(e.kind, ErrorKind::User);
+        assert_eq!(e.message, "read /l/x: disk on fire");
+        assert!(e.causes.is_empty(), "{:?}", e.causes);
+        // A cause the message does not say is kept, under it.
+        let promised = bat_ledger::Error::PromisorFetch {
+            id: bat_ledger::ObjectId::from_hex(&"ab".repeat(32)).expect("64 hex digits"),
+            remote: "origin".into(),
+            source: Box::new(bat_ledger::remote::RemoteError::Ledger(
+                bat_ledger::Error::Io {
+                    op: "open",
+                    path: "/r".into(),
+                    source: std::io::Error::other("gone"),
+                },
+            )),
+        };
+        let e = CliError::from(promised);
+        assert!(
+            e.message.ends_with("could not be fetched: open /r: gone"),
+            "{}",
+            e.message
+        );
+        assert!(e.causes.is_empty(), "{:?}", e.causes);
+        assert_eq!(e.hints.len(), 1);
+        // The code travels with the error; the message is the sentence.
+        let e = CliError::from(bat::engine::r#loop::LoopError::TrainerFailed {
+            round_id: "r01".into(),
+            rc: 2,
+        });
+        assert_eq!(e.message, "the trainer exited with status 2 in round r01");
+        assert_eq!(e.code.as_deref(), Some("trainer_failed:r01:2"));
+        let json = e.to_json();
+        assert_eq!(json["code"], "trainer_failed:r01:2");
+        assert_eq!(json["kind"], "failure");
+        assert_eq!(json["exit_code"], 1);
+    }
+
+    #[test]
+    fn causes_skip_what_is_already_said_and_keep_the_rest() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("cannot save the round")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::other("no space left"));
+        assert_eq!(
+            causes(&e, &e.to_string()),
+            vec!["no space left".to_string()]
+        );
+        let quoted = "cannot save the round: no space left";
+        assert!(causes(&e, quoted).is_empty());
+    }
+
+    #[test]
+    fn a_multi_line_hint_is_one_hint_per_line_and_usage_exits_2() {
+        let e = CliError::from(bat::clone::CloneError::Transfer {
+            dest: "/d".into(),
+            source: bat_ledger::remote::RemoteError::NonFastForward {
+                name: "main".into(),
+            },
+        });
+        assert_eq!(e.hints.len(), 2, "{:?}", e.hints);
+        assert!(e.hints[1].contains("resume into /d"), "{:?}", e.hints);
+        let e = CliError::from(bat::clone::CloneError::PrivateNeedsDirectory);
+        assert_eq!(e.exit_code(), EXIT_USAGE);
+        let e = CliError::from(bat_ledger::Error::Cancelled);
+        assert_eq!(e.exit_code(), EXIT_INTERRUPTED);
+    }
+}
