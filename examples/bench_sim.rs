@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bat::engine::command::Stream;
+use bat::engine::child::Stream;
 use bat::engine::r#loop::{
     prepare_fresh, run_loop, CompletedRound, LoopEvent, Observer, RoundSink, RunOptions, Start,
 };

@@ -1,9 +1,11 @@
 //! The arrows that must never exist (issues 16 and 32), checked on the
 //! source text where the crate graph cannot hold them.
 //!
-//! The crate graph holds the coarse ones: `bat-ledger` depends on nothing of
-//! bat's, `bat-contract` only on the ledger-free basics, `bat` (the domain)
-//! on both, and only `bat-cli` on clap and the terminal.
+//! The crate graph holds the coarse ones: `bat-error` (the error
+//! classification every library shares) depends on nothing, `bat-ledger`
+//! on nothing of bat's but `bat-error`, `bat-contract` only on the
+//! ledger-free basics, `bat` (the domain) on both, and only `bat-cli` on
+//! clap and the terminal.
 //! Inside the domain crate:
 //! - Nothing under `bat/src/round` or `ledger/src` refers to
 //!   `crate::engine`, `crate::replay` or `crate::cli` (the layers above

@@ -22,14 +22,34 @@ fn stdout_of(args: &[&str]) -> String {
 }
 
 /// Run, expect failure with `code` (exit status) and `needle` in stderr.
+/// A needle `error: CODE` names the reference's error code: the message
+/// is a sentence, so the code is checked where programs read it, in the
+/// `--json` error object.
 fn fails(args: &[&str], code: i32, needle: &str) {
     let out = bat().args(args).output().expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    let Some(reference) = needle
+        .strip_prefix("error: ")
+        .filter(|c| bat_ledger::reads_as_code(c))
+    else {
+        assert!(
+            err.contains(needle),
+            "{args:?}: stderr {err:?} lacks {needle:?}"
+        );
+        return;
+    };
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
     assert!(
-        err.contains(needle),
-        "{args:?}: stderr {err:?} lacks {needle:?}"
+        !err.contains(reference),
+        "{args:?}: a code as message: {err}"
     );
+    let out = bat().arg("--json").args(args).output().expect("runs");
+    assert_eq!(out.status.code(), Some(code), "{args:?} --json");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    let e: serde_json::Value = serde_json::from_str(last).expect(last);
+    assert_eq!(e["code"], reference, "{args:?}: {e}");
 }
 
 fn p(path: &Path) -> &str {
@@ -146,7 +166,7 @@ fn pack_check_reports_precise_problems() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(needle), "{name}: {text}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("pack_invalid"),
+            String::from_utf8_lossy(&out.stderr).contains("is invalid: "),
             "{name}"
         );
         // The library agrees.

@@ -240,7 +240,7 @@ impl RoundSink for KeepLogs<'_> {
 struct Quiet;
 impl bat::engine::r#loop::Observer for Quiet {
     fn event(&mut self, _: &bat::engine::r#loop::LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+    fn child_output(&mut self, _: &str, _: bat::engine::child::Stream, _: &[u8]) {}
 }
 
 #[test]

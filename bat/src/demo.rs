@@ -101,6 +101,42 @@ pub enum DemoError {
     NoRounds,
 }
 
+impl bat_ledger::Diagnostic for DemoError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            DemoError::Sim(e) => e.kind(),
+            DemoError::Loop(e) => e.kind(),
+            DemoError::Replay(e) => e.kind(),
+            DemoError::Round(e) => e.kind(),
+            DemoError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DemoError::Sim(e) => e.hint(),
+            DemoError::Loop(e) => e.hint(),
+            DemoError::Replay(e) => e.hint(),
+            DemoError::Round(e) => e.hint(),
+            DemoError::Ledger(e) => e.hint(),
+            DemoError::NotEmpty { .. } => Some("name a new directory, or omit DIR".to_string()),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            DemoError::Sim(e) => e.code(),
+            DemoError::Loop(e) => e.code(),
+            DemoError::Replay(e) => e.code(),
+            DemoError::Round(e) => e.code(),
+            DemoError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// Progress of the demo: the campaign's loop events, then the replay's.
 pub trait DemoObserver {
     /// A phase starts (`campaign`, `replay`) with this many rounds.

@@ -108,6 +108,12 @@ pub enum BindingError {
     },
 }
 
+impl bat_error::Diagnostic for BindingError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 fn disp(p: &Path) -> String {
     p.display().to_string()
 }
@@ -485,11 +491,26 @@ pub fn binder_stdout(model_identity_sha256: &str, output_arg: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
     /// The binding is not a gate-model binding with a string identity.
-    #[error("checkpoint_binding_invalid")]
+    #[error("the checkpoint binding is not a gate-model binding with a string identity")]
     BindingInvalid,
     /// Blank protocol id or repeats < 1.
-    #[error("evaluation_request_invalid")]
+    #[error(
+        "the evaluation request is not valid: its protocol id is blank or its repeats are below 1"
+    )]
     RequestInvalid,
+}
+
+impl bat_error::Diagnostic for RequestError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RequestError::RequestInvalid => Some("evaluation_request_invalid".to_string()),
+            RequestError::BindingInvalid => Some("checkpoint_binding_invalid".to_string()),
+        }
+    }
 }
 
 /// §G.3: the evaluation request for a binding.
@@ -535,11 +556,35 @@ pub fn evaluation_request(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandError {
     /// The template has no elements.
-    #[error("evaluator_command_empty")]
+    #[error("the evaluator command template is empty")]
     Empty,
     /// After expansion, the checkpoint, output or request path is not a whole element.
-    #[error("evaluator_command_placeholders_missing")]
+    #[error("the evaluator command does not give the checkpoint, output and request paths each as a whole argument")]
     PlaceholdersMissing,
+}
+
+impl bat_error::Diagnostic for CommandError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            CommandError::PlaceholdersMissing => Some(
+                "give {checkpoint}, {output} and {request} each its own argv element".to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            CommandError::PlaceholdersMissing => {
+                Some("evaluator_command_placeholders_missing".to_string())
+            }
+            CommandError::Empty => Some("evaluator_command_empty".to_string()),
+        }
+    }
 }
 
 /// §G.4: replace every element that *equals* `{checkpoint}`, `{output}` or

@@ -233,6 +233,12 @@ pub enum EncodeError {
     },
 }
 
+impl bat_error::Diagnostic for EncodeError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// A parse error with the byte offset where it happened.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid JSON at byte {offset}: {reason}")]
@@ -241,6 +247,12 @@ pub struct ParseError {
     pub offset: usize,
     /// What was wrong.
     pub reason: String,
+}
+
+impl bat_error::Diagnostic for ParseError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
 }
 
 /// Python `==` on parsed JSON values: ints, floats and bools compare by

@@ -8,7 +8,6 @@ use std::sync::{Mutex, MutexGuard};
 use bat::inspect::audit::{attach_audit, AttachRequest};
 use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 use bat::round::{commit_round, CommitRoundOptions};
-use bat_cli::cli::CliError;
 use bat_contract::pack::Pack;
 use bat_ledger::{Commit, CommitId, CommitRequest, Error, FieldValue, Ledger, Mode, NoProgress};
 use pyo3::prelude::*;
@@ -125,7 +124,7 @@ fn resolve(l: &Ledger, rev: &str) -> Outcome<CommitId> {
 }
 
 fn usage(msg: impl Into<String>, hint: &str) -> Failure {
-    Failure::new(Class::Base, CliError::usage_error(msg).with_hint(hint))
+    Failure::msg(msg).with_hint(hint)
 }
 
 fn default_author() -> String {
@@ -137,7 +136,7 @@ fn default_author() -> String {
 }
 
 fn load_pack(pack: Option<&Path>) -> Outcome<Pack> {
-    Pack::load_or_default(pack).map_err(|e| Failure::new(Class::Base, CliError::from(e)))
+    Pack::load_or_default(pack).map_err(|e| Failure::from_library(Class::Base, &e))
 }
 
 #[pymethods]

@@ -217,7 +217,8 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
             .usage());
     }
     let pack = Pack::load_or_default(args.pack.as_deref())
-        .map_err(|e| CliError::new(e.to_string()).usage())?;
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     let code_repo = if args.no_code_repo {
         None
     } else {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::ledger_common::{open, resolve, short};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
-use super::{print_json, CliError, CliResult, Session};
+use super::{print_json, CliResult, Session};
 use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 
 /// Compare two commits (rounds or plain directories), on the same or
@@ -54,7 +54,7 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
         scratch_dir: args.scratch_dir,
         ..DiffOptions::default()
     };
-    let d = diff_commits(&l, a, b, &opts).map_err(|e| CliError::new(e.to_string()))?;
+    let d = diff_commits(&l, a, b, &opts)?;
     if g.json {
         print_json(&d)?;
     } else {

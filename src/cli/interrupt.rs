@@ -2,7 +2,7 @@
 //! operation checks (the ledger checks it between chunks and before it
 //! moves a ref). `bat run` and `bat replay` install it too: their children
 //! run in their own process group ([`Supervised`]), the signal is forwarded
-//! to that group (see [`bat::engine::command::Supervision`]) and a second
+//! to that group (see [`bat::engine::child::Supervision`]) and a second
 //! signal kills the group before bat exits. The first signal sets the flag
 //! and the command stops at its next safe point with exit code 130 (143
 //! for a supervising verb stopped by SIGTERM); a second signal ends the
@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 
 use super::error::EXIT_INTERRUPTED;
 use super::CliError;
-use bat::engine::command::{Stream, Supervision};
+use bat::engine::child::{Stream, Supervision};
 use bat::engine::r#loop::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
@@ -229,6 +229,6 @@ pub fn report_stopped(
     } else {
         format!("{error}; the round in progress was not committed")
     };
-    let _ = CliError::interrupted(msg).with_hint(hint).report();
+    let _ = CliError::interrupted(msg).with_hint(hint).report(false);
     ExitCode::from(code)
 }

@@ -67,9 +67,9 @@ pub fn run(args: PackArgs, g: &Session) -> CliResult {
                 Ok(ExitCode::from(1))
             } else {
                 Err(CliError::new(format!(
-                    "pack_invalid: {} problem(s) in {}",
-                    issues.len(),
-                    file.display()
+                    "the pack {} is invalid: {} problem(s)",
+                    file.display(),
+                    issues.len()
                 )))
             }
         }

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use bat::engine::command::Stream;
+use bat::engine::child::Stream;
 use bat::engine::r#loop::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 

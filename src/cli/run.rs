@@ -37,9 +37,10 @@ use bat::engine::campaign::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
     RunsLayout,
 };
-use bat::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
+use bat::engine::child::Stream;
 use bat::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
-use bat::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
+use bat::engine::runlock::{Acquired, LockInfo, RunLock};
+use bat::engine::template::{check_placeholders, parse_template_file, TemplateKind};
 use bat_contract::json;
 use bat_contract::pack::Pack;
 
@@ -219,11 +220,8 @@ fn read_template(
     let bytes = bat_contract::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
     let file = p.display().to_string();
-    let t = parse_template_file(&file, &bytes).map_err(|e| CliError::usage_error(e.to_string()))?;
-    check_placeholders(kind, &file, &t, extra).map_err(|e| {
-        CliError::usage_error(e.to_string())
-            .with_hint("fix the template; placeholders are listed in `bat run --help`")
-    })?;
+    let t = parse_template_file(&file, &bytes)?;
+    check_placeholders(kind, &file, &t, extra)?;
     Ok(t)
 }
 
@@ -334,23 +332,7 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
             }
             Ok(lock)
         }
-        Err(e @ LockError::Held { .. }) => {
-            let LockError::Held { path, info, .. } = &e else {
-                unreachable!("matched above")
-            };
-            let group: String = info
-                .live_child_groups()
-                .iter()
-                .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
-                .collect();
-            let hint = format!(
-                "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
-                info.pid,
-                path.display()
-            );
-            Err(CliError::new(e.to_string()).with_hint(hint))
-        }
-        Err(e) => Err(CliError::new(e.to_string())),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -438,7 +420,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
                 let between = matches!(e, bat::engine::r#loop::LoopError::Interrupted { .. });
                 return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
             }
-            return Err(CliError::new(e.to_string()).with_hint(hint));
+            return Err(CliError::from(e).with_hint(hint));
         }
     };
     if g.json {

@@ -128,7 +128,8 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         SimCommand::Train(a) => {
             end_with_parent();
             let mode = RewardMode::parse(&a.reward_mode)
-                .map_err(|e| CliError::new(e.to_string()).usage())?;
+                .map_err(CliError::from)
+                .map_err(CliError::usage)?;
             let report = train::train(
                 &train::TrainRequest {
                     checkpoint: &a.checkpoint,

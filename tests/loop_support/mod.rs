@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bat::engine::command::Stream;
+use bat::engine::child::Stream;
 use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
 use bat_contract::json::Value;
 use bat_contract::pack::Pack;

@@ -184,6 +184,45 @@ pub enum CampaignError {
     Pack(#[from] PackError),
 }
 
+impl bat_ledger::Diagnostic for CampaignError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            CampaignError::MissingArgument { .. }
+            | CampaignError::NotWithSim { .. }
+            | CampaignError::RewardMode(_)
+            | CampaignError::RewardModeUnused => bat_ledger::ErrorKind::Usage,
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            CampaignError::MissingArgument { .. } => {
+                "give all campaign arguments, or --resume to continue one"
+            }
+            CampaignError::NotWithSim { .. } => {
+                "the simulator makes its own source grid, initial policy and templates from the embedded pack"
+            }
+            CampaignError::NothingToResume { .. } => {
+                "start the campaign with `bat run` (without --resume)"
+            }
+            CampaignError::Loop(e) => return e.hint(),
+            CampaignError::Resume(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            CampaignError::Loop(e) => e.code(),
+            CampaignError::Resume(e) => e.code(),
+            CampaignError::Pack(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 fn need<T: Clone>(v: &Option<T>, flag: &'static str) -> Result<T, CampaignError> {
     v.clone().ok_or(CampaignError::MissingArgument { flag })
 }

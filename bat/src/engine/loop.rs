@@ -13,8 +13,9 @@ pub use state::{
     LoopState, Start,
 };
 
-use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
+use super::child::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
+use super::template;
 use bat_contract::binding::Arm;
 use bat_contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
 use bat_contract::json::{self, sha256_hex, Map, Value};
@@ -32,13 +33,13 @@ pub const EXPERIMENT: &str = "bat-loop";
 /// Gate step of candidate evaluations.
 pub const CANDIDATE_GATE_STEP: u64 = 50;
 /// Placeholders the trainer template must use.
-pub use super::command::TRAINER_REQUIRED;
+pub use super::template::TRAINER_REQUIRED;
 
 /// A loop failure. Contract codes are the messages where the contract has one.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
     /// rounds < 1 or batches < 1.
-    #[error("loop_size_invalid")]
+    #[error("the loop size is not valid: rounds and batches must each be at least 1")]
     SizeInvalid,
     /// The runtime tool format is invalid.
     #[error(transparent)]
@@ -72,10 +73,10 @@ pub enum LoopError {
     #[error(transparent)]
     Materialize(#[from] ViewError),
     /// The trainer template lacks a required placeholder.
-    #[error("trainer_command_placeholders_missing")]
+    #[error("the trainer command does not give every required placeholder as a whole argument")]
     TrainerPlaceholdersMissing,
     /// The trainer exited non-zero.
-    #[error("trainer_failed:{round_id}:{rc}")]
+    #[error("the trainer exited with status {rc} in round {round_id}")]
     TrainerFailed {
         /// The round.
         round_id: String,
@@ -83,7 +84,9 @@ pub enum LoopError {
         rc: i32,
     },
     /// The trainer left no candidate folder or no health file.
-    #[error("trainer_artifacts_missing:{round_id}")]
+    #[error(
+        "the trainer of round {round_id} left no candidate model folder or no training health file"
+    )]
     TrainerArtifactsMissing {
         /// The round.
         round_id: String,
@@ -136,6 +139,68 @@ pub enum LoopError {
         /// Why.
         reason: String,
     },
+}
+
+impl bat_ledger::Diagnostic for LoopError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            LoopError::Protocol(e) => e.kind(),
+            LoopError::Pack(e) => e.kind(),
+            LoopError::Materialize(e) => e.kind(),
+            LoopError::Gate(e) => e.kind(),
+            LoopError::Summary(e) => e.kind(),
+            LoopError::Command(e) => e.kind(),
+            LoopError::Evaluation { source: e, .. } => e.kind(),
+            LoopError::Commit { source: e, .. } => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            LoopError::Protocol(e) => e.hint(),
+            LoopError::Pack(e) => e.hint(),
+            LoopError::Materialize(e) => e.hint(),
+            LoopError::Gate(e) => e.hint(),
+            LoopError::Summary(e) => e.hint(),
+            LoopError::Command(e) => e.hint(),
+            LoopError::Evaluation { source: e, .. } => e.hint(),
+            LoopError::Commit { source: e, .. } => e.hint(),
+            LoopError::TrainerFailed { .. } => Some(
+                "the trainer's own output (streamed above and kept in the run's log files) says why it failed"
+                    .to_string(),
+            ),
+            LoopError::TrainerArtifactsMissing { .. } => Some(
+                "the trainer must write the candidate model folder and the training health file it is given"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            LoopError::Protocol(e) => e.code(),
+            LoopError::Pack(e) => e.code(),
+            LoopError::Materialize(e) => e.code(),
+            LoopError::Gate(e) => e.code(),
+            LoopError::Summary(e) => e.code(),
+            LoopError::Command(e) => e.code(),
+            LoopError::Evaluation { source: e, .. } => e.code(),
+            LoopError::Commit { source: e, .. } => e.code(),
+            LoopError::TrainerArtifactsMissing { round_id, .. } => {
+                Some(format!("trainer_artifacts_missing:{round_id}"))
+            }
+            LoopError::TrainerFailed { round_id, rc, .. } => {
+                Some(format!("trainer_failed:{round_id}:{rc}"))
+            }
+            LoopError::TrainerPlaceholdersMissing => {
+                Some("trainer_command_placeholders_missing".to_string())
+            }
+            LoopError::SizeInvalid => Some("loop_size_invalid".to_string()),
+            _ => None,
+        }
+    }
 }
 
 pub use crate::round::campaign::Campaign;
@@ -668,13 +733,13 @@ pub fn run_round(
             values.push((k.as_str(), v.clone()));
         }
     }
-    let argv = command::expand(&campaign.trainer, &values);
+    let argv = template::expand(&campaign.trainer, &values);
     let required: Vec<&str> = values
         .iter()
         .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
         .map(|(_, v)| v.as_str())
         .collect();
-    if !command::all_present(&argv, &required) {
+    if !template::all_present(&argv, &required) {
         return Err(LoopError::TrainerPlaceholdersMissing);
     }
     observer.event(&LoopEvent::Training {
@@ -683,7 +748,7 @@ pub fn run_round(
     });
     let trainer_label = format!("{rid}/trainer");
     let started = std::time::Instant::now();
-    let trained = command::run_child(
+    let trained = child::run_child(
         &ChildSpec {
             label: &trainer_label,
             argv: &argv,

@@ -8,9 +8,10 @@
 //! (the CLI's sink commits them with [`crate::round::commit_round`]).
 
 pub mod campaign;
-pub mod command;
+pub mod child;
 pub mod evaluation;
 pub mod r#loop;
 pub mod mixture;
 pub mod resume;
 pub mod runlock;
+pub mod template;

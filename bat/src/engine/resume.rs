@@ -70,6 +70,38 @@ pub enum ResumeError {
     },
 }
 
+impl bat_ledger::Diagnostic for ResumeError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            ResumeError::Ledger(e) => e.kind(),
+            ResumeError::Loop(e) => e.kind(),
+            ResumeError::Round(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ResumeError::Ledger(e) => e.hint(),
+            ResumeError::Loop(e) => e.hint(),
+            ResumeError::Round(e) => e.hint(),
+            ResumeError::NothingToResume { .. } => {
+                Some("start the campaign with `bat run` (without --resume)".to_string())
+            }
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ResumeError::Ledger(e) => e.code(),
+            ResumeError::Loop(e) => e.code(),
+            ResumeError::Round(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// A round commit found on the branch.
 #[derive(Debug, Clone)]
 pub struct RecordedRound {

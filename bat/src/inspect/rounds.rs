@@ -173,6 +173,32 @@ pub enum RoundsError {
     Inspect(Box<InspectError>),
 }
 
+impl bat_ledger::Diagnostic for RoundsError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            RoundsError::Ledger(e) => e.kind(),
+            RoundsError::Inspect(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            RoundsError::Ledger(e) => e.hint(),
+            RoundsError::Inspect(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RoundsError::Ledger(e) => e.code(),
+            RoundsError::Inspect(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 impl From<InspectError> for RoundsError {
     fn from(e: InspectError) -> Self {
         RoundsError::Inspect(Box::new(e))

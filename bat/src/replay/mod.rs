@@ -235,6 +235,50 @@ pub enum ReplayError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for ReplayError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        use bat_ledger::ErrorKind;
+        match self {
+            ReplayError::AblationSyntax { .. }
+            | ReplayError::UnknownAblation { .. }
+            | ReplayError::BadAblationValue { .. }
+            | ReplayError::DuplicateAblation { .. }
+            | ReplayError::VerifyWithAblation
+            | ReplayError::NotARound { .. }
+            | ReplayError::NotAncestor { .. }
+            | ReplayError::BranchExists { .. }
+            | ReplayError::WorkExists { .. } => ErrorKind::Usage,
+            ReplayError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
+            _ => ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            ReplayError::ComputeChange { .. } | ReplayError::BudgetMismatch { .. } => {
+                "arms must run at the same compute; pass --allow-compute-change to run it anyway"
+            }
+            ReplayError::BranchExists { .. } => "name another one with --branch",
+            ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
+                "e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off"
+            }
+            ReplayError::Loop(e) => return e.hint(),
+            ReplayError::Round(e) => return e.hint(),
+            ReplayError::Ledger(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ReplayError::Loop(e) => e.code(),
+            ReplayError::Pack(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {
     move |source| ReplayError::Io {
         path: path.to_path_buf(),

@@ -38,6 +38,32 @@ pub enum ReportError {
     },
 }
 
+impl bat_ledger::Diagnostic for ReportError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            ReportError::Rounds(e) => e.kind(),
+            ReportError::Inspect(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ReportError::Rounds(e) => e.hint(),
+            ReportError::Inspect(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ReportError::Rounds(e) => e.code(),
+            ReportError::Inspect(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 impl From<InspectError> for ReportError {
     fn from(e: InspectError) -> Self {
         ReportError::Inspect(Box::new(e))

@@ -79,6 +79,29 @@ pub enum MetaError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for MetaError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            MetaError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            MetaError::Ledger(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            MetaError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// The metadata of a round commit (`kind` `bat_round`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundMeta {

@@ -266,6 +266,41 @@ pub enum RoundError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for RoundError {
+    /// Round failures end the command as failures; of a ledger error only
+    /// a bad revision is the caller's input, and a cancel an interrupt.
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        use bat_ledger::ErrorKind;
+        match self {
+            RoundError::Ledger(
+                bat_ledger::Error::UnknownRevision { .. }
+                | bat_ledger::Error::AmbiguousPrefix { .. },
+            ) => ErrorKind::Usage,
+            RoundError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
+            _ => ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            RoundError::Check(c) => return bat_ledger::Diagnostic::hint(c),
+            RoundError::NoBaseline { .. } => {
+                "pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round"
+            }
+            RoundError::NotARound { .. } => "use --plain to record it as a plain directory",
+            RoundError::CannotRevert { .. } => {
+                "only the branch's current promoted round can be reverted; see `bat log`"
+            }
+            RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => {
+                "another commit landed on the branch while the round was validated; commit the round again"
+            }
+            RoundError::Ledger(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+}
+
 impl RoundError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
         move |source| RoundError::Io {

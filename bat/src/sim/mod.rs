@@ -138,6 +138,12 @@ pub enum SimError {
     },
 }
 
+impl bat_ledger::Diagnostic for SimError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+}
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }

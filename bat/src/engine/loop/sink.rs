@@ -58,6 +58,35 @@ pub enum SinkError {
     Stopped(String),
 }
 
+impl bat_ledger::Diagnostic for SinkError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            SinkError::Metadata(e) => e.kind(),
+            SinkError::Round(e) => e.kind(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            SinkError::Metadata(e) => e.hint(),
+            SinkError::Round(e) => e.hint(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            SinkError::Metadata(e) => e.code(),
+            SinkError::Round(e) => e.code(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.code(),
+            _ => None,
+        }
+    }
+}
+
 impl From<crate::round::RoundError> for SinkError {
     fn from(e: crate::round::RoundError) -> Self {
         SinkError::Round(Box::new(e))
