@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bat::engine::command::Stream;
-use bat::engine::r#loop::{
+use bat::engine::rounds::{
     prepare_fresh, run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start,
 };
 use bat::sim::{self, SimCampaign};
@@ -75,6 +75,7 @@ fn main() {
     let started = Instant::now();
     let mut sink = LedgerSink {
         ledger: &mut ledger,
+        ctx: bat::Ctx::quiet(),
         options: bat::round::CommitRoundOptions {
             pack: pack.clone(),
             ..Default::default()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bat::engine::command::Stream;
-use bat::engine::r#loop::{
+use bat::engine::rounds::{
     prepare_fresh, run_loop, CompletedRound, LoopEvent, Observer, RoundSink, RunOptions, Start,
 };
 use bat::sim::{self, RewardMode, SimCampaign};
@@ -26,7 +26,7 @@ impl RoundSink for Keep {
     fn round_completed(
         &mut self,
         _: &CompletedRound<'_>,
-    ) -> Result<String, bat::engine::r#loop::SinkError> {
+    ) -> Result<String, bat::engine::rounds::SinkError> {
         Ok(String::new())
     }
 }

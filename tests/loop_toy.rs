@@ -6,8 +6,9 @@ mod loop_support;
 use std::path::Path;
 
 use bat::engine::evaluation::EvaluationError;
-use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, LoopError, RunOptions, Start};
 use bat::engine::resume::{find_last_round, prepare_resume};
+use bat::engine::rounds::{prepare_fresh, run_loop, LoopError, RunOptions, Start};
+use bat::round::campaign::Campaign;
 use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_ledger::Ledger;
@@ -102,6 +103,7 @@ fn run(
         &mut Collect::default(),
         rec,
     )
+    .map(|outcome| outcome.document())
 }
 
 fn history(out: &json::Value) -> Vec<(String, String, String)> {
@@ -429,7 +431,7 @@ fn resume_case(lose_work_dir: bool) {
         &logs,
     )
     .unwrap();
-    assert_eq!(json::to_pj_file(&again), json::to_pj_file(&out));
+    assert_eq!(json::pretty_json_file(&again), json::pretty_json_file(&out));
     assert!(rec2.rounds.is_empty());
 }
 

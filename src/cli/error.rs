@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use bat_ledger::remote::RemoteError;
 use bat_ledger::Error as LedgerError;
 
+use bat::backend::CampaignError;
 use bat::clone::CloneError;
-use bat::engine::campaign::CampaignError;
 use bat::replay::ReplayError;
 use bat::round::RoundError;
 
@@ -400,7 +400,7 @@ failure_from!(
     bat::serve::ServeError,
     bat_contract::pack::PackError,
     bat::engine::command::ChildError,
-    bat::engine::r#loop::LoopError,
+    bat::engine::rounds::LoopError,
     bat::sim::SimError,
     bat::retention::RetentionError,
 );

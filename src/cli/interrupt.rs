@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 use super::error::EXIT_INTERRUPTED;
 use super::CliError;
 use bat::engine::command::{Stream, Supervision};
-use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Exit code of a supervising verb stopped by SIGTERM (128 + 15, the shell

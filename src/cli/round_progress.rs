@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use bat::engine::command::Stream;
-use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Rounds progress on stderr.

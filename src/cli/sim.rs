@@ -127,7 +127,9 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Train(a) => {
             end_with_parent();
-            let mode = RewardMode::parse(&a.reward_mode)
+            let mode = a
+                .reward_mode
+                .parse::<RewardMode>()
                 .map_err(|e| CliError::new(e.to_string()).usage())?;
             let report = train::train(
                 &train::TrainRequest {

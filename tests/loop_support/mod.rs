@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use bat::engine::command::Stream;
-use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
+use bat::engine::rounds::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
 use bat_contract::json::Value;
 use bat_contract::pack::Pack;
 use bat_ledger::{CommitRequest, Ledger, NoProgress};
@@ -171,7 +171,7 @@ impl RoundSink for Recorder {
                 "kind": "bat_round",
                 "round_id": r.round_id,
                 "gate_status": r.gate_status,
-                "loop": r.loop_metadata,
+                "loop": r.loop_meta,
             });
             l.commit_dir(
                 stage.path(),
@@ -184,7 +184,7 @@ impl RoundSink for Recorder {
         self.rounds.push((
             r.round_id.to_string(),
             r.gate_status.to_string(),
-            r.loop_metadata.clone(),
+            r.loop_meta.to_value(),
         ));
         Ok(format!("recorded {}", r.round_id))
     }

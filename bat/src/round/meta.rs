@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::campaign::Campaign;
 use bat_contract::json::{self, Value};
+use bat_contract::vocabulary::GateStatus;
 
 /// Version of the round metadata document written by this build.
 pub const ROUND_META_SCHEMA: u32 = 1;
@@ -95,9 +96,8 @@ pub struct RoundMeta {
     /// The stage the gate prescribed for the next round.
     #[serde(default)]
     pub next_target_stage: String,
-    /// `promote` or `hold`.
-    #[serde(default)]
-    pub gate_status: String,
+    /// The gate's decision (`promote` or `hold`).
+    pub gate_status: GateStatus,
     /// Why the next target was selected.
     #[serde(default)]
     pub selection_reason: String,
@@ -372,7 +372,49 @@ impl RoundMeta {
     /// Whether the candidate became the next round's starting checkpoint:
     /// recorded for replays, else a promotion.
     pub fn inherited(&self) -> bool {
-        self.inherited.unwrap_or(self.gate_status == "promote")
+        self.inherited.unwrap_or(self.gate_status.is_promote())
+    }
+
+    /// The catalog's indexed fields of the round commit (what `bat query`
+    /// and `bat log --where` filter on): the round's identity, stages, gate
+    /// decision, checkpoints, raw evaluation digest, the replay link when
+    /// there is one, and every score as `scores.<name>`.
+    pub fn index_fields(&self) -> BTreeMap<String, bat_ledger::FieldValue> {
+        use bat_ledger::FieldValue;
+        let text = |v: &str| FieldValue::Str(v.to_string());
+        let mut fields: BTreeMap<String, FieldValue> = [
+            ("kind", text(&self.kind)),
+            ("round_id", text(&self.round_id)),
+            ("target_stage", text(&self.target_stage)),
+            ("next_target_stage", text(&self.next_target_stage)),
+            ("gate_status", text(self.gate_status.as_str())),
+            (
+                "candidate_checkpoint_sha256",
+                text(&self.candidate_checkpoint_sha256),
+            ),
+            (
+                "starting_checkpoint_sha256",
+                text(&self.starting_checkpoint_sha256),
+            ),
+            ("raw_eval_sha256", text(&self.raw_eval_sha256)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let replay = [
+            ("replay_of", &self.replay_of),
+            ("replay_of_round_id", &self.replay_of_round_id),
+            ("ablation", &self.ablation),
+        ];
+        for (k, v) in replay.iter().filter_map(|(k, v)| Some((k, v.as_deref()?))) {
+            fields.insert(k.to_string(), text(v));
+        }
+        for (k, v) in &self.scores {
+            if let Some(f) = FieldValue::from_json(v) {
+                fields.insert(format!("scores.{k}"), f);
+            }
+        }
+        fields
     }
 
     /// The scores as numbers.
@@ -459,7 +501,7 @@ impl LoopMeta {
         let bytes = match which {
             SummaryRef::Inline(v) => {
                 let value = json::from_serde(v).map_err(malformed)?;
-                let bytes = json::to_pj_file(&value).into_bytes();
+                let bytes = json::pretty_json_file(&value).into_bytes();
                 return Ok(LoadedSummary {
                     id: ObjectId::of_bytes(&bytes),
                     bytes,

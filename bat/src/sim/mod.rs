@@ -18,7 +18,7 @@
 //! - [`init_model`]: write the initial policy for a seed.
 //! - [`prepare_campaign`]: write the source grid and the initial policy into
 //!   a setup folder and return the [`Campaign`] to hand to
-//!   [`crate::engine::r#loop::prepare_fresh`] and `run_loop`.
+//!   [`crate::engine::rounds::prepare_fresh`] and `run_loop`.
 //! - [`train::train`] and [`evaluate::evaluate`]: what the children run.
 //!
 //! Outputs are bit-identical for identical inputs and seed, whatever the
@@ -52,8 +52,7 @@ pub const RUNTIME_TOOL_FORMAT: &str = "hermes";
 pub const DEFAULT_BATCHES: i64 = 50;
 /// Default campaign seed.
 pub const DEFAULT_SEED: u64 = 0;
-/// The placeholder of the bat binary in the templates.
-pub const BAT_PLACEHOLDER: &str = "{bat}";
+pub use crate::round::campaign::BAT_PLACEHOLDER;
 
 /// Failures of the simulator.
 #[derive(Debug, thiserror::Error)]
@@ -292,7 +291,7 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
     immutable(&source_path, &built.jsonl)?;
     immutable(
         &source_dir.join("manifest.json"),
-        json::to_pj_file(&built.manifest).as_bytes(),
+        json::pretty_json_file(&built.manifest).as_bytes(),
     )?;
     let initial = spec.setup_dir.join("initial-policy");
     let env = env::Environment::from_pack(&pack)?;
@@ -309,7 +308,7 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
         )?;
         immutable(
             &initial.join("config.json"),
-            json::to_pj_file(&policy.config()).as_bytes(),
+            json::pretty_json_file(&policy.config()).as_bytes(),
         )?;
     } else {
         policy.save(&initial)?;

@@ -240,11 +240,14 @@ impl Policy {
             },
         )?;
         let config = dir.join("config.json");
-        bat_contract::fsutil::write_atomic(&config, json::to_pj_file(&self.config()).as_bytes())
-            .map_err(|source| SimError::Io {
-                path: config.clone(),
-                source,
-            })
+        bat_contract::fsutil::write_atomic(
+            &config,
+            json::pretty_json_file(&self.config()).as_bytes(),
+        )
+        .map_err(|source| SimError::Io {
+            path: config.clone(),
+            source,
+        })
     }
 
     /// Read a model folder written by [`Policy::save`].
