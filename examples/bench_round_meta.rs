@@ -22,7 +22,9 @@ use bat_ledger::{CommitId, Kind, Ledger};
 struct Quiet;
 impl Observer for Quiet {
     fn event(&mut self, _: &LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: Stream, _: &[u8]) {}
+}
+impl bat::engine::command::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: Stream, _: &[u8]) {}
 }
 
 fn bat_exe() -> PathBuf {

@@ -18,7 +18,9 @@ use bat_contract::pack::Pack;
 struct Quiet;
 impl Observer for Quiet {
     fn event(&mut self, _: &LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: Stream, _: &[u8]) {}
+}
+impl bat::engine::command::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: Stream, _: &[u8]) {}
 }
 
 struct Keep;

@@ -240,7 +240,9 @@ impl RoundSink for KeepLogs<'_> {
 struct Quiet;
 impl bat::engine::rounds::Observer for Quiet {
     fn event(&mut self, _: &bat::engine::rounds::LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+}
+impl bat::engine::command::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
 }
 
 #[test]

@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 
 use super::error::EXIT_INTERRUPTED;
 use super::CliError;
-use bat::engine::command::{Stream, Supervision};
+use bat::engine::command::{OutputSink, Stream, Supervision};
 use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
@@ -166,9 +166,11 @@ impl<O: Observer> Observer for Supervised<O> {
     fn event(&mut self, event: &LoopEvent<'_>) {
         self.inner.event(event);
     }
+}
 
-    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
-        self.inner.child_output(label, stream, bytes);
+impl<O: Observer> OutputSink for Supervised<O> {
+    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
+        self.inner.output(label, stream, bytes);
     }
 
     fn supervision(&self) -> Option<Supervision> {

@@ -37,7 +37,9 @@ use bat::backend::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, CampaignError,
     FreshRequest, PlannedRun, RunsLayout,
 };
-use bat::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
+use bat::engine::command::{
+    check_placeholders, parse_template_file, OutputSink, Stream, TemplateKind,
+};
 use bat::engine::rounds::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
 use bat::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
 use bat_contract::json;
@@ -144,7 +146,14 @@ struct CliObserver<'a> {
     record_delay: Option<(String, std::time::Duration)>,
 }
 
-impl Observer for CliObserver<'_> {
+impl OutputSink for CliObserver<'_> {
+    fn output(&mut self, _label: &str, _stream: Stream, bytes: &[u8]) {
+        // Both child streams go to our stderr; stdout stays for the result.
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(bytes);
+        let _ = err.flush();
+    }
+
     fn child_env(&self) -> Vec<(String, String)> {
         // Set before the spawn, so a child is traceable to this run even if
         // bat dies before `child_started` records its group.
@@ -170,7 +179,9 @@ impl Observer for CliObserver<'_> {
             eprintln!("bat run: warning: cannot update the run lock: {e}");
         }
     }
+}
 
+impl Observer for CliObserver<'_> {
     fn event(&mut self, e: &LoopEvent<'_>) {
         let line = match e {
             LoopEvent::Evaluating { context } => format!("evaluating {context}"),
@@ -199,13 +210,6 @@ impl Observer for CliObserver<'_> {
             }
         };
         eprintln!("bat run: {line}");
-    }
-
-    fn child_output(&mut self, _label: &str, _stream: Stream, bytes: &[u8]) {
-        // Both child streams go to our stderr; stdout stays for the result.
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(bytes);
-        let _ = err.flush();
     }
 }
 

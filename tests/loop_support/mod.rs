@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bat::engine::command::Stream;
+use bat::engine::command::{OutputSink, Stream};
 use bat::engine::rounds::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
 use bat_contract::json::Value;
 use bat_contract::pack::Pack;
@@ -114,7 +114,10 @@ impl Observer for Collect {
     fn event(&mut self, e: &LoopEvent<'_>) {
         self.events.push(format!("{e:?}"));
     }
-    fn child_output(&mut self, label: &str, _stream: Stream, bytes: &[u8]) {
+}
+
+impl OutputSink for Collect {
+    fn output(&mut self, label: &str, _stream: Stream, bytes: &[u8]) {
         self.output.push((label.to_string(), bytes.to_vec()));
     }
 }

@@ -13,9 +13,7 @@ pub use state::{
     Start,
 };
 
-use super::command::{
-    self, ChildError, ChildSpec, OutputSink, Stream, Supervision, TRAINER_REQUIRED,
-};
+use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, TRAINER_REQUIRED};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
 use crate::round::campaign::Campaign;
 use crate::round::view::ViewKind;
@@ -188,53 +186,14 @@ pub enum LoopEvent<'a> {
     },
 }
 
-/// Receives progress and child output, and may supervise the children
-/// (see [`OutputSink`]). Implemented by the CLI.
-pub trait Observer {
+/// Receives progress events; as an [`OutputSink`] it also receives the
+/// children's output and may supervise them. Its
+/// [`OutputSink::stop_signal`] is also checked before the baseline and
+/// before every round, so a stop between children ends the loop there.
+/// Implemented by the CLI.
+pub trait Observer: OutputSink {
     /// A progress event.
     fn event(&mut self, event: &LoopEvent<'_>);
-    /// A chunk of a child's output.
-    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]);
-    /// See [`OutputSink::supervision`] (default: unsupervised children).
-    fn supervision(&self) -> Option<Supervision> {
-        None
-    }
-    /// See [`OutputSink::stop_signal`]; also checked before the baseline and
-    /// before every round, so a stop between children ends the loop there.
-    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
-        None
-    }
-    /// See [`OutputSink::child_env`].
-    fn child_env(&self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-    /// See [`OutputSink::child_started`].
-    fn child_started(&mut self, _label: &str, _pgid: u32) {}
-    /// See [`OutputSink::child_ended`].
-    fn child_ended(&mut self, _label: &str, _pgid: u32) {}
-}
-
-struct SinkAdapter<'a>(&'a mut dyn Observer);
-
-impl OutputSink for SinkAdapter<'_> {
-    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
-        self.0.child_output(label, stream, bytes);
-    }
-    fn supervision(&self) -> Option<Supervision> {
-        self.0.supervision()
-    }
-    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
-        self.0.stop_signal()
-    }
-    fn child_env(&self) -> Vec<(String, String)> {
-        self.0.child_env()
-    }
-    fn child_started(&mut self, label: &str, pgid: u32) {
-        self.0.child_started(label, pgid);
-    }
-    fn child_ended(&mut self, label: &str, pgid: u32) {
-        self.0.child_ended(label, pgid);
-    }
 }
 
 /// Stop before `round_id` when the observer asks.
@@ -732,7 +691,7 @@ fn train(
             argv: &argv,
             log_dir: opts.log_dir,
         },
-        &mut SinkAdapter(observer),
+        observer,
     )?;
     let wall_seconds = started.elapsed().as_secs_f64();
     if trained.rc != 0 {
@@ -842,7 +801,7 @@ fn evaluate(
             extra_placeholders: &campaign.extra_placeholders,
         },
         opts.pack,
-        &mut SinkAdapter(observer),
+        observer,
     )
     .map_err(|source| LoopError::Evaluation {
         context: context.to_string(),
