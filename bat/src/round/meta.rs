@@ -693,6 +693,82 @@ pub fn file_object_id(path: &Path) -> std::io::Result<ObjectId> {
 mod tests {
     use super::*;
 
+    /// A replayed round's metadata as stored: every member of the document
+    /// kind, with an integer and a float score.
+    fn replay_document() -> serde_json::Value {
+        serde_json::json!({
+            "schema": 1, "kind": "bat_round", "round_id": "r02",
+            "target_stage": "S2", "next_target_stage": "E2E",
+            "gate_status": "hold", "selection_reason": "weakest_stage",
+            "candidate_checkpoint_sha256": "cc", "starting_checkpoint_sha256": "ss",
+            "trained_from_checkpoint_sha256": "tt", "raw_eval_sha256": "rr",
+            "raw_eval_blake3": null, "raw_eval_kept": false, "layout": "reference",
+            "scores": {"overall": 0.25, "S1": 1, "task": null},
+            "budget": {"steps": 3}, "replay_of": "aa", "replay_of_round_id": "r02",
+            "ablation": "reward=terminal", "ablation_overrides": {"reward": "terminal"},
+            "inherited": true,
+        })
+    }
+
+    #[test]
+    fn index_fields_are_the_documents_scalar_members_and_scores() {
+        use bat_ledger::FieldValue;
+        let doc = replay_document();
+        let m = read(&doc).expect("reads").expect("a round");
+        assert_eq!(m.gate_status, GateStatus::Hold);
+        // The document is written back byte for byte.
+        assert_eq!(m.to_value(), doc);
+        let fields = m.index_fields();
+        // What picking the members out of the stored JSON by name gives.
+        let mut expected = BTreeMap::new();
+        for k in [
+            "kind",
+            "round_id",
+            "target_stage",
+            "next_target_stage",
+            "gate_status",
+            "candidate_checkpoint_sha256",
+            "starting_checkpoint_sha256",
+            "raw_eval_sha256",
+            "replay_of",
+            "replay_of_round_id",
+            "ablation",
+        ] {
+            let v = FieldValue::from_json(&doc[k]).expect("a scalar member");
+            expected.insert(k.to_string(), v);
+        }
+        expected.insert("scores.overall".into(), FieldValue::Float(0.25));
+        expected.insert("scores.S1".into(), FieldValue::Int(1));
+        assert_eq!(fields, expected);
+        // A round that is not a replay has no replay fields.
+        let mut plain = doc.clone();
+        for k in [
+            "replay_of",
+            "replay_of_round_id",
+            "ablation",
+            "ablation_overrides",
+            "inherited",
+        ] {
+            plain.as_object_mut().expect("object").remove(k);
+        }
+        let f = read(&plain)
+            .expect("reads")
+            .expect("a round")
+            .index_fields();
+        assert!(
+            !f.contains_key("replay_of") && !f.contains_key("ablation"),
+            "{f:?}"
+        );
+        assert_eq!(f.get("gate_status"), Some(&FieldValue::Str("hold".into())));
+    }
+
+    #[test]
+    fn an_unknown_gate_status_does_not_read() {
+        let mut doc = replay_document();
+        doc["gate_status"] = "promoted".into();
+        assert!(matches!(read(&doc), Err(MetaError::Malformed { .. })));
+    }
+
     #[test]
     fn a_path_only_log_ref_reads_without_a_tree_path() {
         let old = serde_json::json!({"path": "/x/logs/r01/trainer.stdout", "sha256": "ab"});

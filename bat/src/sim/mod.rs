@@ -36,7 +36,7 @@ pub mod train;
 
 use std::path::{Path, PathBuf};
 
-use crate::round::campaign::Campaign;
+use crate::round::campaign::{Campaign, BAT_PLACEHOLDER};
 use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_contract::{round, source};
@@ -52,7 +52,6 @@ pub const RUNTIME_TOOL_FORMAT: &str = "hermes";
 pub const DEFAULT_BATCHES: i64 = 50;
 /// Default campaign seed.
 pub const DEFAULT_SEED: u64 = 0;
-pub use crate::round::campaign::BAT_PLACEHOLDER;
 
 /// Failures of the simulator.
 #[derive(Debug, thiserror::Error)]
