@@ -150,3 +150,45 @@ fn sigint_during_a_round_commit_stops_it_and_resume_completes() {
         .unwrap());
     assert_eq!(ls.stdout.len(), safetensors_header(BIG).len() + BIG);
 }
+
+/// On a terminal, the round commit of a large candidate draws the CLI's
+/// progress bar (`recording` with the byte totals of the candidate). The
+/// terminal is a pseudo-terminal from `script(1)`; the test is skipped
+/// where that tool is missing.
+#[test]
+fn a_round_commit_shows_progress_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) is not installed");
+        return;
+    }
+    let t = Toy::new();
+    let trainer = big_trainer(&t);
+    let mut words = vec![
+        env!("CARGO_BIN_EXE_bat").to_string(),
+        "-C".to_string(),
+        t.ledger.to_string_lossy().into_owned(),
+    ];
+    words.extend(t.run_args(&trainer, &t.evaluator, 1));
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+        .collect();
+    let out = Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("BAT_TEST_PROGRESS_DELAY_MS", "20")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let transcript = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bat run failed:\n{transcript}");
+    // The only commit of this run with a total in MiB is the round's (the
+    // toy's initial checkpoint is a few KiB).
+    let bar = transcript
+        .split(['\r', '\n'])
+        .find(|l| l.contains("recording") && l.contains(" MiB"));
+    assert!(
+        bar.is_some(),
+        "no progress bar of the round commit:\n{transcript}"
+    );
+    fsck_ok(&t.ledger);
+}

@@ -409,7 +409,14 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         start,
         prune_round_dirs: prune,
         followed_promoted: _,
-    } = plan(&a, &ledger, &layout, ctx)?;
+    } = plan(&a, &ledger, &layout, ctx).map_err(|e| {
+        // Ctrl-C during a resume's checkouts: nothing ran, nothing changed.
+        if g.cancel().load(std::sync::atomic::Ordering::Relaxed) {
+            CliError::interrupted(e.message)
+        } else {
+            e
+        }
+    })?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = layout.log_dir(&run_id);
     let options = round_commit_options(&campaign, &pack);
