@@ -12,8 +12,9 @@ use bat::engine::command::Stream;
 use bat::engine::rounds::{
     prepare_fresh, run_loop, CompletedRound, LoopEvent, Observer, RoundSink, RunOptions, Start,
 };
-use bat::sim::{self, RewardMode, SimCampaign};
+use bat::sim::{self, SimCampaign};
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 
 struct Quiet;
 impl Observer for Quiet {

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{print_json, CliError, CliResult, Session};
-use bat::sim::{self, evaluate, train, RewardMode};
+use bat::sim::{self, evaluate, train};
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 
 /// Arguments of `bat sim`.
 #[derive(Debug, Args)]

@@ -39,10 +39,10 @@ use std::path::{Path, PathBuf};
 use crate::round::campaign::{Campaign, BAT_PLACEHOLDER};
 use bat_contract::json;
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 use bat_contract::{round, source};
 
 pub use policy::Policy;
-pub use train::RewardMode;
 
 /// The evaluation protocol id of simulator campaigns.
 pub const PROTOCOL_ID: &str = "bat-sim-heldout-v1";

@@ -24,8 +24,7 @@ use super::policy::Policy;
 use super::SimError;
 use bat_contract::json::{self, Map, Value};
 use bat_contract::pack::Pack;
-
-pub use bat_contract::vocabulary::RewardMode;
+use bat_contract::vocabulary::RewardMode;
 
 /// One training row, as the simulator reads it.
 #[derive(Debug, Clone, PartialEq)]
