@@ -192,3 +192,73 @@ fn a_round_commit_shows_progress_on_a_terminal() {
     );
     fsck_ok(&t.ledger);
 }
+
+/// `bat commit` of a round folder with a large candidate: SIGINT stops the
+/// recording before anything is recorded (exit 130, no commit, fsck
+/// clean), and the same command run again records the round.
+#[test]
+fn sigint_during_bat_commit_of_a_round_records_nothing() {
+    let t = Toy::new();
+    let trainer = big_trainer(&t);
+    let work = t.root.join("work");
+    let mut args = t.run_args(&trainer, &t.evaluator, 1);
+    args.extend([
+        "--work-dir".to_string(),
+        work.to_string_lossy().into_owned(),
+    ]);
+    ok(t.run(&args));
+    // A second ledger records the campaign's round folder again.
+    let other = t.root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    ok(bat().arg("init").arg(&other).output().unwrap());
+    let round = work.join("r01");
+    let commit_args = [
+        "-C".to_string(),
+        other.to_string_lossy().into_owned(),
+        "commit".to_string(),
+        round.to_string_lossy().into_owned(),
+        "--no-code-repo".to_string(),
+    ];
+    let mut child = bat()
+        .args(&commit_args)
+        .env("BAT_TEST_PROGRESS_DELAY_MS", "100")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Validation reads the candidate first; the recording follows.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "bat commit finished before the signal"
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr:\n{err}");
+    assert!(
+        err.contains("stopped before anything was recorded"),
+        "{err}"
+    );
+    assert!(err.contains("to finish, run again: bat "), "{err}");
+    fsck_ok(&other);
+    // Still no commit: the ledger has no HEAD commit to list.
+    let log = bat()
+        .arg("-C")
+        .arg(&other)
+        .args(["--json", "log"])
+        .output()
+        .unwrap();
+    assert!(
+        !log.status.success(),
+        "an interrupted commit left a commit: {}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+    ok(bat().args(&commit_args).output().unwrap());
+    assert_eq!(round_ids(&other), ["r01"]);
+    fsck_ok(&other);
+}
