@@ -488,14 +488,13 @@ fn resume_refuses_a_changed_initial_checkpoint() {
     .unwrap();
     let l = rec.ledger.take().unwrap();
     let last = find_last_round(&l, "HEAD").unwrap().unwrap();
-    let mut meta = last.loop_metadata.clone();
-    meta["current_checkpoint"]["round_id"] = serde_json::Value::Null;
-    meta["current_checkpoint"]["path"] = serde_json::json!(c.initial_checkpoint.to_string_lossy());
-    let sha = meta["current_checkpoint"]["sha256"].clone();
-    assert!(sha.is_string());
+    let mut meta = last.loop_meta.clone();
+    meta.current_checkpoint.round_id = None;
+    meta.current_checkpoint.path = c.initial_checkpoint.to_string_lossy().into_owned();
+    assert!(!meta.current_checkpoint.sha256.is_empty());
     let tampered = bat::engine::resume::RecordedRound {
         commit: last.commit,
-        loop_metadata: meta,
+        loop_meta: meta,
     };
     // The initial folder no longer has the recorded identity (r01's).
     let e = prepare_resume(&l, &tampered, &st.tmp.path().join("r")).unwrap_err();

@@ -80,10 +80,7 @@ impl RunsLayout {
 
     /// Whether the recorded campaign's work dir is bat's own
     /// (`runs/<run-id>/work`), whose committed round folders are removed.
-    pub fn owns_work_dir(&self, loop_metadata: &serde_json::Value) -> bool {
-        let Ok(l) = LoopMeta::from_value(loop_metadata) else {
-            return false;
-        };
+    pub fn owns_work_dir(&self, l: &LoopMeta) -> bool {
         let root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
         l.campaign.work_dir == root.join(&l.run_id).join("work")
     }
@@ -320,10 +317,8 @@ pub fn plan_resume(
     let recorded = find_last_round(ledger, rev)?.ok_or_else(|| CampaignError::NothingToResume {
         rev: rev.to_string(),
     })?;
-    let run_id = LoopMeta::from_value(&recorded.loop_metadata)
-        .map(|l| l.run_id)
-        .unwrap_or_else(|_| "unknown".into());
-    let prune_round_dirs = layout.owns_work_dir(&recorded.loop_metadata);
+    let run_id = recorded.loop_meta.run_id.clone();
+    let prune_round_dirs = layout.owns_work_dir(&recorded.loop_meta);
     let follow = match &branch {
         Some(b) => b.clone(),
         None => crate::round::current_branch(ledger)

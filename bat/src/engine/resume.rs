@@ -74,8 +74,8 @@ pub enum ResumeError {
 pub struct RecordedRound {
     /// The commit.
     pub commit: CommitId,
-    /// Its `"loop"` metadata.
-    pub loop_metadata: serde_json::Value,
+    /// Its `"loop"` record, read once from the stored metadata.
+    pub loop_meta: LoopMeta,
 }
 
 /// The loop record of a round commit made by the loop (`None` for other
@@ -97,10 +97,10 @@ pub fn find_last_round(ledger: &Ledger, rev: &str) -> Result<Option<RecordedRoun
     };
     loop {
         let c = ledger.read_commit(&id)?;
-        if loop_record(&id, &c.metadata)?.is_some() {
+        if let Some(loop_meta) = loop_record(&id, &c.metadata)? {
             return Ok(Some(RecordedRound {
                 commit: id,
-                loop_metadata: c.metadata.get("loop").cloned().unwrap_or_default(),
+                loop_meta,
             }));
         }
         match c.parents.first() {
@@ -309,7 +309,7 @@ pub fn prepare_resume_with(
     opts: ResumeOptions<'_>,
 ) -> Result<ResumePoint, ResumeError> {
     let c = &recorded.commit;
-    let lm = LoopMeta::from_value(&recorded.loop_metadata).map_err(|e| bad(c, e.to_string()))?;
+    let lm = &recorded.loop_meta;
     let mut campaign: Campaign = lm.campaign.clone();
     let run_id = lm.run_id.clone();
     let completed = lm.completed_rounds();
