@@ -83,7 +83,7 @@ fn fixture() -> Fixture {
 #[test]
 fn pack_show_prints_the_default_pack() {
     let out = stdout_of(&["pack", "show"]);
-    let want = json::to_pj_file(&json::parse(DEFAULT_PACK_JSON).expect("pack"));
+    let want = json::pretty_json_file(&json::parse(DEFAULT_PACK_JSON).expect("pack"));
     assert_eq!(out, want);
     assert!(out.contains("\"automedbench-lite\""));
     assert_eq!(
@@ -98,7 +98,7 @@ fn edited_pack(dir: &Path, name: &str, edit: impl FnOnce(&mut Map)) -> PathBuf {
         edit(m);
     }
     let path = dir.join(name);
-    std::fs::write(&path, json::to_pj_file(&v)).expect("write pack");
+    std::fs::write(&path, json::pretty_json_file(&v)).expect("write pack");
     path
 }
 
@@ -244,7 +244,7 @@ fn round_build_then_verify() {
     ]);
     let v = json::parse(&verified).expect("json");
     assert_eq!(v.get("status").and_then(Value::as_str), Some("passed"));
-    assert_eq!(verified, json::to_pj_file(&v));
+    assert_eq!(verified, json::pretty_json_file(&v));
 
     // A tampered train file is caught by its digest…
     let tampered = f.root.join("tampered.jsonl");
@@ -280,7 +280,7 @@ fn round_build_then_verify() {
         );
     }
     let m2p = f.root.join("m2.json");
-    std::fs::write(&m2p, json::to_pj_file(&m2)).expect("write");
+    std::fs::write(&m2p, json::pretty_json_file(&m2)).expect("write");
     let out2 = bat()
         .args([
             "round",

@@ -50,7 +50,7 @@ fn verify(train: &[u8], manifest: &Value) -> Result<Value, round::ViewError> {
         k,
         &Prompter::new(k),
         train,
-        json::to_pj_file(manifest).as_bytes(),
+        json::pretty_json_file(manifest).as_bytes(),
     )
 }
 

@@ -427,7 +427,7 @@ fn raw_eval(cells: &[(usize, Vec<f64>, f64)]) -> Vec<u8> {
             .with("status", "complete")
             .with("cells", cells),
     );
-    json::to_pj_file(&doc).into_bytes()
+    json::pretty_json_file(&doc).into_bytes()
 }
 
 fn score() -> impl Strategy<Value = f64> {
@@ -712,7 +712,7 @@ fn gate_thresholds_and_optimizer_come_from_the_pack() {
         opt.insert("steps", Value::Int(7));
         m.insert("prescription_optimizer", Value::Object(opt));
     }
-    let pack = Pack::parse(&json::to_pj(&v), "test").expect("pack");
+    let pack = Pack::parse(&json::pretty_json(&v), "test").expect("pack");
     let model = GateModel::from_pack(&pack).expect("gate model");
     let load = |n: &str| {
         json::parse_bytes(&read(

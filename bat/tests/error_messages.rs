@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use bat::engine::child::ChildError;
 use bat::engine::evaluation::EvaluationError;
-use bat::engine::r#loop::LoopError;
+use bat::engine::rounds::LoopError;
 use bat::engine::template::TemplateError;
 use bat_ledger::{reads_as_code, Diagnostic, ErrorKind};
 
@@ -142,8 +142,8 @@ fn other_samples() -> Vec<Box<dyn Diagnostic>> {
         }),
         Box::new(bat::clone::CloneError::PrivateNeedsDirectory),
         Box::new(bat::demo::DemoError::NoRounds),
-        Box::new(bat::engine::campaign::CampaignError::NoBatBinary),
-        Box::new(bat::engine::campaign::CampaignError::RewardModeUnused),
+        Box::new(bat::backend::CampaignError::NoBatBinary),
+        Box::new(bat::backend::CampaignError::RewardModeUnused),
         Box::new(bat::engine::resume::ResumeError::NothingToResume { branch: s() }),
         Box::new(bat::engine::runlock::LockError::Unreadable {
             path: p(),

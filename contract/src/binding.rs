@@ -250,7 +250,7 @@ fn weight_paths(model: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), Binding
             // Python `str(value)`; non-string values are unusual but allowed.
             let rel = match v {
                 Value::Str(s) => s.clone(),
-                other => json::to_pj(other),
+                other => json::pretty_json(other),
             };
             let p = model.join(rel);
             if !files.contains(&p) {
@@ -378,7 +378,11 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .collect();
     let files_value = Value::Array(rows);
     // Files and weights only hold ints and strings, which always encode.
-    let content_sha = sha256_hex(json::to_aj(&files_value).unwrap_or_default().as_bytes());
+    let content_sha = sha256_hex(
+        json::ascii_json(&files_value)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     let config_sha = lookup(&["config.json".to_string()])
         .map(|(_, s, _)| s.clone())
         .unwrap_or_default();
@@ -398,7 +402,7 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .with("files", files_value)
         .with("weights", Value::Array(weight_rows));
     let identity = sha256_hex(
-        json::to_aj(&Value::Object(basis.clone()))
+        json::ascii_json(&Value::Object(basis.clone()))
             .unwrap_or_default()
             .as_bytes(),
     );
@@ -479,7 +483,7 @@ pub fn python_path_str(p: &str) -> String {
 /// The binder's stdout line: `{"model_identity_sha256": "…", "output": "…"}`
 /// with Python's default separators and ASCII escaping (no trailing LF).
 pub fn binder_stdout(model_identity_sha256: &str, output_arg: &str) -> String {
-    let quote = |s: &str| json::to_aj(&Value::Str(s.to_string())).unwrap_or_default();
+    let quote = |s: &str| json::ascii_json(&Value::Str(s.to_string())).unwrap_or_default();
     format!(
         "{{\"model_identity_sha256\": {}, \"output\": {}}}",
         quote(model_identity_sha256),
@@ -618,7 +622,7 @@ pub fn expand_evaluator_command(
 /// §G.4: `command_sha256` = sha256hex(AJ of the unexpanded command template).
 pub fn command_sha256(template: &[String]) -> String {
     let v = Value::Array(template.iter().map(|s| Value::Str(s.clone())).collect());
-    sha256_hex(json::to_aj(&v).unwrap_or_default().as_bytes())
+    sha256_hex(json::ascii_json(&v).unwrap_or_default().as_bytes())
 }
 
 /// §G.4: the evaluation run receipt (`protocol_id` unstripped).

@@ -103,7 +103,11 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
             let ck = str_field(case, "checkpoint_sha256")?;
             let summary =
                 build_summary(&raw, ck, opts.pack, mode).map_err(|e| format!("error: {e}"))?;
-            same_bytes("summary", json::to_pj_file(&summary).as_bytes(), &expected)
+            same_bytes(
+                "summary",
+                json::pretty_json_file(&summary).as_bytes(),
+                &expected,
+            )
         };
         let expected = str_field(case, "expected_summary").map(|p| dir.join(p));
         out.push(result(
@@ -176,7 +180,7 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
             ] {
                 details.push(same_bytes(
                     key,
-                    json::to_pj_file(doc).as_bytes(),
+                    json::pretty_json_file(doc).as_bytes(),
                     &dir.join(str_field(case, key)?),
                 )?);
             }
@@ -185,8 +189,13 @@ fn run_eval(dir: &Path, opts: &Options<'_>) -> Vec<CaseResult> {
         out.push(result("eval", &format!("gate/{name}"), outcome));
         let alt_gate = alt.join("gate").join(&name).join("gate.json");
         if alt_gate.is_file() {
-            let outcome = gate_run(Some(&alt.join("summary")))
-                .and_then(|g| same_bytes("gate", json::to_pj_file(&g.gate).as_bytes(), &alt_gate));
+            let outcome = gate_run(Some(&alt.join("summary"))).and_then(|g| {
+                same_bytes(
+                    "gate",
+                    json::pretty_json_file(&g.gate).as_bytes(),
+                    &alt_gate,
+                )
+            });
             out.push(result(
                 "eval",
                 &format!("alt-cpython312/gate/{name}"),
@@ -295,7 +304,7 @@ fn run_binding(dir: &Path) -> Vec<CaseResult> {
             }
             same_bytes(
                 "binding",
-                json::to_pj_file(&binding).as_bytes(),
+                json::pretty_json_file(&binding).as_bytes(),
                 &dir.join(str_field(case, "expected_binding")?),
             )
         })();
@@ -347,7 +356,7 @@ fn run_protocol(dir: &Path) -> Vec<CaseResult> {
         ) {
             (Ok(got), Some(want), _) => {
                 // Compare canonical encodings: same members, same values.
-                let (g, w) = (json::to_cj(&got), json::to_cj(want));
+                let (g, w) = (json::canonical_json(&got), json::canonical_json(want));
                 if g.is_ok() && g == w {
                     Ok(format!("receipt for {input:?}"))
                 } else {

@@ -459,7 +459,7 @@ pub fn report(violations: &[Violation]) -> Value {
 
 /// The exact stdout of the reference scanner: the report as PJ plus one LF.
 pub fn report_text(violations: &[Violation]) -> String {
-    json::to_pj_file(&report(violations))
+    json::pretty_json_file(&report(violations))
 }
 
 #[cfg(test)]

@@ -35,3 +35,4 @@ pub mod summary;
 pub mod task;
 pub mod template;
 pub mod unicode_tables;
+pub mod vocabulary;

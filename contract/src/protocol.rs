@@ -70,7 +70,7 @@ pub fn runtime_protocol_binding(value: Option<&str>) -> Result<Value, ProtocolEr
         .with("injected_first_action", false);
     // Only strings, ints and bools: AJ cannot fail.
     let sha = sha256_hex(
-        json::to_aj(&Value::Object(m.clone()))
+        json::ascii_json(&Value::Object(m.clone()))
             .unwrap_or_default()
             .as_bytes(),
     );

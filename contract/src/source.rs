@@ -118,7 +118,7 @@ pub fn build_source_rows(k: &ContractPack) -> Result<Vec<Value>, SourceError> {
 pub fn jsonl(rows: &[Value]) -> Result<Vec<u8>, json::EncodeError> {
     let mut out = Vec::new();
     for r in rows {
-        out.extend_from_slice(json::to_cj(r)?.as_bytes());
+        out.extend_from_slice(json::canonical_json(r)?.as_bytes());
         out.push(b'\n');
     }
     Ok(out)
@@ -215,7 +215,7 @@ pub fn read_source(bytes: &[u8], k: &ContractPack) -> Result<Vec<Map>, SourceErr
 fn cell_str(v: Option<&Value>) -> String {
     match v {
         Some(Value::Str(s)) => s.clone(),
-        Some(other) => json::to_aj(other)
+        Some(other) => json::ascii_json(other)
             .map(|s| format!("\u{0}{s}"))
             .unwrap_or_default(),
         None => "\u{0}None".into(),

@@ -289,7 +289,7 @@ impl PyLedger {
                 sections,
                 ..DiffOptions::default()
             };
-            Ok(diff_commits(l, ia, ib, &opts)?)
+            Ok(diff_commits(l, ia, ib, &opts, &bat::Ctx::quiet())?)
         })
     }
 
@@ -423,12 +423,9 @@ impl PyLedger {
                 author: Some(author.unwrap_or_else(default_author)),
                 ..Default::default()
             };
-            let out = commit_round(l, &round_dir, &opts)?;
-            Ok(json!({
-                "commit": out.commit, "refname": out.refname, "round_id": out.round_id,
-                "gate_status": out.gate_status, "metadata": out.metadata,
-                "raw_eval_kept": out.raw_eval_kept.is_some(), "warnings": out.warnings,
-            }))
+            let out = commit_round(l, &round_dir, &opts, &bat::Ctx::quiet())?;
+            serde_json::to_value(&out)
+                .map_err(|e| Failure::msg(format!("cannot encode the round commit: {e}")))
         })
     }
 

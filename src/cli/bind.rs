@@ -56,7 +56,11 @@ pub fn run(a: BindArgs, _g: &Session) -> CliResult {
         "gate model binding differs from requested model: {}",
         a.output.display()
     );
-    write_checked(&a.output, json::to_pj_file(&binding).as_bytes(), &refusal)?;
+    write_checked(
+        &a.output,
+        json::pretty_json_file(&binding).as_bytes(),
+        &refusal,
+    )?;
     let id = binding
         .get("model_identity_sha256")
         .and_then(Value::as_str)

@@ -58,6 +58,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
             bat,
         },
         &mut progress,
+        &bat::Ctx::new(&bat_ledger::NoProgress, g.cancel()),
     );
     progress.finish();
     let report = report?;

@@ -260,10 +260,10 @@ from_library!(
     bat_contract::summary::SummaryError,
     bat::clone::CloneError,
     bat::demo::DemoError,
-    bat::engine::campaign::CampaignError,
+    bat::backend::CampaignError,
     bat::engine::child::ChildError,
     bat::engine::template::TemplateError,
-    bat::engine::r#loop::LoopError,
+    bat::engine::rounds::LoopError,
     bat::engine::runlock::LockError,
     bat::inspect::InspectError,
     bat::replay::ReplayError,
@@ -332,7 +332,7 @@ mod tests {
         assert!(e.causes.is_empty(), "{:?}", e.causes);
         assert_eq!(e.hints.len(), 1);
         // The code travels with the error; the message is the sentence.
-        let e = CliError::from(bat::engine::r#loop::LoopError::TrainerFailed {
+        let e = CliError::from(bat::engine::rounds::LoopError::TrainerFailed {
             round_id: "r01".into(),
             rc: 2,
         });

@@ -146,7 +146,7 @@ fn summarize(a: SummarizeArgs) -> CliResult {
         SumMode::Plain
     };
     let summary = build_summary(&raw, &a.checkpoint_sha256, &pack, mode)?;
-    write_refusing_overwrite(&a.output, json::to_pj_file(&summary).as_bytes())?;
-    out!("{}", json::to_pj_file(&summary));
+    write_refusing_overwrite(&a.output, json::pretty_json_file(&summary).as_bytes())?;
+    out!("{}", json::pretty_json_file(&summary));
     Ok(ExitCode::SUCCESS)
 }

@@ -20,8 +20,8 @@ use nix::sys::signal::Signal;
 
 use super::error::EXIT_INTERRUPTED;
 use super::CliError;
-use bat::engine::child::{Stream, Supervision};
-use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::engine::child::{OutputSink, Stream, Supervision};
+use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Exit code of a supervising verb stopped by SIGTERM (128 + 15, the shell
@@ -166,9 +166,11 @@ impl<O: Observer> Observer for Supervised<O> {
     fn event(&mut self, event: &LoopEvent<'_>) {
         self.inner.event(event);
     }
+}
 
-    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
-        self.inner.child_output(label, stream, bytes);
+impl<O: Observer> OutputSink for Supervised<O> {
+    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
+        self.inner.output(label, stream, bytes);
     }
 
     fn supervision(&self) -> Option<Supervision> {

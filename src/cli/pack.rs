@@ -38,7 +38,7 @@ pub fn run(args: PackArgs, g: &Session) -> CliResult {
     match args.command {
         PackCommand::Show { pack } => {
             let p = Pack::load_or_default(pack.as_deref())?;
-            out!("{}", json::to_pj_file(p.value()));
+            out!("{}", json::pretty_json_file(p.value()));
             Ok(ExitCode::SUCCESS)
         }
         PackCommand::Check { file } => {

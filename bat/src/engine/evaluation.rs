@@ -195,11 +195,11 @@ pub fn run_evaluation(
     let binding = build_binding(&checkpoint, run.experiment_name, run.gate_step, run.arm)?;
     write_immutable(
         &out.join(BINDING_FILE),
-        json::to_pj_file(&binding).as_bytes(),
+        json::pretty_json_file(&binding).as_bytes(),
     )?;
     let request = evaluation_request(&binding, run.protocol_id, run.repeats)?;
     let request_path = out.join(REQUEST_FILE);
-    plain_write(&request_path, &json::to_pj_file(&request))?;
+    plain_write(&request_path, &json::pretty_json_file(&request))?;
     let raw_path = out.join(RAW_FILE);
     if run.command.is_empty() {
         return Err(EvaluationError::CommandEmpty);
@@ -245,7 +245,7 @@ pub fn run_evaluation(
         .unwrap_or_default()
         .to_string();
     let summary = build_summary(&raw, &identity, pack, SumMode::Plain)?;
-    let summary_text = json::to_pj_file(&summary);
+    let summary_text = json::pretty_json_file(&summary);
     plain_write(&out.join(SUMMARY_FILE), &summary_text)?;
     let receipt = eval_run_receipt(
         &identity,
@@ -254,7 +254,7 @@ pub fn run_evaluation(
         &sha256_hex(&raw),
         &sha256_hex(summary_text.as_bytes()),
     );
-    plain_write(&out.join(RECEIPT_FILE), &json::to_pj_file(&receipt))?;
+    plain_write(&out.join(RECEIPT_FILE), &json::pretty_json_file(&receipt))?;
     Ok(summary)
 }
 

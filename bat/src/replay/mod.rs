@@ -64,9 +64,10 @@ pub use verify::{is_simulator, summary_scores};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::engine::r#loop::{LoopError, Observer};
+use crate::engine::rounds::{LoopError, Observer};
 use crate::round::RoundError;
 use bat_contract::pack::PackError;
+use bat_contract::vocabulary::GateStatus;
 
 /// Ablation keys `bat replay --ablate KEY=VALUE` understands.
 pub const ABLATION_KEYS: [&str; 5] = ["reward", "target", "mixture", "gate", "batches"];
@@ -377,9 +378,9 @@ pub struct RoundReplay {
     /// The replay's target stage.
     pub target_stage: String,
     /// The original's gate status.
-    pub original_gate_status: String,
+    pub original_gate_status: GateStatus,
     /// The replay's gate status.
-    pub gate_status: String,
+    pub gate_status: GateStatus,
     /// Whether the replay's candidate is the arm's next starting point.
     pub inherited: bool,
     /// The original candidate's scores.
@@ -427,11 +428,13 @@ pub trait ReplayObserver {
 
 /// Replay rounds (see the module docs). A verify commits nothing; otherwise
 /// every replayed round is committed to the replay branch before the next
-/// one starts.
+/// one starts. `ctx` reports the checkouts of starting checkpoints and the
+/// round commits, and stops them at a safe point when its flag is set.
 pub fn replay(
     ledger: &mut bat_ledger::Ledger,
     req: &ReplayRequest,
     observer: &mut dyn ReplayObserver,
+    ctx: &crate::Ctx<'_>,
 ) -> Result<ReplayReport, ReplayError> {
     let plan = plan::prepare(ledger, req)?;
     observer.planned(
@@ -454,11 +457,19 @@ pub fn replay(
             }
             .into());
         }
-        let (r, next) =
-            arm::replay_round(ledger, req, &plan, o, arm.take(), &mut history, observer)?;
+        let (r, next) = arm::replay_round(
+            ledger,
+            req,
+            &plan,
+            o,
+            arm.take(),
+            &mut history,
+            observer,
+            ctx,
+        )?;
         observer.round_replayed(&r);
         if req.prune_round_dirs && r.commit.is_some() {
-            crate::engine::r#loop::prune_round_dirs(
+            crate::engine::rounds::prune_round_dirs(
                 &plan.rounds_dir,
                 next.checkpoint_round.as_deref(),
             )?;
