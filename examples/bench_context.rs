@@ -1,5 +1,5 @@
 //! What context modelling of sparse links would save, and what its decoder
-//! would cost (FORMAT.md §13.0): the size target of the delta issue needs
+//! would cost (docs/benchmarks.md): the size target of the delta issue needs
 //! links coded below their order-0 entropy, and this harness measures both
 //! sides of that trade on a real series before any format is built.
 //!

@@ -72,7 +72,7 @@ fn raw_evaluation(seed: u64, shift: f64) -> Vec<u8> {
             .with("status", "complete")
             .with("cells", cells),
     );
-    json::to_pj_file(&doc).into_bytes()
+    json::pretty_json_file(&doc).into_bytes()
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -124,11 +124,14 @@ fn main() {
         let t = Instant::now();
         let b = build_summary(&base_raw, &bck, &pack, SumMode::Plain).expect("summary");
         let c = build_summary(&cand_raw, &cck, &pack, SumMode::Plain).expect("summary");
-        let (bt, ct) = (json::to_pj_file(&b), json::to_pj_file(&c));
+        let (bt, ct) = (json::pretty_json_file(&b), json::pretty_json_file(&c));
         t_sum.push(t.elapsed());
         let t = Instant::now();
         let g = evaluate_gate(&b, &c, true, &model).expect("gate");
-        let docs = (json::to_pj_file(&g.gate), json::to_pj_file(&g.prescription));
+        let docs = (
+            json::pretty_json_file(&g.gate),
+            json::pretty_json_file(&g.prescription),
+        );
         t_gate.push(t.elapsed());
         outputs = Some((bt, ct, docs));
     }

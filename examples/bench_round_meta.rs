@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bat::engine::command::Stream;
-use bat::engine::r#loop::{
+use bat::engine::child::Stream;
+use bat::engine::rounds::{
     prepare_fresh, run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start,
 };
 use bat::sim::{self, SimCampaign};
@@ -22,7 +22,9 @@ use bat_ledger::{CommitId, Kind, Ledger};
 struct Quiet;
 impl Observer for Quiet {
     fn event(&mut self, _: &LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: Stream, _: &[u8]) {}
+}
+impl bat::engine::child::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: Stream, _: &[u8]) {}
 }
 
 fn bat_exe() -> PathBuf {
@@ -75,6 +77,7 @@ fn main() {
     let started = Instant::now();
     let mut sink = LedgerSink {
         ledger: &mut ledger,
+        ctx: bat::Ctx::quiet(),
         options: bat::round::CommitRoundOptions {
             pack: pack.clone(),
             ..Default::default()

@@ -8,17 +8,20 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bat::engine::command::Stream;
-use bat::engine::r#loop::{
+use bat::engine::child::Stream;
+use bat::engine::rounds::{
     prepare_fresh, run_loop, CompletedRound, LoopEvent, Observer, RoundSink, RunOptions, Start,
 };
-use bat::sim::{self, RewardMode, SimCampaign};
+use bat::sim::{self, SimCampaign};
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 
 struct Quiet;
 impl Observer for Quiet {
     fn event(&mut self, _: &LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: Stream, _: &[u8]) {}
+}
+impl bat::engine::child::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: Stream, _: &[u8]) {}
 }
 
 struct Keep;
@@ -26,7 +29,7 @@ impl RoundSink for Keep {
     fn round_completed(
         &mut self,
         _: &CompletedRound<'_>,
-    ) -> Result<String, bat::engine::r#loop::SinkError> {
+    ) -> Result<String, bat::engine::rounds::SinkError> {
         Ok(String::new())
     }
 }

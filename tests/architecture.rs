@@ -1,15 +1,25 @@
 //! The arrows that must never exist (issues 16 and 32), checked on the
 //! source text where the crate graph cannot hold them.
 //!
-//! The crate graph holds the coarse ones: `bat-ledger` depends on nothing of
-//! bat's, `bat-contract` only on the ledger-free basics, `bat` (the domain)
-//! on both, and only `bat-cli` on clap and the terminal.
+//! The crate graph holds the coarse ones: `bat-error` (the error
+//! classification every library shares) depends on nothing, `bat-ledger`
+//! on nothing of bat's but `bat-error`, `bat-contract` only on the
+//! ledger-free basics, `bat` (the domain) on both, and only `bat-cli` on
+//! clap and the terminal.
 //! Inside the domain crate:
 //! - Nothing under `bat/src/round` or `ledger/src` refers to
 //!   `crate::engine`, `crate::replay` or `crate::cli` (the layers above
 //!   them), and `ledger/src` names none of bat's crates.
 //! - The files of `bat/src/round`, `contract/src` and `bat/src/sim` form no
 //!   import cycle.
+//! - Nothing under `bat/src/engine` or `bat/src/replay` names `crate::sim`:
+//!   the engine runs a finished campaign and the backend that builds a
+//!   simulator campaign sits above both (`bat/src/backend.rs`).
+//! - The loop engine and the round record (`bat/src/engine/rounds*`,
+//!   `bat/src/round/record.rs`, `bat/src/round/mod.rs`) take and return no
+//!   `serde_json::Value` in their public signatures or public struct
+//!   fields: a round travels typed, and JSON appears only where it is
+//!   written to or read from the ledger.
 //!
 //! The check is textual, with no dependency on the compiler: comments and
 //! string literals are stripped, `mod name { .. }` blocks are tracked so a
@@ -470,6 +480,137 @@ fn cycles(files: &[SourceFile]) -> Vec<String> {
     out
 }
 
+/// Files that must not name the simulator (rule c), and the module they
+/// must not name.
+const SIM_FREE: [&str; 2] = ["bat/src/engine/", "bat/src/replay/"];
+
+/// References of the engine and replay files to `crate::sim` (rule c).
+fn sim_refs(files: &[SourceFile]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for f in files {
+        if !SIM_FREE.iter().any(|p| f.rel.starts_with(p)) {
+            continue;
+        }
+        for r in references(f).0 {
+            if r.path.first().is_some_and(|m| m == "sim") {
+                bad.push(format!("{} imports {}", f.rel, r.written));
+            }
+        }
+    }
+    bad
+}
+
+/// Files whose public signatures must not carry `serde_json::Value`
+/// (rule d): a prefix of the path.
+const TYPED: [&str; 3] = [
+    "bat/src/engine/rounds",
+    "bat/src/round/record.rs",
+    "bat/src/round/mod.rs",
+];
+
+/// Whether `toks[i..]` starts a `serde_json::Value` (or a `Value` the file
+/// imported from serde_json, `json_value` true).
+fn names_json_value(toks: &[String], i: usize, json_value: bool) -> bool {
+    let at = |k: usize| toks.get(k).map(String::as_str);
+    (at(i) == Some("serde_json") && at(i + 1) == Some("::") && at(i + 2) == Some("Value"))
+        || (json_value && at(i) == Some("Value") && (i == 0 || toks[i - 1] != "::"))
+}
+
+/// The public fn signatures and public struct fields of the `TYPED` files
+/// that mention `serde_json::Value` (rule d).
+fn json_in_signatures(files: &[SourceFile]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for f in files {
+        if !TYPED.iter().any(|p| f.rel.starts_with(p)) {
+            continue;
+        }
+        let toks = tokens(&strip(&f.text));
+        // `use serde_json::Value;` or `use serde_json::{.., Value, ..}`.
+        let mut json_value = false;
+        for (i, t) in toks.iter().enumerate() {
+            if t == "use" {
+                let mut j = i + 1;
+                let mut paths = Vec::new();
+                use_tree(&toks, &mut j, &[], &mut paths);
+                json_value |= paths
+                    .iter()
+                    .any(|p| p.len() == 2 && p[0] == "serde_json" && p[1] == "Value");
+            }
+        }
+        let mut i = 0;
+        while i < toks.len() {
+            let public = toks[i] == "pub";
+            // `pub fn`, `pub(crate) fn`, `pub const fn`, ...
+            let fn_at = (i + 1..(i + 8).min(toks.len())).find(|&k| toks[k] == "fn");
+            let between_ok = fn_at.is_some_and(|k| {
+                toks[i + 1..k].iter().all(|t| {
+                    matches!(
+                        t.as_str(),
+                        "(" | ")" | "crate" | "super" | "const" | "unsafe" | "async"
+                    )
+                })
+            });
+            if public && between_ok {
+                let k = fn_at.expect("checked above");
+                let name = toks.get(k + 1).cloned().unwrap_or_default();
+                let mut j = k + 1;
+                while j < toks.len() && toks[j] != "{" && toks[j] != ";" {
+                    if names_json_value(&toks, j, json_value) {
+                        bad.push(format!(
+                            "{}: fn {name} has serde_json::Value in its signature",
+                            f.rel
+                        ));
+                        break;
+                    }
+                    j += 1;
+                }
+                i = j;
+                continue;
+            }
+            if public && toks.get(i + 1).map(String::as_str) == Some("struct") {
+                let name = toks.get(i + 2).cloned().unwrap_or_default();
+                let Some(open) = (i..toks.len()).find(|&k| toks[k] == "{" || toks[k] == ";") else {
+                    break;
+                };
+                if toks[open] == ";" {
+                    i = open + 1;
+                    continue;
+                }
+                let mut depth = 0usize;
+                let mut field_public = false;
+                let mut field = String::new();
+                let mut j = open;
+                while j < toks.len() {
+                    match toks[j].as_str() {
+                        "{" | "(" | "<" | "[" => depth += 1,
+                        "}" | ")" | ">" | "]" => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        "," if depth == 1 => field_public = false,
+                        "pub" if depth == 1 => {
+                            field_public = true;
+                            field = toks.get(j + 1).cloned().unwrap_or_default();
+                        }
+                        _ => {}
+                    }
+                    if field_public && depth >= 1 && names_json_value(&toks, j, json_value) {
+                        bad.push(format!("{}: {name}.{field} is a serde_json::Value", f.rel));
+                        field_public = false;
+                    }
+                    j += 1;
+                }
+                i = j + 1;
+                continue;
+            }
+            i += 1;
+        }
+    }
+    bad
+}
+
 fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -569,5 +710,90 @@ fn the_checker_finds_loops_and_upward_arrows() {
         refs.iter().any(|r| r.path == ["round", "c"]),
         "{:?}",
         refs.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn engine_and_replay_do_not_name_the_simulator() {
+    let files = crate_files(&workspace(), "bat/src");
+    assert!(
+        files.iter().any(|f| f.rel.starts_with("bat/src/engine/")),
+        "found no files under bat/src/engine"
+    );
+    let bad = sim_refs(&files);
+    assert!(
+        bad.is_empty(),
+        "the engine or replay reaches the simulator:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_loop_and_the_round_record_have_typed_signatures() {
+    let files = crate_files(&workspace(), "bat/src");
+    for p in TYPED {
+        assert!(
+            files.iter().any(|f| f.rel.starts_with(p)),
+            "found no file {p}"
+        );
+    }
+    let bad = json_in_signatures(&files);
+    assert!(
+        bad.is_empty(),
+        "untyped JSON in signatures:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The checker of rules c and d on made-up files: a sim import in the
+/// engine and in replay, JSON in a public fn, a public field and through a
+/// `use`, and the cases that must not count.
+#[test]
+fn the_checker_finds_sim_imports_and_json_signatures() {
+    let file = |rel: &str, module: &[&str], text: &str| SourceFile {
+        rel: rel.to_string(),
+        module: module.iter().map(|s| s.to_string()).collect(),
+        text: text.to_string(),
+    };
+    let files = vec![
+        file(
+            "bat/src/engine/rounds.rs",
+            &["engine", "rounds"],
+            "use crate::sim::RewardMode;\n\
+             pub fn run(x: &serde_json::Value) -> u8 { 0 }\n\
+             fn private(x: serde_json::Value) {}\n\
+             pub fn fine(x: &bat_contract::json::Value) {}\n\
+             pub struct Done { pub meta: Option<serde_json::Value>, hidden: serde_json::Value, pub ok: u8 }",
+        ),
+        file(
+            "bat/src/replay/verify.rs",
+            &["replay", "verify"],
+            "fn f() -> &'static str { super::super::sim::BAT_PLACEHOLDER }",
+        ),
+        file(
+            "bat/src/round/mod.rs",
+            &["round"],
+            "use serde_json::{Map, Value};\npub(crate) fn meta() -> Value { todo!() }\n// pub fn commented(x: serde_json::Value)",
+        ),
+        file(
+            "bat/src/round/meta.rs",
+            &["round", "meta"],
+            "pub fn to_value(&self) -> serde_json::Value { todo!() }\nuse crate::sim;",
+        ),
+    ];
+    assert_eq!(
+        sim_refs(&files),
+        vec![
+            "bat/src/engine/rounds.rs imports crate::sim::RewardMode",
+            "bat/src/replay/verify.rs imports super::super::sim::BAT_PLACEHOLDER",
+        ]
+    );
+    assert_eq!(
+        json_in_signatures(&files),
+        vec![
+            "bat/src/engine/rounds.rs: fn run has serde_json::Value in its signature",
+            "bat/src/engine/rounds.rs: Done.meta is a serde_json::Value",
+            "bat/src/round/mod.rs: fn meta has serde_json::Value in its signature",
+        ]
     );
 }

@@ -20,14 +20,34 @@ fn stdout_of(args: &[&str]) -> String {
 }
 
 /// Run, expect failure with `code` (exit status) and `needle` in stderr.
+/// A needle `error: CODE` names the reference's error code: the message
+/// is a sentence, so the code is checked where programs read it, in the
+/// `--json` error object.
 fn fails(args: &[&str], code: i32, needle: &str) {
     let out = bat().args(args).output().expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    let Some(reference) = needle
+        .strip_prefix("error: ")
+        .filter(|c| bat_ledger::reads_as_code(c))
+    else {
+        assert!(
+            err.contains(needle),
+            "{args:?}: stderr {err:?} lacks {needle:?}"
+        );
+        return;
+    };
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
     assert!(
-        err.contains(needle),
-        "{args:?}: stderr {err:?} lacks {needle:?}"
+        !err.contains(reference),
+        "{args:?}: a code as message: {err}"
     );
+    let out = bat().arg("--json").args(args).output().expect("runs");
+    assert_eq!(out.status.code(), Some(code), "{args:?} --json");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    let e: serde_json::Value = serde_json::from_str(last).expect(last);
+    assert_eq!(e["code"], reference, "{args:?}: {e}");
 }
 
 struct Fixture {
@@ -57,7 +77,7 @@ fn fixture() -> Fixture {
 #[test]
 fn pack_show_prints_the_default_pack() {
     let out = stdout_of(&["pack", "show"]);
-    let want = json::to_pj_file(&json::parse(DEFAULT_PACK_JSON).expect("pack"));
+    let want = json::pretty_json_file(&json::parse(DEFAULT_PACK_JSON).expect("pack"));
     assert_eq!(out, want);
     assert!(out.contains("\"automedbench-lite\""));
     assert_eq!(
@@ -72,7 +92,7 @@ fn edited_pack(dir: &Path, name: &str, edit: impl FnOnce(&mut Map)) -> PathBuf {
         edit(m);
     }
     let path = dir.join(name);
-    std::fs::write(&path, json::to_pj_file(&v)).expect("write pack");
+    std::fs::write(&path, json::pretty_json_file(&v)).expect("write pack");
     path
 }
 
@@ -140,7 +160,7 @@ fn pack_check_reports_precise_problems() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(needle), "{name}: {text}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("pack_invalid"),
+            String::from_utf8_lossy(&out.stderr).contains("is invalid: "),
             "{name}"
         );
         // The library agrees.
@@ -218,7 +238,7 @@ fn round_build_then_verify() {
     ]);
     let v = json::parse(&verified).expect("json");
     assert_eq!(v.get("status").and_then(Value::as_str), Some("passed"));
-    assert_eq!(verified, json::to_pj_file(&v));
+    assert_eq!(verified, json::pretty_json_file(&v));
 
     // A tampered train file is caught by its digest…
     let tampered = f.root.join("tampered.jsonl");
@@ -254,7 +274,7 @@ fn round_build_then_verify() {
         );
     }
     let m2p = f.root.join("m2.json");
-    std::fs::write(&m2p, json::to_pj_file(&m2)).expect("write");
+    std::fs::write(&m2p, json::pretty_json_file(&m2)).expect("write");
     let out2 = bat()
         .args([
             "round",

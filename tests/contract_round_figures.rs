@@ -208,7 +208,7 @@ fn batch_structure_shas(rows: &[Value]) -> Vec<String> {
         .map(|b| {
             let text: String = b
                 .iter()
-                .map(|r| json::to_cj(&structure(r)).expect("cj") + "\n")
+                .map(|r| json::canonical_json(&structure(r)).expect("cj") + "\n")
                 .collect();
             json::sha256_hex(text.as_bytes())
         })

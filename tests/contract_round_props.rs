@@ -10,6 +10,7 @@ use bat_contract::rng::{self, Mt19937};
 use bat_contract::round::{self, BuildInputs, BuiltRound};
 use bat_contract::source;
 use bat_contract::task::ContractPack;
+use bat_ledger::Diagnostic;
 use proptest::prelude::*;
 
 fn pack() -> &'static ContractPack {
@@ -49,7 +50,7 @@ fn verify(train: &[u8], manifest: &Value) -> Result<Value, round::ViewError> {
         k,
         &Prompter::new(k),
         train,
-        json::to_pj_file(manifest).as_bytes(),
+        json::pretty_json_file(manifest).as_bytes(),
     )
 }
 
@@ -159,6 +160,7 @@ proptest! {
         let t = encode(&rows);
         let err = verify(&t, &with_train_sha(&b.manifest, &t)).expect_err("tampered round rejected");
         // Each mutation trips exactly one check, and it comes first.
-        prop_assert_eq!(err.to_string(), want);
+        let code = err.code();
+        prop_assert_eq!(code.as_deref(), Some(want));
     }
 }

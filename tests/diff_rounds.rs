@@ -736,8 +736,10 @@ fn large_files_stream_through_scratch_files() {
     };
     // Limit 0: every side goes through an unnamed scratch file; the result
     // equals the in-memory one, and no file is left behind.
-    let disk = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(0)).expect("diff");
-    let mem = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(u64::MAX)).expect("diff");
+    let disk = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(0), &bat::Ctx::quiet())
+        .expect("diff");
+    let mem = bat::inspect::diff::diff_commits(&ledger, a, b, &opts(u64::MAX), &bat::Ctx::quiet())
+        .expect("diff");
     assert_eq!(disk, mem);
     let w = &disk["checkpoint"]["files"][1]["tensors"][2];
     assert_eq!(w["name"], "w");
@@ -750,7 +752,8 @@ fn large_files_stream_through_scratch_files() {
     // A scratch folder that does not exist is a clear error.
     let mut bad = opts(0);
     bad.scratch_dir = Some(l.root().join("missing"));
-    let e = bat::inspect::diff::diff_commits(&ledger, a, b, &bad).expect_err("no scratch dir");
+    let e = bat::inspect::diff::diff_commits(&ledger, a, b, &bad, &bat::Ctx::quiet())
+        .expect_err("no scratch dir");
     assert!(
         e.to_string()
             .contains("scratch file for candidate/model.safetensors"),

@@ -13,6 +13,7 @@ use bat_contract::json::{self, Map, Value};
 use bat_contract::numeric::{fmean, fsum, isclose, SumMode};
 use bat_contract::pack::Pack;
 use bat_contract::summary::{build_summary, StageModel};
+use bat_ledger::Diagnostic;
 use proptest::prelude::*;
 
 use crate::common::bat_assert as bat;
@@ -64,7 +65,7 @@ fn summary_error_codes_are_the_contracts() {
     for (name, code) in cases {
         let raw = read(&data().join(format!("eval/errors/{name}.raw.json")));
         let err = build_summary(&raw, "x", &pack, SumMode::Plain).expect_err(name);
-        assert_eq!(err.code(), Some(code), "{name}");
+        assert_eq!(err.code().as_deref(), Some(code), "{name}");
     }
 }
 
@@ -106,18 +107,30 @@ fn cli_summarize_writes_and_prints_the_reference_bytes() {
 #[test]
 fn cli_summarize_error_exits_1_with_the_code() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let a = bat()
-        .args(["eval", "summarize", "--raw"])
-        .arg(data().join("eval/errors/cell-not-valid.raw.json"))
-        .args(["--checkpoint-sha256", "0", "--output"])
-        .arg(tmp.path().join("s.json"))
-        .assert()
-        .code(1);
+    let summarize = || {
+        let mut c = bat();
+        c.args(["eval", "summarize", "--raw"])
+            .arg(data().join("eval/errors/cell-not-valid.raw.json"))
+            .args(["--checkpoint-sha256", "0", "--output"])
+            .arg(tmp.path().join("s.json"));
+        c
+    };
+    let a = summarize().assert().code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: evaluation_cell_2_invalid\n"
+        "error: evaluation cell 2 is not a valid evaluation cell\n"
     );
     assert!(!tmp.path().join("s.json").exists());
+    // Programs read the reference's code from the --json error.
+    let a = summarize().arg("--json").assert().code(1);
+    let e: serde_json::Value =
+        serde_json::from_slice(&a.get_output().stderr).expect("a JSON error");
+    assert_eq!(e["code"], "evaluation_cell_2_invalid");
+    assert_eq!(
+        e["error"],
+        "evaluation cell 2 is not a valid evaluation cell"
+    );
+    assert_eq!(e["kind"], "failure");
 }
 
 #[test]
@@ -175,7 +188,7 @@ fn cli_gate_reproduces_files_and_stdout() {
         .code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: eval_checkpoint_binding_invalid\n"
+        "error: an evaluation summary does not bind the checkpoint it evaluated\n"
     );
 }
 
@@ -218,7 +231,7 @@ fn cli_firewall_stdout_and_exit_codes() {
     assert!(a.get_output().stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: heldout_markers_invalid\n"
+        "error: the held-out markers file is not a JSON array of strings of at least 4 characters\n"
     );
 }
 
@@ -411,7 +424,7 @@ fn raw_eval(cells: &[(usize, Vec<f64>, f64)]) -> Vec<u8> {
             .with("status", "complete")
             .with("cells", cells),
     );
-    json::to_pj_file(&doc).into_bytes()
+    json::pretty_json_file(&doc).into_bytes()
 }
 
 fn score() -> impl Strategy<Value = f64> {
@@ -614,12 +627,15 @@ fn round_start_and_admission_receipt() {
     let other = json::parse(r#"{"learning_rate": 2.5e-07, "steps": 51}"#).expect("json");
     let e =
         validate_round_start(&presc(id, true), &model, Some(&other)).expect_err("override differs");
-    assert_eq!(e.to_string(), "round_optimizer_mismatch");
+    assert_eq!(e.code().as_deref(), Some("round_optimizer_mismatch"));
     let e = validate_round_start(&presc(&"0".repeat(64), true), &model, None)
         .expect_err("other checkpoint");
-    assert_eq!(e.to_string(), "round_checkpoint_inheritance_mismatch");
+    assert_eq!(
+        e.code().as_deref(),
+        Some("round_checkpoint_inheritance_mismatch")
+    );
     let e = validate_round_start(&presc(id, false), &model, None).expect_err("no optimizer");
-    assert_eq!(e.to_string(), "round_optimizer_missing");
+    assert_eq!(e.code().as_deref(), Some("round_optimizer_missing"));
     let e =
         validate_round_start(&Value::Array(vec![]), &model, None).expect_err("not a prescription");
     assert!(matches!(e, StartError::PrescriptionInvalid));
@@ -641,10 +657,13 @@ fn round_start_and_admission_receipt() {
     );
     let s4 = json::parse(r#"{"target_stage": "S4"}"#).expect("json");
     let e = admission_receipt(&start, "t", &s4, "m", "p", "hermes").expect_err("target differs");
-    assert_eq!(e.to_string(), "dataset_target_disagrees_with_prescription");
+    assert_eq!(
+        e.code().as_deref(),
+        Some("dataset_target_disagrees_with_prescription")
+    );
     let e = admission_receipt(&start, "t", &manifest, "m", "p", "bad format!")
         .expect_err("bad protocol");
-    assert_eq!(e.to_string(), "runtime_tool_format_invalid");
+    assert_eq!(e.code().as_deref(), Some("runtime_tool_format_invalid"));
 }
 
 #[test]
@@ -690,7 +709,7 @@ fn gate_thresholds_and_optimizer_come_from_the_pack() {
         opt.insert("steps", Value::Int(7));
         m.insert("prescription_optimizer", Value::Object(opt));
     }
-    let pack = Pack::parse(&json::to_pj(&v), "test").expect("pack");
+    let pack = Pack::parse(&json::pretty_json(&v), "test").expect("pack");
     let model = GateModel::from_pack(&pack).expect("gate model");
     let load = |n: &str| {
         json::parse_bytes(&read(

@@ -146,14 +146,24 @@ fn usage_and_template_errors_refuse_before_running_anything() {
     let i = args.iter().position(|a| a == "--trainer").unwrap();
     args[i + 1] = bad.to_string_lossy().into_owned();
     let out = run_in(&t.ledger, &args);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("error: command_template_invalid"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("error: command template ") && err.contains("argv[1] is an empty string"),
+        "{err}"
+    );
     assert!(!t.root.join("W").exists());
     // Bad loop size.
     let mut args = t.args.clone();
     let i = args.iter().position(|a| a == "--rounds").unwrap();
     args[i + 1] = "0".into();
     let out = run_in(&t.ledger, &args);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("error: loop_size_invalid"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "error: the loop size is not valid: rounds and batches must each be at least 1"
+        ),
+        "{err}"
+    );
     // --resume takes the campaign from the ledger, not from arguments.
     let mut args = t.args.clone();
     args.push("--resume".into());
@@ -180,7 +190,15 @@ fn a_failing_trainer_is_reported_and_its_output_streamed_to_stderr() {
         "{err}"
     );
     assert!(err.contains("toy_evaluator: wrote 7 cells"), "{err}");
-    assert!(err.contains("error: trainer_failed:r01:2"), "{err}");
+    // With --json the error is one JSON object on stderr's last line: the
+    // sentence for people, the reference's code for programs.
+    let last = err.lines().last().expect("an error line");
+    let e: serde_json::Value = serde_json::from_str(last).expect(last);
+    assert_eq!(e["error"], "the trainer exited with status 2 in round r01");
+    assert_eq!(e["code"], "trainer_failed:r01:2");
+    assert_eq!(e["kind"], "failure");
+    assert_eq!(e["exit_code"], 1);
+    assert!(e["hints"].as_array().is_some_and(|h| !h.is_empty()), "{e}");
     // The baseline evaluation is in the work dir exactly as the reference's.
     let mut names = files(&t.root.join("W/baseline-eval"));
     names.sort();

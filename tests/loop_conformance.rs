@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, RunOptions, Start};
+use bat::engine::rounds::{prepare_fresh, run_loop, RunOptions, Start};
+use bat::round::campaign::Campaign;
 use bat_contract::json;
 use bat_contract::pack::Pack;
 use bat_contract::prompt::Prompter;
@@ -50,7 +51,7 @@ fn run_case(pack_path: Option<&Path>) -> (tempfile::TempDir, std::path::PathBuf,
         &mut rec,
     )
     .unwrap();
-    (tmp, work, json::to_pj_file(&out), rec)
+    (tmp, work, json::pretty_json_file(&out.document()), rec)
 }
 
 #[test]

@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use bat::engine::evaluation::EvaluationError;
-use bat::engine::r#loop::{prepare_fresh, run_loop, Campaign, LoopError, RunOptions, Start};
 use bat::engine::resume::{find_last_round, prepare_resume};
+use bat::engine::rounds::{prepare_fresh, run_loop, LoopError, RunOptions, Start};
+use bat::round::campaign::Campaign;
 use bat_contract::json;
 use bat_contract::pack::Pack;
-use bat_ledger::Ledger;
+use bat_ledger::{Diagnostic, Ledger};
 use loop_support::*;
 
 use crate::common::loop_support;
@@ -102,6 +103,7 @@ fn run(
         &mut Collect::default(),
         rec,
     )
+    .map(|outcome| outcome.document())
 }
 
 fn history(out: &json::Value) -> Vec<(String, String, String)> {
@@ -195,7 +197,11 @@ fn a_failing_trainer_stops_the_loop_and_keeps_completed_rounds() {
         &st.tmp.path().join("logs"),
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "trainer_failed:r02:2");
+    assert_eq!(e.code().as_deref(), Some("trainer_failed:r02:2"));
+    assert_eq!(
+        e.to_string(),
+        "the trainer exited with status 2 in round r02"
+    );
     assert_eq!(rec.rounds.len(), 1);
     assert_eq!(rec.rounds[0].0, "r01");
 }
@@ -213,7 +219,8 @@ fn missing_artifacts_and_invalid_health_are_clear_errors() {
         &st.tmp.path().join("logs"),
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "trainer_artifacts_missing:r01");
+    assert_eq!(e.code().as_deref(), Some("trainer_artifacts_missing:r01"));
+    assert!(e.to_string().contains("round r01"), "{e}");
     assert!(rec.rounds.is_empty());
 
     let st = setup(&["--bad-health-on", "r02"], &[], 2);
@@ -253,8 +260,10 @@ fn evaluator_failures_carry_the_contract_codes() {
             ..
         }
     ));
+    assert_eq!(e.code().as_deref(), Some("external_evaluator_failed:3"));
     assert!(
-        e.to_string().starts_with("external_evaluator_failed:3"),
+        e.to_string()
+            .starts_with("the external evaluator exited with status 3"),
         "{e}"
     );
 
@@ -270,9 +279,9 @@ fn evaluator_failures_carry_the_contract_codes() {
         &st.tmp.path().join("l"),
     )
     .unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("evaluator_command_placeholders_missing"),
+    assert_eq!(
+        e.code().as_deref(),
+        Some("evaluator_command_placeholders_missing"),
         "{e}"
     );
 
@@ -288,9 +297,9 @@ fn evaluator_failures_carry_the_contract_codes() {
         &st.tmp.path().join("l"),
     )
     .unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("external_evaluator_output_missing"),
+    assert_eq!(
+        e.code().as_deref(),
+        Some("external_evaluator_output_missing"),
         "{e}"
     );
 }
@@ -299,20 +308,20 @@ fn evaluator_failures_carry_the_contract_codes() {
 fn argument_and_template_errors() {
     let mut st = setup(&[], &[], 0);
     assert_eq!(
-        prepare_fresh(&st.campaign).unwrap_err().to_string(),
-        "loop_size_invalid"
+        prepare_fresh(&st.campaign).unwrap_err().code().as_deref(),
+        Some("loop_size_invalid")
     );
     st.campaign.rounds = 1;
     st.campaign.batches = 0;
     assert_eq!(
-        prepare_fresh(&st.campaign).unwrap_err().to_string(),
-        "loop_size_invalid"
+        prepare_fresh(&st.campaign).unwrap_err().code().as_deref(),
+        Some("loop_size_invalid")
     );
     st.campaign.batches = 1;
     st.campaign.runtime_tool_format = "Not Valid!".into();
     assert_eq!(
-        prepare_fresh(&st.campaign).unwrap_err().to_string(),
-        "runtime_tool_format_invalid"
+        prepare_fresh(&st.campaign).unwrap_err().code().as_deref(),
+        Some("runtime_tool_format_invalid")
     );
     st.campaign.runtime_tool_format = "hermes".into();
     // The work dir must not exist.
@@ -333,7 +342,10 @@ fn argument_and_template_errors() {
         &st.tmp.path().join("l"),
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "trainer_command_placeholders_missing");
+    assert_eq!(
+        e.code().as_deref(),
+        Some("trainer_command_placeholders_missing")
+    );
 }
 
 #[test]
@@ -429,7 +441,7 @@ fn resume_case(lose_work_dir: bool) {
         &logs,
     )
     .unwrap();
-    assert_eq!(json::to_pj_file(&again), json::to_pj_file(&out));
+    assert_eq!(json::pretty_json_file(&again), json::pretty_json_file(&out));
     assert!(rec2.rounds.is_empty());
 }
 
@@ -486,14 +498,13 @@ fn resume_refuses_a_changed_initial_checkpoint() {
     .unwrap();
     let l = rec.ledger.take().unwrap();
     let last = find_last_round(&l, "HEAD").unwrap().unwrap();
-    let mut meta = last.loop_metadata.clone();
-    meta["current_checkpoint"]["round_id"] = serde_json::Value::Null;
-    meta["current_checkpoint"]["path"] = serde_json::json!(c.initial_checkpoint.to_string_lossy());
-    let sha = meta["current_checkpoint"]["sha256"].clone();
-    assert!(sha.is_string());
+    let mut meta = last.loop_meta.clone();
+    meta.current_checkpoint.round_id = None;
+    meta.current_checkpoint.path = c.initial_checkpoint.to_string_lossy().into_owned();
+    assert!(!meta.current_checkpoint.sha256.is_empty());
     let tampered = bat::engine::resume::RecordedRound {
         commit: last.commit,
-        loop_metadata: meta,
+        loop_meta: meta,
     };
     // The initial folder no longer has the recorded identity (r01's).
     let e = prepare_resume(&l, &tampered, &st.tmp.path().join("r")).unwrap_err();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use bat::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
+use bat::engine::rounds::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
 use bat::round::meta::{self, LoopMeta, SummaryRef};
 use bat_contract::json;
 use bat_contract::pack::Pack;
@@ -19,9 +19,11 @@ use crate::common::copy_tree;
 use crate::common::succeeded as ok;
 
 struct Quiet;
-impl bat::engine::r#loop::Observer for Quiet {
-    fn event(&mut self, _: &bat::engine::r#loop::LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+impl bat::engine::rounds::Observer for Quiet {
+    fn event(&mut self, _: &bat::engine::rounds::LoopEvent<'_>) {}
+}
+impl bat::engine::child::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: bat::engine::child::Stream, _: &[u8]) {}
 }
 
 /// Round commits on the first-parent chain from `rev`, oldest first.
@@ -75,6 +77,7 @@ fn round_commit_objects_do_not_grow_with_the_round_number() {
     let mut sink = LedgerSink {
         ledger: &mut ledger,
         options,
+        ctx: bat::Ctx::quiet(),
     };
     run_loop(
         &campaign,

@@ -83,7 +83,10 @@ fn tampered_training_rows_fail_round_verify() {
     });
     refresh_manifest(&rd);
     let err = refused(&c, "round_verify", "train.jsonl", &[]);
-    assert!(err.contains("round_row_count_invalid"), "{err}");
+    assert!(
+        err.contains("the round does not hold 8 rows per batch"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -136,7 +139,10 @@ fn nan_scores_are_refused() {
         s.replacen("\"task_score\": 0.550", "\"task_score\": NaN", 1)
     });
     let err = refused(&c, "raw_evaluation", "raw-evaluation.json", &[]);
-    assert!(err.contains("task_score_invalid"), "{err}");
+    assert!(
+        err.contains("a task score is missing or not a number in [0, 1]"),
+        "{err}"
+    );
     // NaN in the summary itself (raw evaluation intact).
     std::fs::write(&raw, orig).unwrap();
     edit(&c.round("r01").join("candidate-eval/summary.json"), |s| {

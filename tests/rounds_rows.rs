@@ -36,12 +36,12 @@ fn assert_rows_match_log(rows: &[RoundRow], log: &[Value]) {
     assert_eq!(rows.len(), log.len());
     for (r, e) in rows.iter().zip(log) {
         let m = &e["metadata"];
-        assert_eq!(r.commit, e["id"].as_str().expect("id"));
+        assert_eq!(r.commit.to_string(), e["id"].as_str().expect("id"));
         assert_eq!(Some(r.time), e["time"].as_i64());
         assert_eq!(r.parent.as_deref(), e["parents"][0].as_str());
         assert_eq!(r.round_id, m["round_id"].as_str().expect("round id"));
         assert_eq!(r.target_stage.as_deref(), m["target_stage"].as_str());
-        assert_eq!(r.gate_status.as_deref(), m["gate_status"].as_str());
+        assert_eq!(r.gate_status.map(|s| s.as_str()), m["gate_status"].as_str());
         assert_eq!(
             r.checkpoint.as_deref(),
             m["candidate_checkpoint_sha256"].as_str()
@@ -91,14 +91,14 @@ fn rows_of_a_demo_ledger_match_bat_log_json() {
         assert_eq!(r.branch, "main");
         assert_eq!(r.reward_mode.as_deref(), Some("stage"));
         assert_eq!(r.ablation, None);
-        assert_eq!(r.promoted, r.gate_status.as_deref() == Some("promote"));
+        assert_eq!(r.promoted, r.gate_status.is_some_and(|s| s.is_promote()));
         assert!(!r.reverted);
     }
 
     let rep = rows(&dir, replay);
     assert_rows_match_log(&rep, &log_rounds(&dir, replay));
     for (r, o) in rep.iter().zip(&main) {
-        assert_eq!(r.replay_of.as_deref(), Some(o.commit.as_str()));
+        assert_eq!(r.replay_of, Some(o.commit.to_string()));
         assert_eq!(r.reward_mode.as_deref(), Some("terminal"));
         assert_eq!(r.ablation.as_deref(), Some("reward=terminal"));
         assert_eq!(r.steps, o.steps, "same compute");
@@ -127,7 +127,7 @@ fn rows_of_a_demo_ledger_match_bat_log_json() {
     bat()
         .arg("-C")
         .arg(&dir)
-        .args(["eval", "attach", &r02.commit, "--summary"])
+        .args(["eval", "attach", &r02.commit.to_string(), "--summary"])
         .arg(&f)
         .args(["--role", "audit", "--protocol-id", "heldout-b"])
         .assert()

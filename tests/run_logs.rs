@@ -9,10 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use bat::engine::r#loop::{
+use bat::engine::resume::{find_last_round, prepare_resume_with, ResumeOptions};
+use bat::engine::rounds::{
     prepare_fresh, run_loop, CompletedRound, LedgerSink, RoundSink, RunOptions, SinkError, Start,
 };
-use bat::engine::resume::{find_last_round, prepare_resume_with, ResumeOptions};
 use bat::round::meta::{self, LOG_TREE_DIR};
 use bat_contract::json::sha256_hex;
 use bat_contract::pack::Pack;
@@ -219,9 +219,11 @@ impl RoundSink for KeepLogs<'_> {
 }
 
 struct Quiet;
-impl bat::engine::r#loop::Observer for Quiet {
-    fn event(&mut self, _: &bat::engine::r#loop::LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+impl bat::engine::rounds::Observer for Quiet {
+    fn event(&mut self, _: &bat::engine::rounds::LoopEvent<'_>) {}
+}
+impl bat::engine::child::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: bat::engine::child::Stream, _: &[u8]) {}
 }
 
 #[test]
@@ -242,6 +244,7 @@ fn resume_removes_logs_left_between_commit_and_removal() {
     let logs = tmp.path().join("logs");
     let mut sink = KeepLogs(LedgerSink {
         ledger: &mut ledger,
+        ctx: bat::Ctx::quiet(),
         options: bat::round::CommitRoundOptions {
             pack: pack.clone(),
             ..Default::default()

@@ -56,6 +56,7 @@ mod round_reference_fixture;
 mod round_refs;
 mod round_refusals;
 mod rounds_rows;
+mod run_commit_signals;
 mod run_logs;
 mod run_resume;
 mod run_signals;

@@ -394,15 +394,15 @@ fn run_backend_sim_refuses_external_backend_flags() {
 /// Commits rounds like `bat run`, but stops the campaign (as a crash would)
 /// when `stop_at` finishes, before committing it.
 struct StopAt<'l> {
-    inner: bat::engine::r#loop::LedgerSink<'l>,
+    inner: bat::engine::rounds::LedgerSink<'l>,
     stop_at: &'static str,
 }
 
-impl bat::engine::r#loop::RoundSink for StopAt<'_> {
+impl bat::engine::rounds::RoundSink for StopAt<'_> {
     fn round_completed(
         &mut self,
-        round: &bat::engine::r#loop::CompletedRound<'_>,
-    ) -> Result<String, bat::engine::r#loop::SinkError> {
+        round: &bat::engine::rounds::CompletedRound<'_>,
+    ) -> Result<String, bat::engine::rounds::SinkError> {
         if round.round_id == self.stop_at {
             return Err("interrupted".into());
         }
@@ -411,14 +411,16 @@ impl bat::engine::r#loop::RoundSink for StopAt<'_> {
 }
 
 struct Quiet;
-impl bat::engine::r#loop::Observer for Quiet {
-    fn event(&mut self, _: &bat::engine::r#loop::LoopEvent<'_>) {}
-    fn child_output(&mut self, _: &str, _: bat::engine::command::Stream, _: &[u8]) {}
+impl bat::engine::rounds::Observer for Quiet {
+    fn event(&mut self, _: &bat::engine::rounds::LoopEvent<'_>) {}
+}
+impl bat::engine::child::OutputSink for Quiet {
+    fn output(&mut self, _: &str, _: bat::engine::child::Stream, _: &[u8]) {}
 }
 
 #[test]
 fn an_interrupted_simulator_campaign_resumes_to_the_same_rounds() {
-    use bat::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
+    use bat::engine::rounds::{prepare_fresh, run_loop, LedgerSink, RunOptions, Start};
     let tmp = tempfile::tempdir().unwrap();
     let bat_exe = PathBuf::from(env!("CARGO_BIN_EXE_bat"));
     // The reference: an uninterrupted 3-round campaign.
@@ -457,16 +459,17 @@ fn an_interrupted_simulator_campaign_resumes_to_the_same_rounds() {
     let pack = Pack::default_pack();
     let options = bat::round::CommitRoundOptions {
         pack: pack.clone(),
-        command_templates: Some(serde_json::json!({
-            "trainer": campaign.trainer,
-            "evaluator": campaign.evaluator,
-        })),
+        command_templates: Some(bat::round::CommandTemplates {
+            trainer: campaign.trainer.clone(),
+            evaluator: campaign.evaluator.clone(),
+        }),
         ..Default::default()
     };
     let mut sink = StopAt {
         inner: LedgerSink {
             ledger: &mut ledger,
             options,
+            ctx: bat::Ctx::quiet(),
         },
         stop_at: "r02",
     };

@@ -20,6 +20,12 @@ pub struct CheckpointError {
     pub reason: String,
 }
 
+impl bat_ledger::Diagnostic for CheckpointError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+}
+
 /// Check one safetensors file (reads only its header).
 pub fn check_safetensors(path: &Path) -> Result<(), CheckpointError> {
     let bad = |reason: String| CheckpointError {

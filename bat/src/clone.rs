@@ -96,7 +96,14 @@ pub enum CloneError {
     /// The cancel flag was set; `removed` tells whether this run's
     /// destination was removed again (else an earlier partial clone stays,
     /// resumable).
-    #[error("clone of {url} stopped")]
+    #[error(
+        "clone of {url} stopped; {}",
+        if *removed {
+            format!("removed the unfinished clone {}", dest.display())
+        } else {
+            format!("{} keeps the objects fetched so far", dest.display())
+        }
+    )]
     Interrupted {
         /// The source.
         url: String,
@@ -132,6 +139,59 @@ pub enum CloneError {
     /// The local ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
+}
+
+impl bat_ledger::Diagnostic for CloneError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            CloneError::UnknownFilter { .. }
+            | CloneError::PrivateNeedsDirectory
+            | CloneError::DestinationHasLedger { .. }
+            | CloneError::DestinationNotEmpty { .. } => bat_ledger::ErrorKind::Usage,
+            CloneError::Interrupted { .. } => bat_ledger::ErrorKind::Interrupted,
+            CloneError::Transfer { source, .. } | CloneError::Refused { source, .. } => {
+                source.kind()
+            }
+            CloneError::Remote(e) => e.kind(),
+            CloneError::Ledger(e) => e.kind(),
+            CloneError::Io { .. } | CloneError::Private { .. } => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    /// Several hints are separate lines of one string.
+    fn hint(&self) -> Option<String> {
+        let lines = |first: Option<String>, then: String| match first {
+            Some(h) => format!("{h}\n{then}"),
+            None => then,
+        };
+        match self {
+            CloneError::DestinationHasLedger { .. } | CloneError::DestinationNotEmpty { .. } => {
+                Some("clone into a new or empty directory".to_string())
+            }
+            CloneError::Transfer { dest, source } => Some(lines(
+                source.hint(),
+                format!(
+                    "run the same `bat clone` again to resume into {}",
+                    dest.display()
+                ),
+            )),
+            CloneError::Refused {
+                dest,
+                removed: true,
+                source,
+            } => Some(lines(
+                source.hint(),
+                format!(
+                    "removed what the clone had made in {}; clone again with a token the server accepts (--token or $BAT_TOKEN)",
+                    dest.display()
+                ),
+            )),
+            CloneError::Refused { source, .. } => source.hint(),
+            CloneError::Remote(e) => e.hint(),
+            CloneError::Ledger(e) => e.hint(),
+            _ => None,
+        }
+    }
 }
 
 /// The default destination for a URL: its last path segment without a

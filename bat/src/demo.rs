@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use bat_ledger::Ledger;
 
-use crate::engine::r#loop::{prepare_fresh, run_loop, LedgerSink, LoopError, RunOptions, Start};
+use crate::engine::rounds::{prepare_fresh, run_loop, LedgerSink, LoopError, RunOptions, Start};
 use crate::replay::compare::{compare, Comparison};
 use crate::replay::{
     replay, Ablation, ReplayError, ReplayObserver, ReplayReport, ReplayRequest, DEFAULT_TOLERANCE,
@@ -101,6 +101,42 @@ pub enum DemoError {
     NoRounds,
 }
 
+impl bat_ledger::Diagnostic for DemoError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            DemoError::Sim(e) => e.kind(),
+            DemoError::Loop(e) => e.kind(),
+            DemoError::Replay(e) => e.kind(),
+            DemoError::Round(e) => e.kind(),
+            DemoError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            DemoError::Sim(e) => e.hint(),
+            DemoError::Loop(e) => e.hint(),
+            DemoError::Replay(e) => e.hint(),
+            DemoError::Round(e) => e.hint(),
+            DemoError::Ledger(e) => e.hint(),
+            DemoError::NotEmpty { .. } => Some("name a new directory, or omit DIR".to_string()),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            DemoError::Sim(e) => e.code(),
+            DemoError::Loop(e) => e.code(),
+            DemoError::Replay(e) => e.code(),
+            DemoError::Round(e) => e.code(),
+            DemoError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// Progress of the demo: the campaign's loop events, then the replay's.
 pub trait DemoObserver {
     /// A phase starts (`campaign`, `replay`) with this many rounds.
@@ -129,11 +165,13 @@ fn ensure_empty(dir: &Path) -> Result<(), DemoError> {
     })
 }
 
-/// Run the demo in `dir` (created if missing; must be empty).
+/// Run the demo in `dir` (created if missing; must be empty). `ctx`
+/// reports the ledger's reads and writes and stops them.
 pub fn run_demo(
     dir: &Path,
     opts: &DemoOptions,
     observer: &mut dyn DemoObserver,
+    ctx: &crate::Ctx<'_>,
 ) -> Result<DemoReport, DemoError> {
     ensure_empty(dir)?;
     let mut ledger = Ledger::init(dir)?;
@@ -145,7 +183,7 @@ pub fn run_demo(
         rounds: opts.rounds,
         batches: opts.batches,
         seed: opts.seed,
-        reward_mode: sim::RewardMode::Stage,
+        reward_mode: bat_contract::vocabulary::RewardMode::Stage,
         branch: Some(DEMO_BRANCH.to_string()),
         ..sim::SimCampaign::new(dir.join("setup"), work.join("campaign"), opts.bat.clone())
     })?)?;
@@ -153,16 +191,17 @@ pub fn run_demo(
     let options = CommitRoundOptions {
         branch: Some(DEMO_BRANCH.to_string()),
         pack: pack.clone(),
-        command_templates: Some(serde_json::json!({
-            "trainer": campaign.trainer,
-            "evaluator": campaign.evaluator,
-        })),
+        command_templates: Some(crate::round::CommandTemplates {
+            trainer: campaign.trainer.clone(),
+            evaluator: campaign.evaluator.clone(),
+        }),
         author: Some(DEMO_AUTHOR.to_string()),
         ..Default::default()
     };
     let mut sink = LedgerSink {
         ledger: &mut ledger,
         options,
+        ctx: *ctx,
     };
     let logs = work.join("campaign-logs");
     run_loop(
@@ -198,7 +237,7 @@ pub fn run_demo(
             tolerance: DEFAULT_TOLERANCE,
             strict: false,
             placeholder_overrides: vec![(
-                sim::BAT_PLACEHOLDER.to_string(),
+                crate::round::campaign::BAT_PLACEHOLDER.to_string(),
                 opts.bat.to_string_lossy().into_owned(),
             )],
             work_dir: work.join("replay"),
@@ -206,6 +245,7 @@ pub fn run_demo(
             author: DEMO_AUTHOR.to_string(),
         },
         observer.replay_observer(),
+        ctx,
     )?;
     let replay_branch = report
         .branch

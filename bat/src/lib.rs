@@ -5,7 +5,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod checkpoint;
+mod ctx;
+pub use ctx::Ctx;
 pub mod clone;
 pub mod demo;
 pub mod engine;

@@ -124,6 +124,12 @@ pub enum PolicyError {
     },
 }
 
+impl bat_ledger::Diagnostic for PolicyError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::Usage
+    }
+}
+
 impl FromStr for KeepPolicy {
     type Err = PolicyError;
 
@@ -220,6 +226,29 @@ pub enum RetentionError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl bat_ledger::Diagnostic for RetentionError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            RetentionError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            RetentionError::Ledger(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RetentionError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
 }
 
 /// One commit seen by the walk.

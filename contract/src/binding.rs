@@ -108,6 +108,12 @@ pub enum BindingError {
     },
 }
 
+impl bat_error::Diagnostic for BindingError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 fn disp(p: &Path) -> String {
     p.display().to_string()
 }
@@ -244,7 +250,7 @@ fn weight_paths(model: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), Binding
             // Python `str(value)`; non-string values are unusual but allowed.
             let rel = match v {
                 Value::Str(s) => s.clone(),
-                other => json::to_pj(other),
+                other => json::pretty_json(other),
             };
             let p = model.join(rel);
             if !files.contains(&p) {
@@ -372,7 +378,11 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .collect();
     let files_value = Value::Array(rows);
     // Files and weights only hold ints and strings, which always encode.
-    let content_sha = sha256_hex(json::to_aj(&files_value).unwrap_or_default().as_bytes());
+    let content_sha = sha256_hex(
+        json::ascii_json(&files_value)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     let config_sha = lookup(&["config.json".to_string()])
         .map(|(_, s, _)| s.clone())
         .unwrap_or_default();
@@ -392,7 +402,7 @@ pub fn model_identity(model_path: &Path) -> Result<ModelIdentity, BindingError> 
         .with("files", files_value)
         .with("weights", Value::Array(weight_rows));
     let identity = sha256_hex(
-        json::to_aj(&Value::Object(basis.clone()))
+        json::ascii_json(&Value::Object(basis.clone()))
             .unwrap_or_default()
             .as_bytes(),
     );
@@ -473,7 +483,7 @@ pub fn python_path_str(p: &str) -> String {
 /// The binder's stdout line: `{"model_identity_sha256": "…", "output": "…"}`
 /// with Python's default separators and ASCII escaping (no trailing LF).
 pub fn binder_stdout(model_identity_sha256: &str, output_arg: &str) -> String {
-    let quote = |s: &str| json::to_aj(&Value::Str(s.to_string())).unwrap_or_default();
+    let quote = |s: &str| json::ascii_json(&Value::Str(s.to_string())).unwrap_or_default();
     format!(
         "{{\"model_identity_sha256\": {}, \"output\": {}}}",
         quote(model_identity_sha256),
@@ -485,11 +495,26 @@ pub fn binder_stdout(model_identity_sha256: &str, output_arg: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
     /// The binding is not a gate-model binding with a string identity.
-    #[error("checkpoint_binding_invalid")]
+    #[error("the checkpoint binding is not a gate-model binding with a string identity")]
     BindingInvalid,
     /// Blank protocol id or repeats < 1.
-    #[error("evaluation_request_invalid")]
+    #[error(
+        "the evaluation request is not valid: its protocol id is blank or its repeats are below 1"
+    )]
     RequestInvalid,
+}
+
+impl bat_error::Diagnostic for RequestError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RequestError::RequestInvalid => Some("evaluation_request_invalid".to_string()),
+            RequestError::BindingInvalid => Some("checkpoint_binding_invalid".to_string()),
+        }
+    }
 }
 
 /// §G.3: the evaluation request for a binding.
@@ -535,11 +560,35 @@ pub fn evaluation_request(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandError {
     /// The template has no elements.
-    #[error("evaluator_command_empty")]
+    #[error("the evaluator command template is empty")]
     Empty,
     /// After expansion, the checkpoint, output or request path is not a whole element.
-    #[error("evaluator_command_placeholders_missing")]
+    #[error("the evaluator command does not give the checkpoint, output and request paths each as a whole argument")]
     PlaceholdersMissing,
+}
+
+impl bat_error::Diagnostic for CommandError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            CommandError::PlaceholdersMissing => Some(
+                "give {checkpoint}, {output} and {request} each its own argv element".to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            CommandError::PlaceholdersMissing => {
+                Some("evaluator_command_placeholders_missing".to_string())
+            }
+            CommandError::Empty => Some("evaluator_command_empty".to_string()),
+        }
+    }
 }
 
 /// §G.4: replace every element that *equals* `{checkpoint}`, `{output}` or
@@ -573,7 +622,7 @@ pub fn expand_evaluator_command(
 /// §G.4: `command_sha256` = sha256hex(AJ of the unexpanded command template).
 pub fn command_sha256(template: &[String]) -> String {
     let v = Value::Array(template.iter().map(|s| Value::Str(s.clone())).collect());
-    sha256_hex(json::to_aj(&v).unwrap_or_default().as_bytes())
+    sha256_hex(json::ascii_json(&v).unwrap_or_default().as_bytes())
 }
 
 /// §G.4: the evaluation run receipt (`protocol_id` unstripped).

@@ -11,7 +11,7 @@ use super::unicode_tables::CASEFOLD;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FirewallError {
     /// The markers file is not a JSON array of strings of stripped length ≥ 4.
-    #[error("heldout_markers_invalid")]
+    #[error("the held-out markers file is not a JSON array of strings of at least 4 characters")]
     MarkersInvalid,
     /// The markers file is not JSON (the reference crashes with JSONDecodeError).
     #[error("JSONDecodeError: {reason}")]
@@ -31,6 +31,19 @@ pub enum FirewallError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl bat_error::Diagnostic for FirewallError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            FirewallError::MarkersInvalid => Some("heldout_markers_invalid".to_string()),
+            _ => None,
+        }
+    }
 }
 
 /// Python `str.casefold()` (full case folding, Unicode 14 as CPython 3.11).
@@ -446,7 +459,7 @@ pub fn report(violations: &[Violation]) -> Value {
 
 /// The exact stdout of the reference scanner: the report as PJ plus one LF.
 pub fn report_text(violations: &[Violation]) -> String {
-    json::to_pj_file(&report(violations))
+    json::pretty_json_file(&report(violations))
 }
 
 #[cfg(test)]

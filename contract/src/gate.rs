@@ -12,7 +12,7 @@ use super::summary::{finite_stage_scores, StageModel, SummaryError};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GateError {
     /// A contract check failed; the message is the contract's error code.
-    #[error("{code}")]
+    #[error("{}", crate::summary::describe_code(code))]
     Invalid {
         /// The contract's error code, e.g. `paired_cells_mismatch`.
         code: String,
@@ -34,11 +34,14 @@ pub enum GateError {
     },
 }
 
-impl GateError {
-    /// The contract code, if this is a contract check failure.
-    pub fn code(&self) -> Option<&str> {
+impl bat_error::Diagnostic for GateError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
         match self {
-            GateError::Invalid { code } => Some(code),
+            GateError::Invalid { code } => Some(code.clone()),
             _ => None,
         }
     }

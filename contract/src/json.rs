@@ -233,6 +233,12 @@ pub enum EncodeError {
     },
 }
 
+impl bat_error::Diagnostic for EncodeError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// A parse error with the byte offset where it happened.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid JSON at byte {offset}: {reason}")]
@@ -241,6 +247,12 @@ pub struct ParseError {
     pub offset: usize,
     /// What was wrong.
     pub reason: String,
+}
+
+impl bat_error::Diagnostic for ParseError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
 }
 
 /// Python `==` on parsed JSON values: ints, floats and bools compare by
@@ -472,29 +484,29 @@ fn write_pretty(out: &mut String, v: &Value, depth: usize) {
 }
 
 /// CJ: canonical compact JSON, sorted keys, raw UTF-8 (§A.2).
-pub fn to_cj(v: &Value) -> Result<String, EncodeError> {
+pub fn canonical_json(v: &Value) -> Result<String, EncodeError> {
     let mut out = String::new();
     write_compact(&mut out, v, false)?;
     Ok(out)
 }
 
 /// AJ: CJ layout with ASCII escaping (§A.4).
-pub fn to_aj(v: &Value) -> Result<String, EncodeError> {
+pub fn ascii_json(v: &Value) -> Result<String, EncodeError> {
     let mut out = String::new();
     write_compact(&mut out, v, true)?;
     Ok(out)
 }
 
 /// PJ: `indent=2, sort_keys=True`, ASCII, **without** the trailing LF (§A.3).
-pub fn to_pj(v: &Value) -> String {
+pub fn pretty_json(v: &Value) -> String {
     let mut out = String::new();
     write_pretty(&mut out, v, 0);
     out
 }
 
 /// PJ followed by one LF: the bytes of every PJ file the reference writes.
-pub fn to_pj_file(v: &Value) -> String {
-    let mut s = to_pj(v);
+pub fn pretty_json_file(v: &Value) -> String {
+    let mut s = pretty_json(v);
     s.push('\n');
     s
 }
@@ -506,7 +518,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `digest(v)` = sha256hex(utf8(CJ(v))).
 pub fn digest(v: &Value) -> Result<String, EncodeError> {
-    Ok(sha256_hex(to_cj(v)?.as_bytes()))
+    Ok(sha256_hex(canonical_json(v)?.as_bytes()))
 }
 
 // ---------------------------------------------------------------------------
@@ -872,24 +884,24 @@ mod tests {
         let v = parse(r#"{"z": "é\u007f\ud83d\ude00", "a": [1, 2.0, {}, []], "m": "\u0001\n/"}"#)
             .unwrap();
         assert_eq!(
-            to_cj(&v).unwrap(),
+            canonical_json(&v).unwrap(),
             "{\"a\":[1,2.0,{},[]],\"m\":\"\\u0001\\n/\",\"z\":\"é\u{7f}😀\"}"
         );
         assert_eq!(
-            to_aj(&v).unwrap(),
+            ascii_json(&v).unwrap(),
             "{\"a\":[1,2.0,{},[]],\"m\":\"\\u0001\\n/\",\"z\":\"\\u00e9\\u007f\\ud83d\\ude00\"}"
         );
         assert_eq!(
-            to_pj(&v),
+            pretty_json(&v),
             "{\n  \"a\": [\n    1,\n    2.0,\n    {},\n    []\n  ],\n  \"m\": \"\\u0001\\n/\",\n  \"z\": \"\\u00e9\\u007f\\ud83d\\ude00\"\n}"
         );
     }
 
     #[test]
     fn cj_rejects_non_finite() {
-        assert!(to_cj(&Value::Float(f64::NAN)).is_err());
-        assert!(to_aj(&Value::Float(f64::INFINITY)).is_err());
-        assert_eq!(to_pj(&Value::Float(f64::NEG_INFINITY)), "-Infinity");
+        assert!(canonical_json(&Value::Float(f64::NAN)).is_err());
+        assert!(ascii_json(&Value::Float(f64::INFINITY)).is_err());
+        assert_eq!(pretty_json(&Value::Float(f64::NEG_INFINITY)), "-Infinity");
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! encodings, source grid, round views, evaluation summary, promotion gate,
 //! firewall scan and model binding. Pure library code: no terminal I/O and no
 //! environment reads.
+//!
+//! What the contract is, section by section (the `§X` references in these
+//! modules): `docs/contract/README.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -32,3 +35,4 @@ pub mod summary;
 pub mod task;
 pub mod template;
 pub mod unicode_tables;
+pub mod vocabulary;

@@ -71,6 +71,12 @@ pub enum FsumError {
     InfMinusInf,
 }
 
+impl bat_error::Diagnostic for FsumError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// CPython `math.fsum`: the correctly rounded sum (Shewchuk partials with
 /// CPython's final half-even correction), ported step for step.
 pub fn fsum(xs: &[f64]) -> Result<f64, FsumError> {
@@ -182,6 +188,12 @@ pub enum ToFloatError {
     /// An int too large for binary64.
     #[error("int too large to convert to float")]
     Overflow,
+}
+
+impl bat_error::Diagnostic for ToFloatError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
 }
 
 /// Python `str.isspace()` for one character (Unicode 14, as CPython 3.11).

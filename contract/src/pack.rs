@@ -38,6 +38,12 @@ pub enum PackError {
     },
 }
 
+impl bat_error::Diagnostic for PackError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// A loaded benchmark pack. Accessors read the underlying JSON, so a pack
 /// carries exactly the values (and int/float types) it was written with.
 #[derive(Debug, Clone)]

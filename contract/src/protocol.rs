@@ -8,17 +8,32 @@ use super::numeric::py_strip;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
     /// No format was given (not a string).
-    #[error("runtime_tool_format_missing")]
+    #[error("no runtime tool format was given")]
     Missing,
     /// The normalized format does not match `^[a-z0-9][a-z0-9_.-]{0,63}$`.
-    #[error("runtime_tool_format_invalid")]
+    #[error("the runtime tool format is not valid: use up to 64 lowercase letters, digits, `_`, `.` or `-`, starting with a letter or digit")]
     Invalid,
     /// The receipt is not an object.
-    #[error("runtime_tool_receipt_invalid")]
+    #[error("the runtime tool receipt is not a JSON object")]
     ReceiptInvalid,
     /// The receipt differs from the recomputed one.
-    #[error("runtime_tool_receipt_mismatch")]
+    #[error("the runtime tool receipt differs from the one recomputed from the format")]
     ReceiptMismatch,
+}
+
+impl bat_error::Diagnostic for ProtocolError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ProtocolError::ReceiptMismatch => Some("runtime_tool_receipt_mismatch".to_string()),
+            ProtocolError::ReceiptInvalid => Some("runtime_tool_receipt_invalid".to_string()),
+            ProtocolError::Invalid => Some("runtime_tool_format_invalid".to_string()),
+            ProtocolError::Missing => Some("runtime_tool_format_missing".to_string()),
+        }
+    }
 }
 
 /// The environment variable the reference reads when no format is given.
@@ -55,7 +70,7 @@ pub fn runtime_protocol_binding(value: Option<&str>) -> Result<Value, ProtocolEr
         .with("injected_first_action", false);
     // Only strings, ints and bools: AJ cannot fail.
     let sha = sha256_hex(
-        json::to_aj(&Value::Object(m.clone()))
+        json::ascii_json(&Value::Object(m.clone()))
             .unwrap_or_default()
             .as_bytes(),
     );
@@ -82,19 +97,19 @@ pub fn validate_protocol_receipt(value: &Value) -> Result<Value, ProtocolError> 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The prescription is not a schema-1 `bat_round_prescription` object.
-    #[error("round_prescription_invalid")]
+    #[error("the round prescription is not a schema-1 bat_round_prescription object")]
     PrescriptionInvalid,
     /// The model's identity differs from `starting_checkpoint_sha256`.
-    #[error("round_checkpoint_inheritance_mismatch")]
+    #[error("the model's identity differs from the prescription's starting checkpoint")]
     InheritanceMismatch,
     /// The prescription has no optimizer object.
-    #[error("round_optimizer_missing")]
+    #[error("the round prescription has no optimizer")]
     OptimizerMissing,
     /// An optimizer override differs from the prescribed one.
-    #[error("round_optimizer_mismatch")]
+    #[error("an optimizer override differs from the prescribed optimizer")]
     OptimizerMismatch,
     /// The dataset manifest's target differs from the prescription's.
-    #[error("dataset_target_disagrees_with_prescription")]
+    #[error("the dataset manifest's target stage differs from the prescription's")]
     DatasetTargetDisagrees,
     /// Binding the model failed.
     #[error(transparent)]
@@ -102,6 +117,40 @@ pub enum StartError {
     /// The runtime protocol is invalid.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+}
+
+impl bat_error::Diagnostic for StartError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        match self {
+            StartError::Binding(e) => e.kind(),
+            StartError::Protocol(e) => e.kind(),
+            _ => bat_error::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            StartError::Binding(e) => e.hint(),
+            StartError::Protocol(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            StartError::Binding(e) => e.code(),
+            StartError::Protocol(e) => e.code(),
+            StartError::DatasetTargetDisagrees => {
+                Some("dataset_target_disagrees_with_prescription".to_string())
+            }
+            StartError::OptimizerMismatch => Some("round_optimizer_mismatch".to_string()),
+            StartError::OptimizerMissing => Some("round_optimizer_missing".to_string()),
+            StartError::InheritanceMismatch => {
+                Some("round_checkpoint_inheritance_mismatch".to_string())
+            }
+            StartError::PrescriptionInvalid => Some("round_prescription_invalid".to_string()),
+        }
+    }
 }
 
 /// A passed round-start check.

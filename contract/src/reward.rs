@@ -8,8 +8,20 @@ use super::task::{ContractPack, E2E};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RewardError {
     /// The stage is not one of the pack's stages.
-    #[error("stage_invalid")]
+    #[error("the stage is not one of the benchmark pack's stages")]
     StageInvalid,
+}
+
+impl bat_error::Diagnostic for RewardError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RewardError::StageInvalid => Some("stage_invalid".to_string()),
+        }
+    }
 }
 
 fn items(k: &ContractPack, stage: &str) -> Value {

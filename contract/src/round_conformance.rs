@@ -68,7 +68,7 @@ fn masked(v: &Value, paths: &[&str]) -> Value {
 }
 
 fn cj(v: &Value) -> String {
-    json::to_cj(v).unwrap_or_else(|e| format!("<unencodable: {e}>"))
+    json::canonical_json(v).unwrap_or_else(|e| format!("<unencodable: {e}>"))
 }
 
 fn first_diff(a: &[u8], b: &[u8]) -> String {
@@ -188,7 +188,7 @@ fn source_grid(k: &ContractPack, dir: &Path, exact: bool) -> Result<String, Stri
     let built = super::source::build_source(k).map_err(|e| e.to_string())?;
     let want_jsonl = read(&dir.join("source.jsonl"))?;
     let want_manifest = read(&dir.join("manifest.json"))?;
-    let got_manifest = json::to_pj_file(&built.manifest);
+    let got_manifest = json::pretty_json_file(&built.manifest);
     if exact {
         compare_bytes("source.jsonl", &built.jsonl, &want_jsonl)?;
         compare_bytes("manifest.json", got_manifest.as_bytes(), &want_manifest)?;
@@ -264,7 +264,7 @@ fn build_vector(
 
 fn compare_round(b: &round::BuiltRound, folder: &Path, exact: bool) -> Result<String, String> {
     let want_manifest = read(&folder.join("manifest.json"))?;
-    let got_manifest = json::to_pj_file(&b.manifest);
+    let got_manifest = json::pretty_json_file(&b.manifest);
     let got_rows = || jsonl_values(&b.train);
     let mut checked = Vec::new();
     if exact {
@@ -481,7 +481,7 @@ fn check_prompt_matrix(
             .ok_or(format!("line {i}: no task_contract"))?;
         let want_p = line.get("prompt").ok_or(format!("line {i}: no prompt"))?;
         if exact {
-            let got = json::to_cj(&Value::Object(
+            let got = json::canonical_json(&Value::Object(
                 json::Map::new()
                     .with("input_extra_info", input.clone())
                     .with("prompt", prompt)
@@ -534,7 +534,7 @@ fn verify_vector(
         return Ok(format!("vector round verifies: {}", cj(&r)));
     }
     let b = built.ok_or("no built round to verify")?;
-    let manifest = json::to_pj_file(&b.manifest);
+    let manifest = json::pretty_json_file(&b.manifest);
     round::verify_dataset(k, prompter, &b.train, manifest.as_bytes())
         .map_err(|e| format!("the built round fails verification: {e}"))?;
     Ok("built round verifies with this pack".into())

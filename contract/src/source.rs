@@ -11,35 +11,60 @@ use super::json::{self, Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
     /// The built grid does not have one distinct id per cell.
-    #[error("source_grid_invariant_failed")]
+    #[error("the built source grid does not have exactly one distinct state id per cell")]
     GridInvariantFailed,
     /// A line is not JSON.
-    #[error("source_line_{line}_invalid_json")]
+    #[error("line {line} of the source file is not valid JSON")]
     LineInvalidJson {
         /// 1-based line number.
         line: usize,
     },
     /// A line is JSON but not an object.
-    #[error("source_line_{line}_not_object")]
+    #[error("line {line} of the source file is not a JSON object")]
     LineNotObject {
         /// 1-based line number.
         line: usize,
     },
     /// `row_sha256` does not cover the row.
-    #[error("source_row_digest_invalid")]
+    #[error("a source row's row_sha256 is not the digest of the row")]
     RowDigestInvalid,
     /// A missing or repeated `source_state_id`.
-    #[error("source_state_id_invalid")]
+    #[error("a source row's source_state_id is missing or repeated")]
     StateIdInvalid,
     /// The training contract is not prompt-only.
-    #[error("source_training_contract_invalid")]
+    #[error("a source row's training contract is not prompt-only")]
     TrainingContractInvalid,
     /// The provenance admits evaluation content.
-    #[error("source_provenance_invalid")]
+    #[error("a source row's provenance admits evaluation content")]
     ProvenanceInvalid,
     /// The rows do not cover the grid exactly once.
-    #[error("source_grid_incomplete")]
+    #[error("the source rows do not cover every cell of the grid exactly once")]
     GridIncomplete,
+}
+
+impl bat_error::Diagnostic for SourceError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            SourceError::GridIncomplete => Some("source_grid_incomplete".to_string()),
+            SourceError::ProvenanceInvalid => Some("source_provenance_invalid".to_string()),
+            SourceError::TrainingContractInvalid => {
+                Some("source_training_contract_invalid".to_string())
+            }
+            SourceError::StateIdInvalid => Some("source_state_id_invalid".to_string()),
+            SourceError::RowDigestInvalid => Some("source_row_digest_invalid".to_string()),
+            SourceError::LineNotObject { line, .. } => {
+                Some(format!("source_line_{line}_not_object"))
+            }
+            SourceError::LineInvalidJson { line, .. } => {
+                Some(format!("source_line_{line}_invalid_json"))
+            }
+            SourceError::GridInvariantFailed => Some("source_grid_invariant_failed".to_string()),
+        }
+    }
 }
 
 /// The rows of the grid in nested focus → track → outcome order.
@@ -93,7 +118,7 @@ pub fn build_source_rows(k: &ContractPack) -> Result<Vec<Value>, SourceError> {
 pub fn jsonl(rows: &[Value]) -> Result<Vec<u8>, json::EncodeError> {
     let mut out = Vec::new();
     for r in rows {
-        out.extend_from_slice(json::to_cj(r)?.as_bytes());
+        out.extend_from_slice(json::canonical_json(r)?.as_bytes());
         out.push(b'\n');
     }
     Ok(out)
@@ -190,7 +215,7 @@ pub fn read_source(bytes: &[u8], k: &ContractPack) -> Result<Vec<Map>, SourceErr
 fn cell_str(v: Option<&Value>) -> String {
     match v {
         Some(Value::Str(s)) => s.clone(),
-        Some(other) => json::to_aj(other)
+        Some(other) => json::ascii_json(other)
             .map(|s| format!("\u{0}{s}"))
             .unwrap_or_default(),
         None => "\u{0}None".into(),

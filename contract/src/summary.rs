@@ -17,7 +17,7 @@ pub enum SummaryError {
         reason: String,
     },
     /// A contract check failed.
-    #[error("{code}")]
+    #[error("{}", describe_code(code))]
     Invalid {
         /// The contract's error code, e.g. `evaluation_cell_2_invalid`.
         code: String,
@@ -30,14 +30,63 @@ pub enum SummaryError {
     },
 }
 
-impl SummaryError {
-    /// The contract code, if this is a contract check failure.
-    pub fn code(&self) -> Option<&str> {
+impl bat_error::Diagnostic for SummaryError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
         match self {
-            SummaryError::Invalid { code } => Some(code),
+            SummaryError::Invalid { code } => Some(code.clone()),
             _ => None,
         }
     }
+}
+
+/// The sentence for an evaluation-summary or gate contract code: what the
+/// code says, in words, with the cell index or stage it carries.
+pub(crate) fn describe_code(code: &str) -> String {
+    if let Some(rest) = code.strip_prefix("evaluation_cell_") {
+        let (index, what) = rest.split_once('_').unwrap_or((rest, ""));
+        if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) {
+            let problem = match what {
+                "invalid" => "is not a valid evaluation cell",
+                "identity_invalid" => "has an invalid identity (track, stage or view)",
+                "agentic_mismatch" => "has an agentic score that disagrees with its task score",
+                _ => "breaks the evaluation contract",
+            };
+            return format!("evaluation cell {index} {problem}");
+        }
+    }
+    if let Some(stage) = code.strip_suffix("_invalid") {
+        if stage.len() == 2 && stage.starts_with('S') {
+            return format!("the score of stage {stage} is missing or not a number in [0, 1]");
+        }
+    }
+    let sentence = match code {
+        "evaluation_payload_invalid" => "the raw evaluation is not an evaluation payload object",
+        "evaluation_cells_missing" => "the raw evaluation has no evaluation cells",
+        "evaluation_cell_duplicate" => "two evaluation cells have the same identity",
+        "task_score_invalid" => "a task score is missing or not a number in [0, 1]",
+        "stage_scores_invalid" => "the stage scores are missing or do not cover the pack's stages",
+        "agentic_score_invalid" => "the agentic score is missing or not a number in [0, 1]",
+        "applicable_stages_invalid" => "the list of applicable stages is not valid",
+        "eval_summary_invalid" => "an evaluation summary is not a valid summary",
+        "eval_means_invalid" => "an evaluation summary's means are missing or not numbers",
+        "eval_checkpoint_binding_invalid" => {
+            "an evaluation summary does not bind the checkpoint it evaluated"
+        }
+        "eval_pairing_evidence_invalid" => {
+            "an evaluation summary lacks the cell evidence that pairs it with the other"
+        }
+        "eval_track_scores_invalid" => "an evaluation summary's per-track scores are not valid",
+        "paired_cells_mismatch" => "the baseline and candidate summaries evaluated different cells",
+        "paired_tracks_mismatch" => {
+            "the baseline and candidate summaries evaluated different tracks"
+        }
+        _ => return format!("the evaluation breaks the contract rule {code}"),
+    };
+    sentence.to_string()
 }
 
 pub(crate) fn invalid(code: impl Into<String>) -> SummaryError {

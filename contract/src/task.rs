@@ -14,38 +14,64 @@ pub use super::pack_schema::check_pack;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
     /// The input is not an object.
-    #[error("extra_info_invalid")]
+    #[error("the row's extra_info is not a JSON object")]
     ExtraInfoInvalid,
     /// A bad `state_id`.
-    #[error("state_id_invalid")]
+    #[error("the row's state_id is missing or malformed")]
     StateIdInvalid,
     /// A bad `source_state_id`.
-    #[error("source_state_id_invalid")]
+    #[error("the row's source_state_id is missing or malformed")]
     SourceStateIdInvalid,
     /// The track is not a key of the pack's tasks.
-    #[error("track_unsupported")]
+    #[error("the row's track is not one of the benchmark pack's tasks")]
     TrackUnsupported,
     /// The stage is neither E2E nor a pack stage.
-    #[error("target_stage_unsupported")]
+    #[error("the row's target stage is neither E2E nor one of the pack's stages")]
     TargetStageUnsupported,
     /// `view_index` is not an int ≥ 0.
-    #[error("view_index_invalid")]
+    #[error("the row's view_index is not a whole number of at least 0")]
     ViewIndexInvalid,
     /// The row names another task-definition version.
-    #[error("task_definition_version_unsupported")]
+    #[error("the row names a task-definition version the pack does not define")]
     TaskDefinitionVersionUnsupported,
     /// The contract cannot be encoded as CJ.
-    #[error("task_contract_not_stable_json")]
+    #[error(
+        "the task contract cannot be encoded as canonical JSON (it holds a non-finite number)"
+    )]
     NotStableJson,
     /// The prompt is not a list.
-    #[error("prompt_invalid")]
+    #[error("the row's prompt is not a list of messages")]
     PromptInvalid,
     /// A prompt message has the wrong shape.
-    #[error("prompt_message_invalid")]
+    #[error("a message of the row's prompt does not have the expected shape")]
     PromptMessageInvalid,
     /// The prompt differs from the rendering.
-    #[error("prompt_task_contract_mismatch")]
+    #[error("the row's prompt differs from the one its task contract renders")]
     PromptMismatch,
+}
+
+impl bat_error::Diagnostic for TaskError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            TaskError::PromptMismatch => Some("prompt_task_contract_mismatch".to_string()),
+            TaskError::PromptMessageInvalid => Some("prompt_message_invalid".to_string()),
+            TaskError::PromptInvalid => Some("prompt_invalid".to_string()),
+            TaskError::NotStableJson => Some("task_contract_not_stable_json".to_string()),
+            TaskError::TaskDefinitionVersionUnsupported => {
+                Some("task_definition_version_unsupported".to_string())
+            }
+            TaskError::ViewIndexInvalid => Some("view_index_invalid".to_string()),
+            TaskError::TargetStageUnsupported => Some("target_stage_unsupported".to_string()),
+            TaskError::TrackUnsupported => Some("track_unsupported".to_string()),
+            TaskError::SourceStateIdInvalid => Some("source_state_id_invalid".to_string()),
+            TaskError::StateIdInvalid => Some("state_id_invalid".to_string()),
+            TaskError::ExtraInfoInvalid => Some("extra_info_invalid".to_string()),
+        }
+    }
 }
 
 /// The validated identity fields of an `extra_info` object, normalized.

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::PathBuf;
 
+pub use bat_error::{reads_as_code, Diagnostic, ErrorKind};
+
 use crate::id::ObjectId;
 
 /// Everything that can go wrong in bat-ledger.
@@ -280,6 +282,54 @@ impl Error {
     /// True when a write failed because the file system is full.
     pub fn is_storage_full(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull)
+    }
+}
+
+impl Diagnostic for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Cancelled => ErrorKind::Interrupted,
+            Error::Corrupt { .. }
+            | Error::ObjectMissing { .. }
+            | Error::Io { .. }
+            | Error::TooManyOpenFiles { .. }
+            | Error::PromisorFetch { .. }
+            | Error::Pruned { .. }
+            | Error::Catalog { .. } => ErrorKind::User,
+            _ => ErrorKind::Usage,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            Error::NotALedger { .. } => "run `bat init` first, or pass -C DIR / set BAT_DIR",
+            Error::UnsupportedVersion { .. } => "use a bat build that supports this format version",
+            Error::AmbiguousPrefix { .. } => "use more hex digits",
+            Error::UnknownRevision { .. } => {
+                "use a branch, tag, HEAD, a round id (r02), or a commit id prefix of at least 4 hex digits"
+            }
+            Error::Corrupt { .. } | Error::ObjectMissing { .. } => "run `bat fsck` to list all damage",
+            Error::BranchMoved { .. } => "another process moved the branch; re-run the command",
+            Error::SymlinkEscapes { .. } => {
+                "only relative symlinks that stay inside the committed directory can be recorded"
+            }
+            Error::UnsupportedFileType { .. } => "remove or move special files out of the directory",
+            Error::DestinationNotEmpty { .. } => "check out into a new or empty directory",
+            Error::Busy { .. } => "wait for the other bat process to finish",
+            Error::RefNotFound { .. } => "list branches with `bat branch`",
+            Error::TooManyOpenFiles { .. } => "raise the open-file limit (`ulimit -n`)",
+            Error::Io { .. } if self.is_storage_full() => {
+                "the disk is full: free some space and run the command again (a write that fails leaves the ledger as it was)"
+            }
+            Error::Pruned { .. } => {
+                "a retention gc dropped its bytes on purpose; `bat fetch REMOTE` from a remote that still has it restores it"
+            }
+            Error::PromisorFetch { .. } => {
+                "this partial clone needs its remote: pass --token / --endpoint (or BAT_TOKEN, AWS_*) as for `bat fetch`"
+            }
+            _ => return None,
+        };
+        Some(hint.to_string())
     }
 }
 

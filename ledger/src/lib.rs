@@ -62,8 +62,8 @@ pub mod store;
 pub mod validate;
 
 pub use catalog::{Location, ObjectRow, FORMAT_VERSION};
-pub use commit::{CommitOutcome, CommitRequest, OnMoved};
-pub use error::{Error, Result};
+pub use commit::{CommitOutcome, CommitRequest, OnMoved, RefMove};
+pub use error::{reads_as_code, Diagnostic, Error, ErrorKind, Result};
 pub use id::{CommitId, ObjectId, TreeId};
 pub use maint::{FsckReport, GcOptions, GcReport, Problem, PrunedFile, Stats};
 pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, RawCommit, Tree, TreeEntry};

@@ -175,6 +175,23 @@ fn show(c: Option<CommitId>) -> String {
 /// `Some(x)` requires the current value to be `x` (`None` = absent);
 /// `new = None` deletes. Logs to the ref's reflog, and to HEAD's when HEAD is
 /// attached to it.
+/// Check a full ref name: any namespace `refs/<ns>/<name>` (callers keep
+/// their own refs, e.g. pointers that follow a branch, next to heads and
+/// tags).
+pub(crate) fn validate_full_ref_name(name: &str) -> Result<()> {
+    let short = name
+        .strip_prefix("refs/")
+        .filter(|rest| {
+            rest.split_once('/')
+                .is_some_and(|(ns, n)| !ns.is_empty() && !n.is_empty())
+        })
+        .ok_or_else(|| Error::InvalidRefName {
+            name: name.to_string(),
+            reason: "must be refs/<namespace>/<name>",
+        })?;
+    validate_ref_name(short)
+}
+
 pub(crate) fn cas(
     conn: &Connection,
     name: &str,
@@ -445,19 +462,7 @@ impl Ledger {
         message: &str,
     ) -> Result<()> {
         if name != "HEAD" {
-            // Any namespace `refs/<ns>/<name>` (callers keep their own refs,
-            // e.g. pointers that follow a branch, next to heads and tags).
-            let short = name
-                .strip_prefix("refs/")
-                .filter(|rest| {
-                    rest.split_once('/')
-                        .is_some_and(|(ns, n)| !ns.is_empty() && !n.is_empty())
-                })
-                .ok_or_else(|| Error::InvalidRefName {
-                    name: name.to_string(),
-                    reason: "must be refs/<namespace>/<name>",
-                })?;
-            validate_ref_name(short)?;
+            validate_full_ref_name(name)?;
         }
         self.write_tx(|c| cas(c, name, Some(expected), new, message))
     }

@@ -426,3 +426,48 @@ fn fsck_reports_a_reachable_commit_missing_from_the_index() {
         "{text:?}"
     );
 }
+
+/// A ref a commit moves together with its branch (`also_move`) moves in
+/// the same transaction: on success both point at the new commit; when
+/// the ref's expectation is stale, neither moves and no commit is indexed.
+#[test]
+fn refs_moved_with_a_commit_move_in_its_transaction_or_not_at_all() {
+    let t = tempfile::tempdir().unwrap();
+    let mut l = Ledger::init(t.path()).unwrap();
+    let d = t.path().join("d");
+    write_dir(&d, &[("a", b"1")]);
+    let c1 = commit(&mut l, &d, "one");
+    let follow = |expected: Option<CommitId>| bat_ledger::RefMove {
+        name: "refs/promoted/main".into(),
+        expected,
+        message: "follow".into(),
+    };
+    write_dir(&d, &[("a", b"2")]);
+    let mut req = CommitRequest::new("two");
+    req.also_move = vec![follow(None)];
+    let c2 = l.commit_dir(&d, &req, &NoProgress, &no()).unwrap().commit;
+    assert_eq!(l.resolve("refs/heads/main").unwrap(), c2);
+    assert_eq!(l.resolve("refs/promoted/main").unwrap(), c2);
+    // Stale: the promoted ref is at c2, not c1.
+    write_dir(&d, &[("a", b"3")]);
+    let mut req = CommitRequest::new("three");
+    req.also_move = vec![follow(Some(c1))];
+    assert!(matches!(
+        l.commit_dir(&d, &req, &NoProgress, &no()),
+        Err(Error::BranchMoved { .. })
+    ));
+    assert_eq!(l.resolve("refs/heads/main").unwrap(), c2);
+    assert_eq!(l.resolve("refs/promoted/main").unwrap(), c2);
+    assert_eq!(l.log(c2, None).unwrap().len(), 2);
+    // A name outside refs/<namespace>/<name> is refused before any work.
+    let mut req = CommitRequest::new("four");
+    req.also_move = vec![bat_ledger::RefMove {
+        name: "promoted".into(),
+        expected: None,
+        message: "x".into(),
+    }];
+    assert!(matches!(
+        l.commit_dir(&d, &req, &NoProgress, &no()),
+        Err(Error::InvalidRefName { .. })
+    ));
+}

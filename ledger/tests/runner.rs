@@ -10,6 +10,7 @@ mod chain_bounds;
 mod delta;
 mod delta_props;
 mod encoding_props;
+mod error_messages;
 mod high_exceptions_props;
 mod joint_props;
 mod library;

@@ -1,12 +1,13 @@
-//! Library errors as Python exceptions. The message and hints are the
-//! CLI's (through `bat_cli::cli::CliError`'s conversions), so a script sees
-//! what `bat` would print; the exception class is chosen from the error's
-//! variant: a missing thing, damaged data, a refused round or audit, or
-//! anything else (the base class).
+//! Library errors as Python exceptions. The message, hint and reference
+//! code come from the library error itself ([`Diagnostic`]), the same ones
+//! `bat` prints, so a script sees what the command line would say; the
+//! exception class is chosen from the error's variant: a missing thing,
+//! damaged data, a refused round or audit, or anything else (the base
+//! class).
 
 use bat::inspect::InspectError;
 use bat::round::RoundError;
-use bat_cli::cli::CliError;
+use bat_ledger::Diagnostic;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -54,27 +55,49 @@ pub enum Class {
 #[derive(Debug)]
 pub struct Failure {
     class: Class,
-    cli: CliError,
+    message: String,
+    hints: Vec<String>,
+    code: Option<String>,
 }
 
 /// What a binding returns before the GIL is taken back.
 pub type Outcome<T> = Result<T, Failure>;
 
 impl Failure {
-    /// A failure of the given class with the CLI's message and hints.
-    pub fn new(class: Class, cli: CliError) -> Self {
-        Failure { class, cli }
+    /// A library error as an exception of the given class: its message,
+    /// hint (one entry per line) and reference code.
+    pub fn from_library(class: Class, e: &dyn Diagnostic) -> Self {
+        Failure {
+            class,
+            message: e.to_string(),
+            hints: e
+                .hint()
+                .map(|h| h.lines().map(str::to_string).collect())
+                .unwrap_or_default(),
+            code: e.code(),
+        }
     }
 
     /// A failure of the base class with a message.
     pub fn msg(message: impl Into<String>) -> Self {
-        Failure::new(Class::Base, CliError::new(message))
+        Failure {
+            class: Class::Base,
+            message: message.into(),
+            hints: Vec::new(),
+            code: None,
+        }
+    }
+
+    /// Replace the hints by one, in the Python API's words.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints = vec![hint.into()];
+        self
     }
 
     /// The exception to raise.
     pub fn into_py(self, py: Python<'_>) -> PyErr {
-        let mut text = self.cli.message.clone();
-        for h in &self.cli.hints {
+        let mut text = self.message.clone();
+        for h in &self.hints {
             text.push_str("\nhint: ");
             text.push_str(h);
         }
@@ -87,10 +110,11 @@ impl Failure {
         // Attributes for programs; the text above is for people. A failure
         // to set them leaves the exception usable, so it is ignored.
         let value = err.value(py);
-        let _ = value.setattr("message", self.cli.message.as_str());
-        if let Ok(hints) = PyList::new(py, &self.cli.hints) {
+        let _ = value.setattr("message", self.message.as_str());
+        if let Ok(hints) = PyList::new(py, &self.hints) {
             let _ = value.setattr("hints", hints);
         }
+        let _ = value.setattr("code", self.code.as_deref());
         err
     }
 }
@@ -110,7 +134,7 @@ pub fn ledger_class(e: &bat_ledger::Error) -> Class {
 
 impl From<bat_ledger::Error> for Failure {
     fn from(e: bat_ledger::Error) -> Self {
-        Failure::new(ledger_class(&e), CliError::from(e))
+        Failure::from_library(ledger_class(&e), &e)
     }
 }
 
@@ -125,7 +149,7 @@ impl From<RoundError> for Failure {
             RoundError::NotARoundCommit { .. } => Class::NotFound,
             _ => Class::Base,
         };
-        Failure::new(class, CliError::from(e))
+        Failure::from_library(class, &e)
     }
 }
 
@@ -138,16 +162,17 @@ impl From<InspectError> for Failure {
             | InspectError::CheckpointMismatch { .. } => Class::Rejected,
             _ => Class::Base,
         };
-        let mismatch = matches!(e, InspectError::CheckpointMismatch { .. });
-        let mut cli = CliError::new(e.to_string());
-        if mismatch {
-            // The CLI's hint, in the Python API's words.
-            cli = cli.with_hint(
+        let failure = Failure::from_library(class, &e);
+        if matches!(e, InspectError::CheckpointMismatch { .. }) {
+            // The library's hint names the CLI's flags; this is the Python
+            // API's spelling of the same way out.
+            failure.with_hint(
                 "audit the round's own candidate checkpoint, or pass \
                  allow_mismatch_reason=TEXT to record it anyway (the reason is kept with the audit)",
-            );
+            )
+        } else {
+            failure
         }
-        Failure::new(class, cli)
     }
 }
 
@@ -159,9 +184,7 @@ impl From<bat::inspect::rounds::RoundsError> for Failure {
             RoundsError::Inspect(ie) => (*ie).into(),
             // Undecodable round metadata: the stored commit is not what a
             // round commit must be.
-            other @ RoundsError::Meta { .. } => {
-                Failure::new(Class::Corrupt, CliError::new(other.to_string()))
-            }
+            other @ RoundsError::Meta { .. } => Failure::from_library(Class::Corrupt, &other),
         }
     }
 }

@@ -8,7 +8,6 @@ use std::sync::{Mutex, MutexGuard};
 use bat::inspect::audit::{attach_audit, AttachRequest};
 use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 use bat::round::{commit_round, CommitRoundOptions};
-use bat_cli::cli::CliError;
 use bat_contract::pack::Pack;
 use bat_ledger::{Commit, CommitId, CommitRequest, Error, FieldValue, Ledger, Mode, NoProgress};
 use pyo3::prelude::*;
@@ -125,7 +124,7 @@ fn resolve(l: &Ledger, rev: &str) -> Outcome<CommitId> {
 }
 
 fn usage(msg: impl Into<String>, hint: &str) -> Failure {
-    Failure::new(Class::Base, CliError::usage_error(msg).with_hint(hint))
+    Failure::msg(msg).with_hint(hint)
 }
 
 fn default_author() -> String {
@@ -137,7 +136,7 @@ fn default_author() -> String {
 }
 
 fn load_pack(pack: Option<&Path>) -> Outcome<Pack> {
-    Pack::load_or_default(pack).map_err(|e| Failure::new(Class::Base, CliError::from(e)))
+    Pack::load_or_default(pack).map_err(|e| Failure::from_library(Class::Base, &e))
 }
 
 #[pymethods]
@@ -290,7 +289,7 @@ impl PyLedger {
                 sections,
                 ..DiffOptions::default()
             };
-            Ok(diff_commits(l, ia, ib, &opts)?)
+            Ok(diff_commits(l, ia, ib, &opts, &bat::Ctx::quiet())?)
         })
     }
 
@@ -424,12 +423,9 @@ impl PyLedger {
                 author: Some(author.unwrap_or_else(default_author)),
                 ..Default::default()
             };
-            let out = commit_round(l, &round_dir, &opts)?;
-            Ok(json!({
-                "commit": out.commit, "refname": out.refname, "round_id": out.round_id,
-                "gate_status": out.gate_status, "metadata": out.metadata,
-                "raw_eval_kept": out.raw_eval_kept.is_some(), "warnings": out.warnings,
-            }))
+            let out = commit_round(l, &round_dir, &opts, &bat::Ctx::quiet())?;
+            serde_json::to_value(&out)
+                .map_err(|e| Failure::msg(format!("cannot encode the round commit: {e}")))
         })
     }
 

@@ -51,12 +51,16 @@ pub fn run(a: BindArgs, _g: &Session) -> CliResult {
     let binding = build_binding(&a.model_path, &a.experiment_name, step, arm)?;
     // The contract's checks first (their errors are specified); then refuse
     // a checkpoint that is not well-formed safetensors before binding it.
-    bat::checkpoint::check_model_dir(&a.model_path).map_err(|e| CliError::new(e.to_string()))?;
+    bat::checkpoint::check_model_dir(&a.model_path)?;
     let refusal = format!(
         "gate model binding differs from requested model: {}",
         a.output.display()
     );
-    write_checked(&a.output, json::to_pj_file(&binding).as_bytes(), &refusal)?;
+    write_checked(
+        &a.output,
+        json::pretty_json_file(&binding).as_bytes(),
+        &refusal,
+    )?;
     let id = binding
         .get("model_identity_sha256")
         .and_then(Value::as_str)

@@ -11,7 +11,7 @@ use clap::Args;
 
 use super::ledger_common::{lerr, open, resolve, short, Bars};
 use super::{print_json, CliError, CliResult, Session};
-use bat::round::{commit_round, CommitRoundOptions};
+use bat::round::{commit_round, CommitRoundOptions, RoundError};
 use bat_contract::pack::Pack;
 
 /// Record DIR's files as a new commit on the current (or given) branch.
@@ -217,7 +217,8 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
             .usage());
     }
     let pack = Pack::load_or_default(args.pack.as_deref())
-        .map_err(|e| CliError::new(e.to_string()).usage())?;
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     let code_repo = if args.no_code_repo {
         None
     } else {
@@ -231,7 +232,7 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
         keep_raw_eval: args.keep_raw_eval,
         pack,
         command_templates: None,
-        extra_metadata: None,
+        loop_meta: None,
         baseline_summary: args.baseline_summary,
         author: Some(author),
         ..Default::default()
@@ -240,20 +241,23 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
     if let Some(d) = args.delta_depth {
         l.config.delta_max_depth = d;
     }
-    let out = commit_round(&mut l, &args.source, &opts).map_err(CliError::from)?;
+    let bars = Bars::new(g);
+    let ctx = bat::Ctx::new(&bars, g.cancel());
+    let out = commit_round(&mut l, &args.source, &opts, &ctx).map_err(|e| match e {
+        RoundError::Ledger(bat_ledger::Error::Cancelled) => CliError::interrupted(format!(
+            "commit of round {} stopped before anything was recorded (no ref moved)",
+            args.source.display()
+        )),
+        other => CliError::from(other),
+    })?;
     for w in &out.warnings {
         eprintln!("warning: {w}");
     }
     if g.json {
-        print_json(&serde_json::json!({
-            "commit": out.commit,
-            "refname": out.refname,
-            "round_id": out.round_id,
-            "gate_status": out.gate_status,
-            "metadata": out.metadata,
-            "raw_eval_kept": out.raw_eval_kept.is_some(),
-            "warnings": out.warnings,
-        }))?;
+        // Through a JSON value: its members print in sorted order.
+        let doc = serde_json::to_value(&out)
+            .map_err(|e| CliError::internal(format!("cannot encode JSON output: {e}")))?;
+        print_json(&doc)?;
     } else {
         let branch = out
             .refname
@@ -264,7 +268,7 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
             short(&out.commit),
             out.round_id,
             out.gate_status,
-            if out.gate_status == "promote" {
+            if out.gate_status.is_promote() {
                 format!(" (refs/promoted/{branch} moved)")
             } else {
                 String::new()

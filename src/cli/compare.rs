@@ -24,7 +24,9 @@ pub struct CompareArgs {
 /// Run `bat compare`.
 pub fn run(args: CompareArgs, g: &Session) -> CliResult {
     let l = open(g)?;
-    let c = compare(&l, &args.a, &args.b).map_err(|e| CliError::new(e.to_string()).usage())?;
+    let c = compare(&l, &args.a, &args.b)
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     if g.json {
         print_json(&c)?;
     } else {

@@ -53,7 +53,7 @@ fn compute_line(x: &ArmSummary) -> String {
 fn round_cells(x: &ArmSummary, id: &str) -> [Cell; 3] {
     match x.rounds.iter().find(|r| r.round_id == id) {
         Some(r) => {
-            let mark = if r.inherited && r.gate_status != "promote" {
+            let mark = if r.inherited && !r.gate_status.is_promote() {
                 "*"
             } else {
                 ""
@@ -62,7 +62,7 @@ fn round_cells(x: &ArmSummary, id: &str) -> [Cell; 3] {
                 r.target_stage.clone().into(),
                 Cell::styled(
                     format!("{}{mark}", r.gate_status),
-                    Role::of_gate(&r.gate_status),
+                    Role::of_gate(r.gate_status.as_str()),
                 ),
                 r.overall
                     .map(|v| format!("{v:.4}"))

@@ -58,19 +58,10 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
             bat,
         },
         &mut progress,
+        &bat::Ctx::new(&bat_ledger::NoProgress, g.cancel()),
     );
     progress.finish();
-    let report = report.map_err(|e| {
-        let hint = match e {
-            demo::DemoError::NotEmpty { .. } => Some("name a new directory, or omit DIR"),
-            _ => None,
-        };
-        let err = CliError::new(e.to_string());
-        match hint {
-            Some(h) => err.with_hint(h),
-            None => err,
-        }
-    })?;
+    let report = report?;
     if g.json {
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);

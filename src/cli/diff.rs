@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::ledger_common::{open, resolve, short};
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
-use super::{print_json, CliError, CliResult, Session};
+use super::{print_json, CliResult, Session};
 use bat::inspect::diff::{diff_commits, DiffOptions, Section};
 
 /// Compare two commits (rounds or plain directories), on the same or
@@ -45,8 +45,9 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
     let b = resolve(&l, &args.b)?;
     // A partial clone fetches the checkpoints it compares in one transfer
     // per commit (verified on arrival) through its promisor layer.
+    let bars = super::ledger_common::Bars::new(g);
     for c in [a, b] {
-        bat::remote::prefetch_checkpoints(&l, &c, &bat_ledger::NoProgress, g.cancel())
+        bat::remote::prefetch_checkpoints(&l, &c, &bars, g.cancel())
             .map_err(super::ledger_common::lerr)?;
     }
     let opts = DiffOptions {
@@ -54,7 +55,8 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
         scratch_dir: args.scratch_dir,
         ..DiffOptions::default()
     };
-    let d = diff_commits(&l, a, b, &opts).map_err(|e| CliError::new(e.to_string()))?;
+    let ctx = bat::Ctx::new(&bars, g.cancel());
+    let d = diff_commits(&l, a, b, &opts, &ctx)?;
     if g.json {
         print_json(&d)?;
     } else {

@@ -1,19 +1,13 @@
 //! The CLI's error type. Every failure has a [`ErrorKind`], and the kind
 //! alone decides the exit code (documented in `bat --help` and
-//! docs/cli.md). Library errors become `CliError`s through explicit
-//! conversions that pick the kind and add a hint from the error's variant;
-//! there is deliberately no blanket `From<E: Error>`, so a new library error
-//! type cannot silently exit 1 without a hint.
+//! docs/cli.md). Library errors become `CliError`s through one table of
+//! explicit conversions (see [`from_library!`]) that take the kind, hint
+//! and reference code from the library error itself ([`Diagnostic`]) and
+//! keep its cause chain (printed as `caused by:` lines).
 
 use std::process::ExitCode;
 
-use bat_ledger::remote::RemoteError;
-use bat_ledger::Error as LedgerError;
-
-use bat::clone::CloneError;
-use bat::engine::campaign::CampaignError;
-use bat::replay::ReplayError;
-use bat::round::RoundError;
+use bat_ledger::{Diagnostic, ErrorKind as LibraryKind};
 
 /// What kind of failure ended the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +72,11 @@ pub struct CliError {
     pub message: String,
     /// What the user can do about it (printed as `hint:` lines).
     pub hints: Vec<String>,
+    /// The BaT reference's error code, when the library error has one
+    /// (`trainer_failed:r01:2`); part of `--json` errors.
+    pub code: Option<String>,
+    /// What caused it, outermost first (printed as `caused by:` lines).
+    pub causes: Vec<String>,
 }
 
 impl CliError {
@@ -92,6 +91,8 @@ impl CliError {
             kind,
             message: message.into(),
             hints: Vec::new(),
+            code: None,
+            causes: Vec::new(),
         }
     }
 
@@ -133,276 +134,150 @@ impl CliError {
     }
 
     /// Print the error on stderr (nothing for a broken pipe) and return the
-    /// exit code.
-    pub fn report(self) -> ExitCode {
-        if self.kind != ErrorKind::BrokenPipe {
+    /// exit code. With `json`, the error is one JSON object on stderr
+    /// (`error`, `kind`, `code`, `hints`, `causes`) instead of lines.
+    pub fn report(self, json: bool) -> ExitCode {
+        if self.kind == ErrorKind::BrokenPipe {
+            return ExitCode::from(self.exit_code());
+        }
+        if json {
+            eprintln!("{}", self.to_json());
+        } else {
             let label = match self.kind {
                 ErrorKind::Internal => "internal error",
                 ErrorKind::Interrupted => "interrupted",
                 _ => "error",
             };
             eprintln!("{label}: {}", self.message);
+            for c in &self.causes {
+                eprintln!("caused by: {c}");
+            }
             for h in &self.hints {
                 eprintln!("hint: {h}");
             }
         }
         ExitCode::from(self.exit_code())
     }
-}
 
-/// The hint for a ledger error, chosen by its variant.
-fn ledger_hint(e: &LedgerError) -> Option<&'static str> {
-    Some(match e {
-        LedgerError::NotALedger { .. } => "run `bat init` first, or pass -C DIR / set BAT_DIR",
-        LedgerError::UnsupportedVersion { .. } => {
-            "use a bat build that supports this format version"
-        }
-        LedgerError::AmbiguousPrefix { .. } => "use more hex digits",
-        LedgerError::UnknownRevision { .. } => {
-            "use a branch, tag, HEAD, a round id (r02), or a commit id prefix of at least 4 hex digits"
-        }
-        LedgerError::Corrupt { .. } | LedgerError::ObjectMissing { .. } => {
-            "run `bat fsck` to list all damage"
-        }
-        LedgerError::BranchMoved { .. } => "another process moved the branch; re-run the command",
-        LedgerError::SymlinkEscapes { .. } => {
-            "only relative symlinks that stay inside the committed directory can be recorded"
-        }
-        LedgerError::UnsupportedFileType { .. } => {
-            "remove or move special files out of the directory"
-        }
-        LedgerError::DestinationNotEmpty { .. } => "check out into a new or empty directory",
-        LedgerError::Busy { .. } => "wait for the other bat process to finish",
-        LedgerError::RefNotFound { .. } => "list branches with `bat branch`",
-        LedgerError::TooManyOpenFiles { .. } => "raise the open-file limit (`ulimit -n`)",
-        LedgerError::Io { .. } if e.is_storage_full() => {
-            "the disk is full: free some space and run the command again (a write that fails leaves the ledger as it was)"
-        }
-        LedgerError::Pruned { .. } => {
-            "a retention gc dropped its bytes on purpose; `bat fetch REMOTE` from a remote that still has it restores it"
-        }
-        LedgerError::PromisorFetch { .. } => {
-            "this partial clone needs its remote: pass --token / --endpoint (or BAT_TOKEN, AWS_*) as for `bat fetch`"
-        }
-        _ => return None,
-    })
-}
-
-impl From<LedgerError> for CliError {
-    fn from(e: LedgerError) -> Self {
-        let kind = match &e {
-            LedgerError::Cancelled => ErrorKind::Interrupted,
-            LedgerError::Corrupt { .. }
-            | LedgerError::ObjectMissing { .. }
-            | LedgerError::Io { .. }
-            | LedgerError::TooManyOpenFiles { .. }
-            | LedgerError::PromisorFetch { .. }
-            | LedgerError::Pruned { .. }
-            | LedgerError::Catalog { .. } => ErrorKind::User,
-            _ => ErrorKind::Usage,
+    /// The `--json` form of the error.
+    pub fn to_json(&self) -> serde_json::Value {
+        let kind = match self.kind {
+            ErrorKind::User => "failure",
+            ErrorKind::Usage => "usage",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::BrokenPipe => "broken_pipe",
+            ErrorKind::Internal => "internal",
         };
-        let mut c = CliError::with_kind(kind, e.to_string());
-        if let Some(h) = ledger_hint(&e) {
-            c = c.with_hint(h);
-        }
-        c
+        serde_json::json!({
+            "error": self.message,
+            "kind": kind,
+            "exit_code": self.exit_code(),
+            "code": self.code,
+            "hints": self.hints,
+            "causes": self.causes,
+        })
     }
 }
 
-impl From<RemoteError> for CliError {
-    fn from(e: RemoteError) -> Self {
-        let hint = match &e {
-            RemoteError::NonFastForward { .. } => {
-                Some("fetch or pull first; push --force overwrites the remote branch")
-            }
-            RemoteError::RefMoved { .. } => Some("someone pushed meanwhile: pull, then push again"),
-            RemoteError::Corrupt { .. }
-            | RemoteError::Protocol { .. }
-            | RemoteError::LimitExceeded { .. } => {
-                Some("the peer sent data that does not verify; nothing was referenced locally")
-            }
-            RemoteError::MissingObject { .. } => Some(
-                "the peer does not have everything its refs need; nothing was referenced locally",
-            ),
-            RemoteError::Unsupported { .. } => Some("use a directory or bundle remote"),
-            _ => None,
-        };
-        let mut c = match e {
-            RemoteError::Ledger(le) => return le.into(),
-            RemoteError::Cancelled => CliError::interrupted(e.to_string()),
-            other => CliError::new(other.to_string()),
-        };
-        if let Some(h) = hint {
-            c = c.with_hint(h);
-        }
-        c
-    }
-}
-
-impl From<ReplayError> for CliError {
-    fn from(e: ReplayError) -> Self {
-        let kind = match e {
-            ReplayError::AblationSyntax { .. }
-            | ReplayError::UnknownAblation { .. }
-            | ReplayError::BadAblationValue { .. }
-            | ReplayError::DuplicateAblation { .. }
-            | ReplayError::VerifyWithAblation
-            | ReplayError::NotARound { .. }
-            | ReplayError::NotAncestor { .. }
-            | ReplayError::BranchExists { .. }
-            | ReplayError::WorkExists { .. } => ErrorKind::Usage,
-            ReplayError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
-            _ => ErrorKind::User,
-        };
-        let hint = match &e {
-        ReplayError::ComputeChange { .. } | ReplayError::BudgetMismatch { .. } => {
-            Some("arms must run at the same compute; pass --allow-compute-change to run it anyway")
-        }
-        ReplayError::BranchExists { .. } => Some("name another one with --branch"),
-        ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
-            Some("e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off")
-        }
-        _ => None,
-    };
-        let err = CliError::with_kind(kind, e.to_string());
-        match hint {
-            Some(h) => err.with_hint(h),
-            None => err,
+/// The library's classification, as the CLI's.
+impl From<LibraryKind> for ErrorKind {
+    fn from(kind: LibraryKind) -> Self {
+        match kind {
+            LibraryKind::User => ErrorKind::User,
+            LibraryKind::Usage => ErrorKind::Usage,
+            LibraryKind::Interrupted => ErrorKind::Interrupted,
+            LibraryKind::Internal => ErrorKind::Internal,
         }
     }
 }
 
-/// Round errors: the hint for a failed check is chosen by the check's name.
-impl From<RoundError> for CliError {
-    fn from(e: RoundError) -> Self {
-        let hint = match &e {
-        RoundError::Check(c) => Some(c.hint()),
-        RoundError::NoBaseline { .. } => {
-            Some("pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round")
-        }
-        RoundError::NotARound { .. } => Some("use --plain to record it as a plain directory"),
-        RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => Some(
-            "another commit landed on the branch while the round was validated; commit the round again",
-        ),
-        RoundError::Ledger(le) => return lerr_ref(le, e.to_string()),
-        _ => None,
-    };
-        let mut c = CliError::new(e.to_string());
-        if let Some(h) = hint {
-            c = c.with_hint(h);
-        }
-        c
-    }
-}
-
-fn lerr_ref(le: &bat_ledger::Error, msg: String) -> CliError {
-    match le {
-        bat_ledger::Error::UnknownRevision { .. } | bat_ledger::Error::AmbiguousPrefix { .. } => {
-            CliError::usage_error(msg)
-        }
-        bat_ledger::Error::Cancelled => CliError::interrupted(msg),
-        _ => CliError::new(msg),
-    }
-}
-
-impl From<CloneError> for CliError {
-    fn from(e: CloneError) -> Self {
-        let msg = e.to_string();
-        match e {
-            CloneError::UnknownFilter { .. } | CloneError::PrivateNeedsDirectory => {
-                CliError::usage_error(msg)
-            }
-            CloneError::DestinationHasLedger { .. } | CloneError::DestinationNotEmpty { .. } => {
-                CliError::usage_error(msg).with_hint("clone into a new or empty directory")
-            }
-            CloneError::Interrupted { dest, removed, .. } => {
-                let msg = if removed {
-                    format!("{msg}; removed the unfinished clone {}", dest.display())
-                } else {
-                    format!("{msg}; {} keeps the objects fetched so far", dest.display())
-                };
-                // The rerun hint is added by `main` for every interrupt.
-                CliError::interrupted(msg)
-            }
-            CloneError::Transfer { dest, source } => CliError::from(source).with_hint(format!(
-                "run the same `bat clone` again to resume into {}",
-                dest.display()
-            )),
-            CloneError::Refused {
-                dest,
-                removed,
-                source,
-            } => {
-                let e = CliError::from(source);
-                if removed {
-                    e.with_hint(format!(
-                        "removed what the clone had made in {}; clone again with a token the server accepts (--token or $BAT_TOKEN)",
-                        dest.display()
-                    ))
-                } else {
-                    e
-                }
-            }
-            CloneError::Remote(re) => re.into(),
-            CloneError::Ledger(le) => le.into(),
-            CloneError::Io { .. } | CloneError::Private { .. } => CliError::new(msg),
+impl CliError {
+    /// A library error as the CLI reports it: the error's own kind, hint
+    /// (one `hint:` line per line of it) and reference code, its message,
+    /// and the causes under it that the message does not already say.
+    pub fn from_library(e: &dyn Diagnostic) -> Self {
+        let message = e.to_string();
+        let causes = causes(e, &message);
+        CliError {
+            kind: e.kind().into(),
+            hints: e
+                .hint()
+                .map(|h| h.lines().map(str::to_string).collect())
+                .unwrap_or_default(),
+            code: e.code(),
+            causes,
+            message,
         }
     }
 }
 
-impl From<CampaignError> for CliError {
-    fn from(e: CampaignError) -> Self {
-        let msg = e.to_string();
-        match e {
-            CampaignError::MissingArgument { .. } => CliError::usage_error(msg)
-                .with_hint("give all campaign arguments, or --resume to continue one"),
-            CampaignError::NotWithSim { .. } => CliError::usage_error(msg).with_hint(
-                "the simulator makes its own source grid, initial policy and templates from the embedded pack",
-            ),
-            CampaignError::RewardMode(_) | CampaignError::RewardModeUnused => {
-                CliError::usage_error(msg)
-            }
-            CampaignError::NothingToResume { .. } => {
-                CliError::new(msg).with_hint("start the campaign with `bat run` (without --resume)")
-            }
-            CampaignError::Resume(_)
-            | CampaignError::NoBatBinary
-            | CampaignError::Loop(_)
-            | CampaignError::Sim(_)
-            | CampaignError::Pack(_) => CliError::new(msg),
+/// The messages of `e`'s source chain, outermost first. A library message
+/// often quotes its cause (`cannot read PATH: No such file…`); a cause
+/// whose text is already printed above it is left out, so each line says
+/// something new.
+fn causes(e: &dyn std::error::Error, message: &str) -> Vec<String> {
+    let mut printed = vec![message.to_string()];
+    let mut out = Vec::new();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !text.is_empty() && !printed.iter().any(|p| p.contains(&text)) {
+            out.push(text.clone());
+            printed.push(text);
         }
+        next = cause.source();
     }
+    out
 }
 
-/// Library errors that need no hint of their own: the message says what
-/// is wrong with the named input; the command failed (exit 1). Callers
-/// that know the input came from the command line mark them `.usage()`.
-macro_rules! failure_from {
+/// The conversion table: every library error becomes a [`CliError`]
+/// through its own [`Diagnostic`] (kind, hint, code). There is
+/// deliberately no blanket `From<E: Error>`: a library error type that is
+/// not listed here does not convert, so none can reach the user without
+/// its kind and hint.
+macro_rules! from_library {
     ($($t:ty),* $(,)?) => {
         $(
             impl From<$t> for CliError {
                 fn from(e: $t) -> Self {
-                    CliError::new(e.to_string())
+                    CliError::from_library(&e)
                 }
             }
         )*
     };
 }
 
-failure_from!(
+from_library!(
+    bat_ledger::Error,
+    bat_ledger::remote::RemoteError,
     bat_contract::binding::BindingError,
     bat_contract::firewall::FirewallError,
     bat_contract::gate::GateError,
+    bat_contract::pack::PackError,
     bat_contract::round::ViewError,
     bat_contract::round::WriteError,
     bat_contract::source::SourceError,
     bat_contract::summary::SummaryError,
-    bat::serve::ServeError,
-    bat_contract::pack::PackError,
-    bat::engine::command::ChildError,
-    bat::engine::r#loop::LoopError,
-    bat::sim::SimError,
+    bat::clone::CloneError,
+    bat::demo::DemoError,
+    bat::backend::CampaignError,
+    bat::engine::child::ChildError,
+    bat::engine::template::TemplateError,
+    bat::engine::rounds::LoopError,
+    bat::engine::runlock::LockError,
+    bat::inspect::InspectError,
+    bat::replay::ReplayError,
+    bat::report::query::QueryError,
     bat::retention::RetentionError,
+    bat::round::RoundError,
+    bat::serve::ServeError,
+    bat::sim::SimError,
+    bat::checkpoint::CheckpointError,
+    bat::inspect::rounds::RoundsError,
+    bat::report::html::ReportError,
+    bat::engine::resume::ResumeError,
+    bat::engine::evaluation::EvaluationError,
+    bat::retention::PolicyError,
 );
 
 /// A write to stdout failed: a closed pipe is [`ErrorKind::BrokenPipe`],
@@ -419,3 +294,92 @@ pub fn stdout_error(e: std::io::Error) -> CliError {
 
 /// What a verb's `run` returns.
 pub type CliResult = Result<ExitCode, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_error_keeps_its_kind_hint_code_and_new_causes() {
+        // The message already quotes the I/O error: no `caused by:` for it.
+        let io = bat_ledger::Error::Io {
+            op: "read",
+            path: "/l/x".into(),
+            source: std::io::Error::other("disk on fire"),
+        };
+        let e = CliError::from(io);
+        assert_eq!(e.kind, ErrorKind::User);
+        assert_eq!(e.message, "read /l/x: disk on fire");
+        assert!(e.causes.is_empty(), "{:?}", e.causes);
+        // A cause the message does not say is kept, under it.
+        let promised = bat_ledger::Error::PromisorFetch {
+            id: bat_ledger::ObjectId::from_hex(&"ab".repeat(32)).expect("64 hex digits"),
+            remote: "origin".into(),
+            source: Box::new(bat_ledger::remote::RemoteError::Ledger(
+                bat_ledger::Error::Io {
+                    op: "open",
+                    path: "/r".into(),
+                    source: std::io::Error::other("gone"),
+                },
+            )),
+        };
+        let e = CliError::from(promised);
+        assert!(
+            e.message.ends_with("could not be fetched: open /r: gone"),
+            "{}",
+            e.message
+        );
+        assert!(e.causes.is_empty(), "{:?}", e.causes);
+        assert_eq!(e.hints.len(), 1);
+        // The code travels with the error; the message is the sentence.
+        let e = CliError::from(bat::engine::rounds::LoopError::TrainerFailed {
+            round_id: "r01".into(),
+            rc: 2,
+        });
+        assert_eq!(e.message, "the trainer exited with status 2 in round r01");
+        assert_eq!(e.code.as_deref(), Some("trainer_failed:r01:2"));
+        let json = e.to_json();
+        assert_eq!(json["code"], "trainer_failed:r01:2");
+        assert_eq!(json["kind"], "failure");
+        assert_eq!(json["exit_code"], 1);
+    }
+
+    #[test]
+    fn causes_skip_what_is_already_said_and_keep_the_rest() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("cannot save the round")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::other("no space left"));
+        assert_eq!(
+            causes(&e, &e.to_string()),
+            vec!["no space left".to_string()]
+        );
+        let quoted = "cannot save the round: no space left";
+        assert!(causes(&e, quoted).is_empty());
+    }
+
+    #[test]
+    fn a_multi_line_hint_is_one_hint_per_line_and_usage_exits_2() {
+        let e = CliError::from(bat::clone::CloneError::Transfer {
+            dest: "/d".into(),
+            source: bat_ledger::remote::RemoteError::NonFastForward {
+                name: "main".into(),
+            },
+        });
+        assert_eq!(e.hints.len(), 2, "{:?}", e.hints);
+        assert!(e.hints[1].contains("resume into /d"), "{:?}", e.hints);
+        let e = CliError::from(bat::clone::CloneError::PrivateNeedsDirectory);
+        assert_eq!(e.exit_code(), EXIT_USAGE);
+        let e = CliError::from(bat_ledger::Error::Cancelled);
+        assert_eq!(e.exit_code(), EXIT_INTERRUPTED);
+    }
+}

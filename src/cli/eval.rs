@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::files_common::{resolve_existing, write_refusing_overwrite};
-use super::{CliError, CliResult, ErrorKind, Session};
+use super::{CliError, CliResult, Session};
 use bat_contract::json;
 use bat_contract::numeric::SumMode;
 use bat_contract::pack::Pack;
@@ -94,7 +94,6 @@ pub fn run(args: EvalArgs, g: &Session) -> CliResult {
 fn attach(a: AttachArgs, g: &Session) -> CliResult {
     use super::ledger_common::{open, resolve, short};
     use bat::inspect::audit::{attach_audit, AttachRequest};
-    use bat::inspect::InspectError;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let bytes = bat_contract::fsutil::read_json_input(&a.summary)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", a.summary.display())).usage())?;
@@ -111,24 +110,7 @@ fn attach(a: AttachArgs, g: &Session) -> CliResult {
         time: None,
         allow_mismatch: a.reason.as_deref().filter(|_| a.allow_mismatch),
     };
-    let out = attach_audit(&mut l, &req).map_err(|e| {
-        let kind = match e {
-            InspectError::InvalidSummary { .. }
-            | InspectError::InvalidAudit { .. }
-            | InspectError::CheckpointMismatch { .. } => ErrorKind::Usage,
-            _ => ErrorKind::User,
-        };
-        let mismatch = matches!(e, InspectError::CheckpointMismatch { .. });
-        let err = CliError::with_kind(kind, e.to_string());
-        if mismatch {
-            err.with_hint(
-                "audit the round's own candidate checkpoint, or pass --allow-mismatch \
-                 --reason TEXT to record it anyway (the reason is kept with the audit)",
-            )
-        } else {
-            err
-        }
-    })?;
+    let out = attach_audit(&mut l, &req)?;
     if g.json {
         super::print_json(&out)?;
     } else {
@@ -164,7 +146,7 @@ fn summarize(a: SummarizeArgs) -> CliResult {
         SumMode::Plain
     };
     let summary = build_summary(&raw, &a.checkpoint_sha256, &pack, mode)?;
-    write_refusing_overwrite(&a.output, json::to_pj_file(&summary).as_bytes())?;
-    out!("{}", json::to_pj_file(&summary));
+    write_refusing_overwrite(&a.output, json::pretty_json_file(&summary).as_bytes())?;
+    out!("{}", json::pretty_json_file(&summary));
     Ok(ExitCode::SUCCESS)
 }

@@ -48,20 +48,21 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> CliError + '_ {
 /// Run `bat export`.
 pub fn run(args: ExportArgs, g: &Session) -> CliResult {
     let l = open(g)?;
-    let srcs = sources(&l, &args.branches).map_err(|e| CliError::new(e.to_string()).usage())?;
+    let srcs = sources(&l, &args.branches)
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     let format = match args.format {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
     };
-    let rows_err = |e: bat::inspect::rounds::RoundsError| CliError::new(e.to_string());
     match &args.output {
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut w = RowWriter::new(out, format);
             w.start().map_err(stdout_error)?;
             for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip).map_err(rows_err)? {
-                    w.row(&row.map_err(rows_err)?).map_err(stdout_error)?;
+                for row in RoundRows::new(&l, &s.name, s.tip)? {
+                    w.row(&row?).map_err(stdout_error)?;
                 }
             }
             w.finish().map_err(stdout_error)?;
@@ -71,8 +72,8 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
             let mut w = RowWriter::new(Vec::new(), format);
             let mut n = 0usize;
             for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip).map_err(rows_err)? {
-                    w.row(&row.map_err(rows_err)?).map_err(io_err(&what))?;
+                for row in RoundRows::new(&l, &s.name, s.tip)? {
+                    w.row(&row?).map_err(io_err(&what))?;
                     n += 1;
                 }
             }

@@ -53,11 +53,14 @@ pub fn run(a: GateArgs, _g: &Session) -> CliResult {
         None => true,
     };
     let outcome = evaluate_gate(&baseline, &candidate, healthy, &model)?;
-    write_refusing_overwrite(&a.gate_output, json::to_pj_file(&outcome.gate).as_bytes())?;
+    write_refusing_overwrite(
+        &a.gate_output,
+        json::pretty_json_file(&outcome.gate).as_bytes(),
+    )?;
     write_refusing_overwrite(
         &a.prescription_output,
-        json::to_pj_file(&outcome.prescription).as_bytes(),
+        json::pretty_json_file(&outcome.prescription).as_bytes(),
     )?;
-    out!("{}", json::to_pj_file(&outcome.stdout_document()));
+    out!("{}", json::pretty_json_file(&outcome.stdout_document()));
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! operation checks (the ledger checks it between chunks and before it
 //! moves a ref). `bat run` and `bat replay` install it too: their children
 //! run in their own process group ([`Supervised`]), the signal is forwarded
-//! to that group (see [`bat::engine::command::Supervision`]) and a second
+//! to that group (see [`bat::engine::child::Supervision`]) and a second
 //! signal kills the group before bat exits. The first signal sets the flag
 //! and the command stops at its next safe point with exit code 130 (143
 //! for a supervising verb stopped by SIGTERM); a second signal ends the
@@ -20,8 +20,8 @@ use nix::sys::signal::Signal;
 
 use super::error::EXIT_INTERRUPTED;
 use super::CliError;
-use bat::engine::command::{Stream, Supervision};
-use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::engine::child::{OutputSink, Stream, Supervision};
+use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Exit code of a supervising verb stopped by SIGTERM (128 + 15, the shell
@@ -166,9 +166,11 @@ impl<O: Observer> Observer for Supervised<O> {
     fn event(&mut self, event: &LoopEvent<'_>) {
         self.inner.event(event);
     }
+}
 
-    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
-        self.inner.child_output(label, stream, bytes);
+impl<O: Observer> OutputSink for Supervised<O> {
+    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
+        self.inner.output(label, stream, bytes);
     }
 
     fn supervision(&self) -> Option<Supervision> {
@@ -229,6 +231,6 @@ pub fn report_stopped(
     } else {
         format!("{error}; the round in progress was not committed")
     };
-    let _ = CliError::interrupted(msg).with_hint(hint).report();
+    let _ = CliError::interrupted(msg).with_hint(hint).report(false);
     ExitCode::from(code)
 }

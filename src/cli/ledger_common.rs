@@ -38,7 +38,7 @@ pub fn open_exclusive(g: &Session) -> Result<Ledger, CliError> {
 pub fn resolve(l: &Ledger, rev: &str) -> Result<CommitId, CliError> {
     bat::round::resolve_rev(l, rev).map_err(|e| match e {
         bat::round::RoundError::Ledger(le) => lerr(le),
-        other => CliError::new(other.to_string()),
+        other => other.into(),
     })
 }
 

@@ -222,9 +222,7 @@ struct Audits(std::collections::HashSet<CommitId>);
 
 impl Audits {
     fn load(l: &Ledger) -> Result<Audits, super::CliError> {
-        audited_rounds(l)
-            .map(Audits)
-            .map_err(|e| super::CliError::new(e.to_string()))
+        audited_rounds(l).map(Audits).map_err(super::CliError::from)
     }
 
     /// The audit column of a round commit (audits only ever attach to
@@ -238,7 +236,7 @@ impl Audits {
         if !self.0.contains(id) || !Headline::parse(metadata).is_round() {
             return Ok(None);
         }
-        audit_column(l, id).map_err(|e| super::CliError::new(e.to_string()))
+        audit_column(l, id).map_err(super::CliError::from)
     }
 }
 

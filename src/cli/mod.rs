@@ -392,8 +392,8 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::Interrupted => e
             .with_hint(format!("to finish, run again: {}", session.rerun_command()))
-            .report(),
-        Err(e) => e.report(),
+            .report(session.json),
+        Err(e) => e.report(session.json),
     }
 }
 

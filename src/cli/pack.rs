@@ -38,7 +38,7 @@ pub fn run(args: PackArgs, g: &Session) -> CliResult {
     match args.command {
         PackCommand::Show { pack } => {
             let p = Pack::load_or_default(pack.as_deref())?;
-            out!("{}", json::to_pj_file(p.value()));
+            out!("{}", json::pretty_json_file(p.value()));
             Ok(ExitCode::SUCCESS)
         }
         PackCommand::Check { file } => {
@@ -67,9 +67,9 @@ pub fn run(args: PackArgs, g: &Session) -> CliResult {
                 Ok(ExitCode::from(1))
             } else {
                 Err(CliError::new(format!(
-                    "pack_invalid: {} problem(s) in {}",
-                    issues.len(),
-                    file.display()
+                    "the pack {} is invalid: {} problem(s)",
+                    file.display(),
+                    issues.len()
                 )))
             }
         }

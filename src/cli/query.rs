@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use bat::report::query::{build, run as run_sql, BuildOptions, QueryError};
+use bat::report::query::{build, run as run_sql, BuildOptions};
 use bat::report::sources;
 
 /// Run one read-only SQL statement over a campaign. The database is built
@@ -32,28 +32,20 @@ pub struct QueryArgs {
     pub no_files: bool,
 }
 
-fn qerr(e: QueryError) -> CliError {
-    match e {
-        QueryError::Sql(_) | QueryError::NotReadOnly => CliError::new(e.to_string())
-            .usage()
-            .with_hint("tables: rounds, commits, files, evals (see docs/query.md)"),
-        other => CliError::new(other.to_string()),
-    }
-}
-
 /// Run `bat query`.
 pub fn run(args: QueryArgs, g: &Session) -> CliResult {
     let l = open(g)?;
-    let srcs = sources(&l, &args.branches).map_err(|e| CliError::new(e.to_string()).usage())?;
+    let srcs = sources(&l, &args.branches)
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     let conn = build(
         &l,
         &srcs,
         &BuildOptions {
             skip_files: args.no_files,
         },
-    )
-    .map_err(qerr)?;
-    let res = run_sql(&conn, &args.sql).map_err(qerr)?;
+    )?;
+    let res = run_sql(&conn, &args.sql)?;
     if g.json {
         print_json(&res.objects())?;
         return Ok(ExitCode::SUCCESS);

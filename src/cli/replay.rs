@@ -113,7 +113,7 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
             x.target_stage,
             x.gate_status,
             o("overall", &x.scores),
-            if x.inherited && x.gate_status != "promote" {
+            if x.inherited && !x.gate_status.is_promote() {
                 "  (inherited: gate off)"
             } else {
                 ""
@@ -204,7 +204,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     let mut overrides = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         overrides.push((
-            bat::sim::BAT_PLACEHOLDER.to_string(),
+            bat::round::campaign::BAT_PLACEHOLDER.to_string(),
             exe.to_string_lossy().into_owned(),
         ));
     }
@@ -227,7 +227,10 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         inner: RoundProgress::new("bat replay", g.json, false),
         supervision,
     };
-    let report = replay(&mut ledger, &req, &mut observer);
+    // The rounds' bar is the progress shown; Ctrl-C also stops a checkout
+    // or a round commit at a safe point.
+    let ctx = bat::Ctx::new(&bat_ledger::NoProgress, g.cancel());
+    let report = replay(&mut ledger, &req, &mut observer, &ctx);
     observer.inner.finish();
     let report = match report {
         Ok(r) => r,
@@ -237,7 +240,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
                 let between = matches!(
                     e,
                     bat::replay::ReplayError::Loop(
-                        bat::engine::r#loop::LoopError::Interrupted { .. }
+                        bat::engine::rounds::LoopError::Interrupted { .. }
                     )
                 );
                 let hint = if a.verify {

@@ -43,7 +43,9 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs, g: &Session) -> CliResult {
     let started = Instant::now();
     let l = open(g)?;
-    let srcs = sources(&l, &args.revs).map_err(|e| CliError::new(e.to_string()).usage())?;
+    let srcs = sources(&l, &args.revs)
+        .map_err(CliError::from)
+        .map_err(CliError::usage)?;
     if srcs.is_empty() {
         return Err(CliError::new("the ledger has no branches to report on").usage());
     }
@@ -62,7 +64,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         ledger_location: location.display().to_string(),
         generated: fmt_time(now),
     };
-    let data = collect(&l, &srcs, &opts).map_err(|e| CliError::new(e.to_string()))?;
+    let data = collect(&l, &srcs, &opts)?;
     let html = render(&data);
     bat_contract::fsutil::write_atomic(&args.output, html.as_bytes())
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", args.output.display())))?;

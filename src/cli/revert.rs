@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ledger_common::{open, short};
-use super::{print_json, CliError, CliResult, Session};
+use super::{print_json, CliResult, Session};
 use bat::round::revert_round;
 
 /// Add a commit that undoes REV's promotion: `refs/promoted/<branch>` and
@@ -37,16 +37,7 @@ pub fn run(args: RevertArgs, g: &Session) -> CliResult {
         args.branch.as_deref(),
         &author,
         args.message.as_deref(),
-    )
-    .map_err(|e| {
-        let mut c = CliError::from(e);
-        if c.hints.is_empty() {
-            c = c.with_hint(
-                "only the branch's current promoted round can be reverted; see `bat log`",
-            );
-        }
-        c
-    })?;
+    )?;
     if g.json {
         print_json(&serde_json::json!({
             "commit": out.commit,

@@ -71,8 +71,8 @@ pub fn run(args: RewardArgs, _g: &Session) -> CliResult {
             .map_err(|e| CliError::new(format!("{}:{}: {e}", a.file.display(), n + 1)))?;
         let payload = reward_score::score(&k, &extra, mode);
         // Payload floats are finite by construction (scores in [0, 1]).
-        let cj =
-            json::to_cj(&payload).map_err(|e| CliError::new(format!("line {}: {e}", n + 1)))?;
+        let cj = json::canonical_json(&payload)
+            .map_err(|e| CliError::new(format!("line {}: {e}", n + 1)))?;
         writeln!(out, "{cj}").map_err(super::error::stdout_error)?;
     }
     Ok(ExitCode::SUCCESS)

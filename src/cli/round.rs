@@ -117,7 +117,7 @@ pub fn build(args: &BuildArgs) -> Result<String, CliError> {
     let dir = std::fs::canonicalize(&args.output_dir)
         .map_err(|e| CliError::new(format!("cannot resolve {}: {e}", args.output_dir.display())))?;
     round::write_immutable(&dir.join(round::TRAIN_FILE), &built.train)?;
-    let text = json::to_pj_file(&built.manifest);
+    let text = json::pretty_json_file(&built.manifest);
     round::write_immutable(&dir.join(round::MANIFEST_FILE), text.as_bytes())?;
     Ok(text)
 }
@@ -139,7 +139,7 @@ pub fn run(args: RoundArgs, _g: &Session) -> CliResult {
             let k = pack.contract()?;
             let prompter = Prompter::new(&k);
             let result = round::verify_dataset(&k, &prompter, &read(&train)?, &read(&manifest)?)?;
-            out!("{}", json::to_pj_file(&result));
+            out!("{}", json::pretty_json_file(&result));
             Ok(ExitCode::SUCCESS)
         }
     }

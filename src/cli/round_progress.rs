@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use bat::engine::command::Stream;
-use bat::engine::r#loop::{LoopEvent, Observer};
+use bat::engine::child::{OutputSink, Stream};
+use bat::engine::rounds::{LoopEvent, Observer};
 use bat::replay::{ReplayObserver, RoundReplay};
 
 /// Rounds progress on stderr.
@@ -102,8 +102,10 @@ impl Observer for RoundProgress {
         };
         self.msg(m);
     }
+}
 
-    fn child_output(&mut self, _label: &str, _stream: Stream, _bytes: &[u8]) {}
+impl OutputSink for RoundProgress {
+    fn output(&mut self, _label: &str, _stream: Stream, _bytes: &[u8]) {}
 }
 
 /// `r03  S3→S3  promote  overall 0.4123` for a replayed round.

@@ -31,15 +31,16 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::interrupt::{GraceArgs, Supervised};
-use super::ledger_common::open;
+use super::ledger_common::{open, Bars};
 use super::{CliError, CliResult, Session};
-use bat::engine::campaign::{
-    new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, FreshRequest, PlannedRun,
-    RunsLayout,
+use bat::backend::{
+    new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, CampaignError,
+    FreshRequest, PlannedRun, RunsLayout,
 };
-use bat::engine::command::{check_placeholders, parse_template_file, Stream, TemplateKind};
-use bat::engine::r#loop::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
-use bat::engine::runlock::{Acquired, LockError, LockInfo, RunLock};
+use bat::engine::child::{OutputSink, Stream};
+use bat::engine::rounds::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
+use bat::engine::runlock::{Acquired, LockInfo, RunLock};
+use bat::engine::template::{check_placeholders, parse_template_file, TemplateKind};
 use bat_contract::json;
 use bat_contract::pack::Pack;
 
@@ -144,7 +145,14 @@ struct CliObserver<'a> {
     record_delay: Option<(String, std::time::Duration)>,
 }
 
-impl Observer for CliObserver<'_> {
+impl OutputSink for CliObserver<'_> {
+    fn output(&mut self, _label: &str, _stream: Stream, bytes: &[u8]) {
+        // Both child streams go to our stderr; stdout stays for the result.
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(bytes);
+        let _ = err.flush();
+    }
+
     fn child_env(&self) -> Vec<(String, String)> {
         // Set before the spawn, so a child is traceable to this run even if
         // bat dies before `child_started` records its group.
@@ -170,7 +178,9 @@ impl Observer for CliObserver<'_> {
             eprintln!("bat run: warning: cannot update the run lock: {e}");
         }
     }
+}
 
+impl Observer for CliObserver<'_> {
     fn event(&mut self, e: &LoopEvent<'_>) {
         let line = match e {
             LoopEvent::Evaluating { context } => format!("evaluating {context}"),
@@ -200,13 +210,6 @@ impl Observer for CliObserver<'_> {
         };
         eprintln!("bat run: {line}");
     }
-
-    fn child_output(&mut self, _label: &str, _stream: Stream, bytes: &[u8]) {
-        // Both child streams go to our stderr; stdout stays for the result.
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(bytes);
-        let _ = err.flush();
-    }
 }
 
 /// Read a template file and check its placeholders (`extra`: ones the
@@ -219,11 +222,8 @@ fn read_template(
     let bytes = bat_contract::fsutil::read_json_input(p)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
     let file = p.display().to_string();
-    let t = parse_template_file(&file, &bytes).map_err(|e| CliError::usage_error(e.to_string()))?;
-    check_placeholders(kind, &file, &t, extra).map_err(|e| {
-        CliError::usage_error(e.to_string())
-            .with_hint("fix the template; placeholders are listed in `bat run --help`")
-    })?;
+    let t = parse_template_file(&file, &bytes)?;
+    check_placeholders(kind, &file, &t, extra)?;
     Ok(t)
 }
 
@@ -251,7 +251,12 @@ fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
         work_dir: a.work_dir.clone(),
         branch: a.branch.clone(),
         seed: a.seed,
-        reward_mode: a.reward_mode.clone(),
+        reward_mode: a
+            .reward_mode
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(CampaignError::RewardMode)?,
         // Only the simulator backend needs it; an error surfaces there.
         bat_exe: std::env::current_exe().ok(),
     })
@@ -262,6 +267,7 @@ fn plan(
     a: &RunArgs,
     ledger: &bat_ledger::Ledger,
     layout: &RunsLayout,
+    ctx: bat::Ctx<'_>,
 ) -> Result<PlannedRun, CliError> {
     if a.resume {
         let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
@@ -273,6 +279,7 @@ fn plan(
             a.branch.clone(),
             exe.as_deref(),
             a.rounds,
+            ctx,
         )?;
         if let Start::Resume(state) = &planned.start {
             eprintln!(
@@ -334,23 +341,7 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
             }
             Ok(lock)
         }
-        Err(e @ LockError::Held { .. }) => {
-            let LockError::Held { path, info, .. } = &e else {
-                unreachable!("matched above")
-            };
-            let group: String = info
-                .live_child_groups()
-                .iter()
-                .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
-                .collect();
-            let hint = format!(
-                "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
-                info.pid,
-                path.display()
-            );
-            Err(CliError::new(e.to_string()).with_hint(hint))
-        }
-        Err(e) => Err(CliError::new(e.to_string())),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -358,7 +349,7 @@ fn take_lock(a: &RunArgs, g: &Session, dir: &std::path::Path) -> Result<RunLock,
 /// is a committed round to resume from.
 fn next_step(
     resumable: bool,
-    campaign: &bat::engine::r#loop::Campaign,
+    campaign: &bat::round::campaign::Campaign,
     user_work_dir: bool,
 ) -> String {
     if resumable {
@@ -388,19 +379,31 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
     // From here on SIGINT/SIGTERM are caught and forwarded to the child.
     super::interrupt::install();
     let layout = RunsLayout::new(ledger.dir());
+    // Ledger reads and writes of the run (resume checkouts, round and
+    // checkpoint commits) draw bars on a terminal and stop on Ctrl-C.
+    let bars = Bars::new(g);
+    let ctx = bat::Ctx::new(&bars, g.cancel());
     let PlannedRun {
         campaign,
         run_id,
         start,
         prune_round_dirs: prune,
         followed_promoted: _,
-    } = plan(&a, &ledger, &layout)?;
+    } = plan(&a, &ledger, &layout, ctx).map_err(|e| {
+        // Ctrl-C during a resume's checkouts: nothing ran, nothing changed.
+        if g.cancel().load(std::sync::atomic::Ordering::Relaxed) {
+            CliError::interrupted(e.message)
+        } else {
+            e
+        }
+    })?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = layout.log_dir(&run_id);
     let options = round_commit_options(&campaign, &pack);
     let mut sink = LedgerSink {
         ledger: &mut ledger,
         options,
+        ctx,
     };
     let mut observer = Supervised {
         inner: CliObserver {
@@ -435,46 +438,33 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             if let Some(sig) = super::interrupt::signal() {
                 drop(lock);
                 // Stopped between rounds: nothing was in progress.
-                let between = matches!(e, bat::engine::r#loop::LoopError::Interrupted { .. });
+                let between = matches!(e, bat::engine::rounds::LoopError::Interrupted { .. });
                 return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
             }
-            return Err(CliError::new(e.to_string()).with_hint(hint));
+            return Err(CliError::from(e).with_hint(hint));
         }
     };
     if g.json {
-        out!("{}", json::to_pj_file(&outcome));
+        out!("{}", json::pretty_json_file(&outcome.document()));
     } else {
         outln!(
             "campaign complete: {} rounds, work dir {}",
             campaign.rounds,
             campaign.work_dir.display()
         );
-        for h in outcome
-            .get("history")
-            .and_then(|h| h.as_array())
-            .into_iter()
-            .flatten()
-        {
-            let f = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+        for h in &outcome.history {
             outln!(
                 "  {}  {:<3} {:<8} candidate {}",
-                f("round_id"),
-                f("target_stage"),
-                f("gate_status"),
-                f("candidate_checkpoint_sha256").get(..12).unwrap_or("")
+                h.round_id,
+                h.target_stage,
+                h.gate_status.map_or("", |s| s.as_str()),
+                h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
             );
         }
-        let s = |k: &str| {
-            outcome
-                .get(k)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string()
-        };
         outln!(
             "current checkpoint {}, next target {}",
-            s("current_checkpoint_sha256"),
-            s("next_target_stage")
+            outcome.current_checkpoint_sha256,
+            outcome.next_target_stage
         );
     }
     Ok(ExitCode::SUCCESS)

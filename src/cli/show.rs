@@ -152,7 +152,10 @@ fn summary(l: &Ledger, c: &Commit, m: &RoundMeta, p: Paint) -> Result<(), super:
     }
     outln!("{}", row("round", round));
     outln!("{}", row("target", m.target_stage.clone()));
-    let gate = p.maybe(Role::of_gate(&m.gate_status), &m.gate_status);
+    let gate = p.maybe(
+        Role::of_gate(m.gate_status.as_str()),
+        m.gate_status.as_str(),
+    );
     outln!(
         "{}",
         row(

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{print_json, CliError, CliResult, Session};
-use bat::sim::{self, evaluate, train, RewardMode};
+use bat::sim::{self, evaluate, train};
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 
 /// Arguments of `bat sim`.
 #[derive(Debug, Args)]
@@ -127,7 +128,9 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Train(a) => {
             end_with_parent();
-            let mode = RewardMode::parse(&a.reward_mode)
+            let mode = a
+                .reward_mode
+                .parse::<RewardMode>()
                 .map_err(|e| CliError::new(e.to_string()).usage())?;
             let report = train::train(
                 &train::TrainRequest {

@@ -48,9 +48,9 @@ pub fn run(args: SourceArgs, _g: &Session) -> CliResult {
             round::write_immutable(&dir.join(source::SOURCE_FILE), &built.jsonl)?;
             round::write_immutable(
                 &dir.join("manifest.json"),
-                json::to_pj_file(&built.manifest).as_bytes(),
+                json::pretty_json_file(&built.manifest).as_bytes(),
             )?;
-            out!("{}", json::to_pj_file(&built.manifest));
+            out!("{}", json::pretty_json_file(&built.manifest));
             Ok(ExitCode::SUCCESS)
         }
     }

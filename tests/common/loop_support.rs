@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bat::engine::command::Stream;
-use bat::engine::r#loop::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
+use bat::engine::child::{OutputSink, Stream};
+use bat::engine::rounds::{CompletedRound, LoopEvent, Observer, RoundSink, SinkError};
 use bat_contract::json::Value;
 use bat_contract::pack::Pack;
 use bat_ledger::{CommitRequest, Ledger, NoProgress};
@@ -113,7 +113,10 @@ impl Observer for Collect {
     fn event(&mut self, e: &LoopEvent<'_>) {
         self.events.push(format!("{e:?}"));
     }
-    fn child_output(&mut self, label: &str, _stream: Stream, bytes: &[u8]) {
+}
+
+impl OutputSink for Collect {
+    fn output(&mut self, label: &str, _stream: Stream, bytes: &[u8]) {
         self.output.push((label.to_string(), bytes.to_vec()));
     }
 }
@@ -170,7 +173,7 @@ impl RoundSink for Recorder {
                 "kind": "bat_round",
                 "round_id": r.round_id,
                 "gate_status": r.gate_status,
-                "loop": r.loop_metadata,
+                "loop": r.loop_meta,
             });
             l.commit_dir(
                 stage.path(),
@@ -183,7 +186,7 @@ impl RoundSink for Recorder {
         self.rounds.push((
             r.round_id.to_string(),
             r.gate_status.to_string(),
-            r.loop_metadata.clone(),
+            r.loop_meta.to_value(),
         ));
         Ok(format!("recorded {}", r.round_id))
     }

@@ -103,16 +103,16 @@ pub fn evaluate(model: &Path, out: &Path, raw: &[u8], arm: Arm, step: u64) -> Va
         .to_string();
     write(
         &out.join("checkpoint-binding.json"),
-        json::to_pj_file(&binding).as_bytes(),
+        json::pretty_json_file(&binding).as_bytes(),
     );
     let req = evaluation_request(&binding, "toy-protocol", 1).unwrap();
     write(
         &out.join("eval-request.json"),
-        json::to_pj_file(&req).as_bytes(),
+        json::pretty_json_file(&req).as_bytes(),
     );
     write(&out.join("raw-evaluation.json"), raw);
     let summary = build_summary(raw, &id, &pack, SumMode::Plain).unwrap();
-    let sbytes = json::to_pj_file(&summary);
+    let sbytes = json::pretty_json_file(&summary);
     write(&out.join("summary.json"), sbytes.as_bytes());
     let receipt = eval_run_receipt(
         &id,
@@ -123,7 +123,7 @@ pub fn evaluate(model: &Path, out: &Path, raw: &[u8], arm: Arm, step: u64) -> Va
     );
     write(
         &out.join("receipt.json"),
-        json::to_pj_file(&receipt).as_bytes(),
+        json::pretty_json_file(&receipt).as_bytes(),
     );
     summary
 }
@@ -194,11 +194,11 @@ pub fn build_campaign_with(root: &Path, big: usize) -> Campaign {
         let out = evaluate_gate(&baseline, &cand, true, &model).unwrap();
         write(
             &rd.join("gate.json"),
-            json::to_pj_file(&out.gate).as_bytes(),
+            json::pretty_json_file(&out.gate).as_bytes(),
         );
         write(
             &rd.join("prescription.json"),
-            json::to_pj_file(&out.prescription).as_bytes(),
+            json::pretty_json_file(&out.prescription).as_bytes(),
         );
         if out.promoted {
             baseline = cand;

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::command::{self, ChildError, ChildSpec, OutputSink};
+use super::child::{self, ChildError, ChildSpec, OutputSink};
+use super::template;
 use bat_contract::binding::{
     build_binding, eval_run_receipt, evaluation_request, Arm, BindingError, RequestError,
 };
@@ -60,19 +61,19 @@ pub enum EvaluationError {
     #[error(transparent)]
     Request(#[from] RequestError),
     /// The template is empty.
-    #[error("evaluator_command_empty")]
+    #[error("the evaluator command template is empty")]
     CommandEmpty,
     /// `{checkpoint}`, `{output}` or `{request}` is missing from the template.
-    #[error("evaluator_command_placeholders_missing")]
+    #[error("the evaluator command does not give the checkpoint, output and request paths each as a whole argument")]
     PlaceholdersMissing,
     /// The evaluator exited non-zero (negative: killed by a signal).
-    #[error("external_evaluator_failed:{rc}")]
+    #[error("the external evaluator exited with status {rc}")]
     Failed {
         /// The exit code.
         rc: i32,
     },
     /// The evaluator wrote no raw file.
-    #[error("external_evaluator_output_missing")]
+    #[error("the external evaluator finished without writing its raw evaluation file")]
     OutputMissing,
     /// The raw evaluation failed validation (§D).
     #[error(transparent)]
@@ -80,6 +81,47 @@ pub enum EvaluationError {
     /// The evaluator could not be run.
     #[error(transparent)]
     Command(#[from] ChildError),
+}
+
+impl bat_ledger::Diagnostic for EvaluationError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            EvaluationError::Binding(e) => e.kind(),
+            EvaluationError::Write(e) => e.kind(),
+            EvaluationError::Request(e) => e.kind(),
+            EvaluationError::Summary(e) => e.kind(),
+            EvaluationError::Command(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            EvaluationError::Binding(e) => e.hint(),
+            EvaluationError::Write(e) => e.hint(),
+            EvaluationError::Request(e) => e.hint(),
+            EvaluationError::Summary(e) => e.hint(),
+            EvaluationError::Command(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            EvaluationError::Binding(e) => e.code(),
+            EvaluationError::Write(e) => e.code(),
+            EvaluationError::Request(e) => e.code(),
+            EvaluationError::Summary(e) => e.code(),
+            EvaluationError::Command(e) => e.code(),
+            EvaluationError::OutputMissing => Some("external_evaluator_output_missing".to_string()),
+            EvaluationError::Failed { rc, .. } => Some(format!("external_evaluator_failed:{rc}")),
+            EvaluationError::PlaceholdersMissing => {
+                Some("evaluator_command_placeholders_missing".to_string())
+            }
+            EvaluationError::CommandEmpty => Some("evaluator_command_empty".to_string()),
+            _ => None,
+        }
+    }
 }
 
 /// One evaluation run (the reference's `run_evaluation` arguments).
@@ -153,11 +195,11 @@ pub fn run_evaluation(
     let binding = build_binding(&checkpoint, run.experiment_name, run.gate_step, run.arm)?;
     write_immutable(
         &out.join(BINDING_FILE),
-        json::to_pj_file(&binding).as_bytes(),
+        json::pretty_json_file(&binding).as_bytes(),
     )?;
     let request = evaluation_request(&binding, run.protocol_id, run.repeats)?;
     let request_path = out.join(REQUEST_FILE);
-    plain_write(&request_path, &json::to_pj_file(&request))?;
+    plain_write(&request_path, &json::pretty_json_file(&request))?;
     let raw_path = out.join(RAW_FILE);
     if run.command.is_empty() {
         return Err(EvaluationError::CommandEmpty);
@@ -174,11 +216,11 @@ pub fn run_evaluation(
             all.push((k.as_str(), v.clone()));
         }
     }
-    let argv = command::expand(run.command, &all);
-    if !command::all_present(&argv, &required) {
+    let argv = template::expand(run.command, &all);
+    if !template::all_present(&argv, &required) {
         return Err(EvaluationError::PlaceholdersMissing);
     }
-    let outcome = command::run_child(
+    let outcome = child::run_child(
         &ChildSpec {
             label: run.log_label,
             argv: &argv,
@@ -203,7 +245,7 @@ pub fn run_evaluation(
         .unwrap_or_default()
         .to_string();
     let summary = build_summary(&raw, &identity, pack, SumMode::Plain)?;
-    let summary_text = json::to_pj_file(&summary);
+    let summary_text = json::pretty_json_file(&summary);
     plain_write(&out.join(SUMMARY_FILE), &summary_text)?;
     let receipt = eval_run_receipt(
         &identity,
@@ -212,14 +254,14 @@ pub fn run_evaluation(
         &sha256_hex(&raw),
         &sha256_hex(summary_text.as_bytes()),
     );
-    plain_write(&out.join(RECEIPT_FILE), &json::to_pj_file(&receipt))?;
+    plain_write(&out.join(RECEIPT_FILE), &json::pretty_json_file(&receipt))?;
     Ok(summary)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::command::Discard;
+    use crate::engine::child::Discard;
 
     fn initial() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/loop/fixtures/initial")
@@ -307,6 +349,10 @@ mod tests {
             &tmp.path().join("e2"),
         )
         .unwrap_err();
-        assert_eq!(e.to_string(), "external_evaluator_failed:7");
+        assert_eq!(e.to_string(), "the external evaluator exited with status 7");
+        assert_eq!(
+            bat_ledger::Diagnostic::code(&e).as_deref(),
+            Some("external_evaluator_failed:7")
+        );
     }
 }

@@ -3,14 +3,13 @@
 //! processes, and resuming an interrupted campaign from the ledger.
 //!
 //! The engine does no terminal I/O and reads no environment variables:
-//! progress and child output go through the [`r#loop::Observer`] the caller
-//! provides, and finished rounds are handed to a [`r#loop::RoundSink`]
+//! progress and child output go through the [`rounds::Observer`] the caller
+//! provides, and finished rounds are handed to a [`rounds::RoundSink`]
 //! (the CLI's sink commits them with [`crate::round::commit_round`]).
 
-pub mod campaign;
-pub mod command;
+pub mod child;
 pub mod evaluation;
-pub mod r#loop;
-pub mod mixture;
 pub mod resume;
+pub mod rounds;
 pub mod runlock;
+pub mod template;

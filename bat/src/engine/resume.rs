@@ -4,14 +4,13 @@
 //! never are.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
-use bat_ledger::{CommitId, Ledger, NoProgress};
+use bat_ledger::{CommitId, Ledger};
 
-use super::r#loop::{
-    prune_round_dirs, remove_committed_logs, round_id, Campaign, LoopError, LoopState,
-};
+use super::rounds::{prune_round_dirs, remove_committed_logs, round_id, LoopError, LoopState};
+use crate::round::campaign::Campaign;
 use crate::round::meta::{self, LoopMeta};
+use crate::Ctx;
 use bat_contract::binding::model_identity;
 
 /// A resume failure.
@@ -70,13 +69,45 @@ pub enum ResumeError {
     },
 }
 
+impl bat_ledger::Diagnostic for ResumeError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            ResumeError::Ledger(e) => e.kind(),
+            ResumeError::Loop(e) => e.kind(),
+            ResumeError::Round(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ResumeError::Ledger(e) => e.hint(),
+            ResumeError::Loop(e) => e.hint(),
+            ResumeError::Round(e) => e.hint(),
+            ResumeError::NothingToResume { .. } => {
+                Some("start the campaign with `bat run` (without --resume)".to_string())
+            }
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ResumeError::Ledger(e) => e.code(),
+            ResumeError::Loop(e) => e.code(),
+            ResumeError::Round(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// A round commit found on the branch.
 #[derive(Debug, Clone)]
 pub struct RecordedRound {
     /// The commit.
     pub commit: CommitId,
-    /// Its `"loop"` metadata.
-    pub loop_metadata: serde_json::Value,
+    /// Its `"loop"` record, read once from the stored metadata.
+    pub loop_meta: LoopMeta,
 }
 
 /// The loop record of a round commit made by the loop (`None` for other
@@ -98,10 +129,10 @@ pub fn find_last_round(ledger: &Ledger, rev: &str) -> Result<Option<RecordedRoun
     };
     loop {
         let c = ledger.read_commit(&id)?;
-        if loop_record(&id, &c.metadata)?.is_some() {
+        if let Some(loop_meta) = loop_record(&id, &c.metadata)? {
             return Ok(Some(RecordedRound {
                 commit: id,
-                loop_metadata: c.metadata.get("loop").cloned().unwrap_or_default(),
+                loop_meta,
             }));
         }
         match c.parents.first() {
@@ -167,10 +198,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResumeError + '_ {
 }
 
 /// How [`prepare_resume_with`] treats the work dir.
-#[derive(Debug, Clone, Default)]
-pub struct ResumeOptions {
+#[derive(Debug, Clone)]
+pub struct ResumeOptions<'a> {
     /// The work dir is bat's own and keeps only the current checkpoint's
-    /// round folder (see [`super::r#loop::RunOptions::prune_round_dirs`]):
+    /// round folder (see [`super::rounds::RunOptions::prune_round_dirs`]):
     /// a lost work dir is rebuilt with that folder only, and round folders
     /// left by an interruption after their commit are removed.
     pub prune_round_dirs: bool,
@@ -181,6 +212,21 @@ pub struct ResumeOptions {
     /// round starts from when a `bat revert` was committed after the last
     /// round; `None` keeps the recorded current checkpoint.
     pub follow_promoted: Option<String>,
+    /// Progress of the checkouts (a lost work dir's rounds, the promoted
+    /// candidate) and the flag that stops them.
+    pub ctx: Ctx<'a>,
+}
+
+impl Default for ResumeOptions<'static> {
+    /// Keep every round folder, the recorded rounds and checkpoint, quietly.
+    fn default() -> Self {
+        ResumeOptions {
+            prune_round_dirs: false,
+            rounds: None,
+            follow_promoted: None,
+            ctx: Ctx::quiet(),
+        }
+    }
 }
 
 /// Whether a `bat revert` commit lies on the first-parent chain from `rev`
@@ -292,10 +338,10 @@ pub fn prepare_resume_with(
     ledger: &Ledger,
     recorded: &RecordedRound,
     restore_dir: &Path,
-    opts: ResumeOptions,
+    opts: ResumeOptions<'_>,
 ) -> Result<ResumePoint, ResumeError> {
     let c = &recorded.commit;
-    let lm = LoopMeta::from_value(&recorded.loop_metadata).map_err(|e| bad(c, e.to_string()))?;
+    let lm = &recorded.loop_meta;
     let mut campaign: Campaign = lm.campaign.clone();
     let run_id = lm.run_id.clone();
     let completed = lm.completed_rounds();
@@ -357,7 +403,7 @@ pub fn prepare_resume_with(
             if let (true, true, Some(rid)) = (same_run, wanted, rid) {
                 let dest = w.join(rid);
                 if !dest.exists() {
-                    ledger.checkout(&id, &dest, &NoProgress, &AtomicBool::new(false))?;
+                    ledger.checkout(&id, &dest, opts.ctx.progress, opts.ctx.cancel)?;
                 }
                 if opts.prune_round_dirs {
                     break;
@@ -397,7 +443,7 @@ pub fn prepare_resume_with(
         if dest.exists() {
             std::fs::remove_dir_all(&dest).map_err(io(&dest))?;
         }
-        ledger.checkout(&commit, &dest, &NoProgress, &AtomicBool::new(false))?;
+        ledger.checkout(&commit, &dest, opts.ctx.progress, opts.ctx.cancel)?;
         let candidate = dest.join("candidate");
         if !identity_matches(&candidate, &sha) {
             return Err(unavailable(format!(

@@ -6,7 +6,7 @@
 //! start time, so a reused pid is not taken for the holder), the command
 //! line, when it started, and the process group of the child it is running
 //! (children run in a group of their own, see
-//! [`super::command::Supervision`]). It is created complete and atomically
+//! [`super::child::Supervision`]). It is created complete and atomically
 //! (written to a temporary file, then hard-linked to `run.lock`, which fails
 //! when the name exists), rewritten (temporary file + rename) when the
 //! child changes, and removed when the run ends.
@@ -193,6 +193,28 @@ pub enum LockError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl bat_ledger::Diagnostic for LockError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+
+    fn hint(&self) -> Option<String> {
+        let LockError::Held { path, info, .. } = self else {
+            return None;
+        };
+        let group: String = info
+            .live_child_groups()
+            .iter()
+            .map(|g| format!("`kill -TERM -{g}` ends its child group; "))
+            .collect();
+        Some(format!(
+            "wait for it to finish, or stop it (`kill -TERM {}` forwards to its children; {group}then retry); if you are sure nothing of it runs, `bat run --break-lock` (or removing {}) clears the lock",
+            info.pid,
+            path.display()
+        ))
+    }
 }
 
 /// A held lock; removed when dropped.

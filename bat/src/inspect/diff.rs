@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 
 use bat_ledger::{CommitId, Ledger, Mode, ObjectId, TreeId};
 use serde_json::{json, Map, Value};
@@ -22,6 +23,7 @@ use super::audit::audit_gap;
 use super::files::{files, TensorMemo};
 use super::side::SideOptions;
 use super::{InspectError, RoundTree, BINDING_PATH, SUMMARY_PATH};
+use crate::Ctx;
 
 /// The sections of a diff, in output order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,11 +101,13 @@ pub struct DiffOptions {
 }
 
 impl DiffOptions {
-    /// How this diff materialises the sides of a safetensors comparison.
-    pub(super) fn sides(&self) -> SideOptions<'_> {
+    /// How this diff materialises the sides of a safetensors comparison
+    /// (a large side's read stops when `cancel` is set).
+    pub(super) fn sides<'a>(&'a self, cancel: &'a AtomicBool) -> SideOptions<'a> {
         SideOptions {
             memory_limit: self.memory_limit,
             scratch_dir: self.scratch_dir.as_deref(),
+            cancel,
         }
     }
 }
@@ -119,12 +123,14 @@ impl Default for DiffOptions {
 }
 
 /// Compute the diff of `a` and `b`: a JSON object with `a`, `b` (commit
-/// ids) and one key per requested section.
+/// ids) and one key per requested section. Reading a large checkpoint
+/// file stops at `ctx`'s cancel flag ([`bat_ledger::Error::Cancelled`]).
 pub fn diff_commits(
     ledger: &Ledger,
     a: CommitId,
     b: CommitId,
     opts: &DiffOptions,
+    ctx: &Ctx<'_>,
 ) -> Result<Value, InspectError> {
     let ra = RoundTree::open(ledger, a)?;
     let rb = RoundTree::open(ledger, b)?;
@@ -152,14 +158,14 @@ pub fn diff_commits(
             Section::Curriculum => curriculum(&ra, &rb)?,
             Section::Mixture => mixture(&ra, &rb, rows)?,
             Section::Reward => reward(rows, (&ra, &rb)),
-            Section::Checkpoint => checkpoint(&ra, &rb, opts, &mut memo)?,
+            Section::Checkpoint => checkpoint(&ra, &rb, opts.sides(ctx.cancel), &mut memo)?,
             Section::Eval => eval(&ra, &rb)?,
             Section::Gate => gate(&ra, &rb)?,
             Section::Audit => json!({
                 "a": audit_gap(ledger, &a)?,
                 "b": audit_gap(ledger, &b)?,
             }),
-            Section::Files => files(&ra, &rb, opts.sides(), &mut memo)?,
+            Section::Files => files(&ra, &rb, opts.sides(ctx.cancel), &mut memo)?,
         };
         out.insert(s.name().into(), v);
     }
@@ -554,7 +560,7 @@ fn identity_side(r: &RoundTree<'_>, tree: Option<&TreeId>) -> Result<Value, Insp
 fn checkpoint(
     a: &RoundTree<'_>,
     b: &RoundTree<'_>,
-    opts: &DiffOptions,
+    sides: SideOptions<'_>,
     memo: &mut TensorMemo,
 ) -> Result<Value, InspectError> {
     let fa = candidate_files(a)?;
@@ -600,7 +606,7 @@ fn checkpoint(
                 continue;
             }
             let full = format!("candidate/{p}");
-            f["tensors"] = memo.get((a, b), &full, *x, *y, opts.sides())?;
+            f["tensors"] = memo.get((a, b), &full, *x, *y, sides)?;
         }
         files.push(f);
     }
@@ -649,7 +655,7 @@ fn gate(a: &RoundTree<'_>, b: &RoundTree<'_>) -> Result<Value, InspectError> {
     let (ga, gb) = (a.json("gate.json")?, b.json("gate.json")?);
     let side = |g: &Option<Value>, r: &RoundTree<'_>| match g {
         Some(g) => json!({"status": g.get("status"), "promoted": g.get("promoted")}),
-        None => match r.round_str(|m| &m.gate_status) {
+        None => match r.round_str(|m| m.gate_status.as_str()) {
             Some(s) => json!({"status": s, "promoted": null, "source": "metadata"}),
             None => absent(),
         },

@@ -53,6 +53,7 @@ pub fn candidate_drift(
     a: CommitId,
     b: CommitId,
     opts: &DiffOptions,
+    ctx: &crate::Ctx<'_>,
 ) -> Result<Option<Drift>, InspectError> {
     let fa = safetensors_of(ledger, &RoundTree::open(ledger, a)?)?;
     let fb = safetensors_of(ledger, &RoundTree::open(ledger, b)?)?;
@@ -66,8 +67,8 @@ pub fn candidate_drift(
         if ia == ib {
             // The same bytes: count the elements as compared and unchanged
             // without decoding twice.
-            let mut x = materialise(ledger, ia, *sa, path, opts.sides())?;
-            let mut y = materialise(ledger, ib, *sb, path, opts.sides())?;
+            let mut x = materialise(ledger, ia, *sa, path, opts.sides(ctx.cancel))?;
+            let mut y = materialise(ledger, ib, *sb, path, opts.sides(ctx.cancel))?;
             for t in diff_safetensors(&mut x, *sa, &mut y, *sb).map_err(|source| {
                 InspectError::Tensors {
                     path: path.clone(),
@@ -79,8 +80,8 @@ pub fn candidate_drift(
             continue;
         }
         let full = format!("candidate/{path}");
-        let mut x = materialise(ledger, ia, *sa, &full, opts.sides())?;
-        let mut y = materialise(ledger, ib, *sb, &full, opts.sides())?;
+        let mut x = materialise(ledger, ia, *sa, &full, opts.sides(ctx.cancel))?;
+        let mut y = materialise(ledger, ib, *sb, &full, opts.sides(ctx.cancel))?;
         let deltas = diff_safetensors(&mut x, *sa, &mut y, *sb)
             .map_err(|source| InspectError::Tensors { path: full, source })?;
         for t in deltas {

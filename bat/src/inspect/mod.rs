@@ -98,6 +98,30 @@ pub enum InspectError {
     },
 }
 
+impl bat_ledger::Diagnostic for InspectError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            InspectError::Ledger { source } => source.kind(),
+            InspectError::InvalidSummary { .. }
+            | InspectError::InvalidAudit { .. }
+            | InspectError::CheckpointMismatch { .. } => bat_ledger::ErrorKind::Usage,
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            InspectError::Ledger { source } => source.hint(),
+            InspectError::CheckpointMismatch { .. } => Some(
+                "audit the round's own candidate checkpoint, or pass --allow-mismatch \
+                 --reason TEXT to record it anyway (the reason is kept with the audit)"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// A commit opened for reading its round layout.
 pub struct RoundTree<'l> {
     ledger: &'l Ledger,

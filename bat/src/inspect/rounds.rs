@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::audit::{audit_column, audit_gap};
 use super::InspectError;
 use crate::round::meta::{self, MetaError, RoundMeta};
+use bat_contract::vocabulary::GateStatus;
 
 /// Stage names of the S1–S5 columns.
 pub const STAGES: [&str; 5] = ["S1", "S2", "S3", "S4", "S5"];
@@ -83,8 +84,8 @@ pub struct RoundRow {
     pub round_number: Option<i64>,
     /// The campaign's run id (`loop.run_id`).
     pub run_id: Option<String>,
-    /// The round commit (hex).
-    pub commit: String,
+    /// The round commit (hex in every serialized form).
+    pub commit: CommitId,
     /// Its first parent (hex), `None` for a root commit.
     pub parent: Option<String>,
     /// Commit time, seconds since the Unix epoch.
@@ -93,8 +94,8 @@ pub struct RoundRow {
     pub target_stage: Option<String>,
     /// The stage the gate prescribed for the next round.
     pub next_target_stage: Option<String>,
-    /// `promote` or `hold`.
-    pub gate_status: Option<String>,
+    /// The gate's decision.
+    pub gate_status: Option<GateStatus>,
     /// Whether the candidate became the next round's starting checkpoint
     /// (a promotion, or a replay round recorded as inherited).
     pub promoted: bool,
@@ -171,6 +172,32 @@ pub enum RoundsError {
     /// inspection errors are large and this one is rare).
     #[error(transparent)]
     Inspect(Box<InspectError>),
+}
+
+impl bat_ledger::Diagnostic for RoundsError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            RoundsError::Ledger(e) => e.kind(),
+            RoundsError::Inspect(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            RoundsError::Ledger(e) => e.hint(),
+            RoundsError::Inspect(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RoundsError::Ledger(e) => e.code(),
+            RoundsError::Inspect(e) => e.code(),
+            _ => None,
+        }
+    }
 }
 
 impl From<InspectError> for RoundsError {
@@ -326,13 +353,13 @@ impl<'l> RoundRows<'l> {
                 .find(|(k, _)| k == "{reward_mode}")
                 .map(|(_, v)| v.clone())
         });
-        let commit = p.id.to_string();
+        let commit = p.id;
         Ok(RoundRow {
             branch: self.branch.clone(),
             round_id: m.round_id.clone(),
             round_number: loop_meta.map(|l| l.round_number),
             run_id: loop_meta.map(|l| l.run_id.clone()),
-            reverted: self.reverted.contains(&commit),
+            reverted: self.reverted.contains(&commit.to_string()),
             commit,
             parent: p.parent.map(|x| x.to_string()),
             time: p.time,
@@ -341,7 +368,7 @@ impl<'l> RoundRows<'l> {
                 .map(|l| l.next_target_stage(&m.next_target_stage).to_string())
                 .or_else(|| nonempty(&m.next_target_stage))
                 .filter(|s| !s.is_empty()),
-            gate_status: nonempty(&m.gate_status),
+            gate_status: Some(m.gate_status),
             promoted: m.inherited(),
             overall: score("overall"),
             task: score("task"),
@@ -420,12 +447,12 @@ mod tests {
             round_id: "r01".into(),
             round_number: Some(1),
             run_id: Some("run".into()),
-            commit: "c".into(),
+            commit: CommitId(bat_ledger::ObjectId::of_bytes(b"c")),
             parent: None,
             time: 1,
             target_stage: Some("S1".into()),
             next_target_stage: Some("S2".into()),
-            gate_status: Some("promote".into()),
+            gate_status: Some(GateStatus::Promote),
             promoted: true,
             reverted: false,
             overall: Some(0.5),

@@ -19,6 +19,8 @@ pub(super) struct SideOptions<'a> {
     pub(super) memory_limit: u64,
     /// The folder of scratch files (default: the ledger's own folder).
     pub(super) scratch_dir: Option<&'a Path>,
+    /// Stops the read of a large side.
+    pub(super) cancel: &'a AtomicBool,
 }
 
 /// A materialised side of a safetensors comparison.
@@ -63,7 +65,7 @@ pub(super) fn materialise(
         source,
     };
     let mut f = tempfile::tempfile_in(dir).map_err(scratch)?;
-    l.read_bytes_to(id, &mut f, &AtomicBool::new(false))?;
+    l.read_bytes_to(id, &mut f, opts.cancel)?;
     f.rewind().map_err(scratch)?;
     Ok(Side::Disk(f))
 }

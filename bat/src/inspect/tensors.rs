@@ -52,6 +52,12 @@ pub enum TensorError {
     },
 }
 
+impl bat_ledger::Diagnostic for TensorError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+}
+
 /// How one tensor differs between the two files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

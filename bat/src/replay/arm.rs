@@ -15,16 +15,20 @@ use super::verify::{is_simulator, summary_scores, verify_round, Criteria};
 use super::{
     io_err, ComputeSide, ReplayError, ReplayObserver, ReplayRequest, RoundReplay, VerifyMode,
 };
-use crate::engine::r#loop::{
-    loop_metadata, remove_committed_logs, round_logs, run_round, Campaign, LoopState, Mixture,
-    RoundInputs, RoundOutcome, RunOptions,
+use crate::engine::rounds::{
+    loop_metadata, remove_committed_logs, round_logs, run_round, LoopState, RoundInputs,
+    RoundOutcome, RunOptions,
 };
+use crate::round::campaign::Campaign;
 use crate::round::meta::{self, LoopMeta};
 use crate::round::provenance::{measured_compute, round_budget};
-use crate::round::{commit_round, CommitRoundOptions, ReplayLink};
+use crate::round::view::ViewKind;
+use crate::round::{commit_round, CommandTemplates, CommitRoundOptions, ReplayLink};
+use crate::Ctx;
 use bat_contract::json::{self, Value};
 use bat_contract::pack::Pack;
 use bat_contract::round as cround;
+use bat_contract::vocabulary::GateStatus;
 
 /// The arm's state between rounds of a chain.
 pub(super) struct Arm {
@@ -47,6 +51,7 @@ fn start_arm(
     o: &Original,
     campaign: &Campaign,
     inputs: &Path,
+    ctx: &Ctx<'_>,
 ) -> Result<Arm, ReplayError> {
     let sha = o.meta.trained_from_checkpoint_sha256.clone();
     let (checkpoint, checkpoint_round) = find_checkpoint(
@@ -56,6 +61,7 @@ fn start_arm(
         &campaign.initial_checkpoint,
         &inputs.join("checkpoints"),
         &o.round_id,
+        ctx,
     )?;
     let bytes = tree_file(ledger, &o.tree, "baseline-summary.json")?.ok_or_else(|| {
         ReplayError::BadRecord {
@@ -125,6 +131,7 @@ fn setup_round<'o>(
     plan: &ReplayPlan,
     o: &'o Original,
     arm: Option<Arm>,
+    ctx: &Ctx<'_>,
 ) -> Result<RoundSetup<'o>, ReplayError> {
     let (mut campaign, loop_meta) = campaign_of(o)?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
@@ -136,7 +143,7 @@ fn setup_round<'o>(
     let original_compute = original_compute(ledger, o)?;
     let current = match arm {
         Some(a) => a,
-        None => start_arm(ledger, o, &campaign, &plan.inputs)?,
+        None => start_arm(ledger, o, &campaign, &plan.inputs, ctx)?,
     };
     Ok(RoundSetup {
         campaign,
@@ -197,6 +204,7 @@ fn replay_compute(root: &Path, done: &RoundOutcome) -> Result<ComputeSide, Repla
 /// Run one recorded round again. Returns its report and the arm for the
 /// next round; `history` gains the round's entry, and the round is
 /// committed to the replay branch unless this is a verify.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn replay_round(
     ledger: &mut Ledger,
     req: &ReplayRequest,
@@ -205,8 +213,9 @@ pub(super) fn replay_round(
     arm: Option<Arm>,
     history: &mut Vec<Value>,
     observer: &mut dyn ReplayObserver,
+    ctx: &Ctx<'_>,
 ) -> Result<(RoundReplay, Arm), ReplayError> {
-    let s = setup_round(ledger, req, plan, o, arm)?;
+    let s = setup_round(ledger, req, plan, o, arm, ctx)?;
     let target = plan
         .fixed_target
         .clone()
@@ -228,7 +237,7 @@ pub(super) fn replay_round(
             target_stage: &target,
             // A round recorded with an ablation's view is re-run with it.
             mixture: match crate::round::view::kind_of(&s.manifest) {
-                Mixture::THREE_POOL => plan.mixture,
+                ViewKind::THREE_POOL => plan.mixture,
                 recorded => recorded,
             },
         },
@@ -243,13 +252,7 @@ pub(super) fn replay_round(
             replay: compute.budget.to_string(),
         });
     }
-    let gate_status = done
-        .outcome
-        .gate
-        .get("status")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let gate_status = GateStatus::from_promoted(done.outcome.promoted);
     // A verify follows the record's inheritance (a `gate=off` arm inherited
     // held candidates too); a replay decides for itself.
     let inherited = if req.verify {
@@ -300,14 +303,14 @@ pub(super) fn replay_round(
         next: &next,
         root: &root,
         target: &target,
-        gate_status: &gate_status,
+        gate_status,
         inherited,
         overall: scores.get("overall").copied(),
         history,
     };
     let commit = match &plan.branch {
         None => None,
-        Some(b) => Some(commit_replayed(ledger, req, plan, o, b, &recorded)?),
+        Some(b) => Some(commit_replayed(ledger, req, plan, o, b, &recorded, ctx)?),
     };
     let r = RoundReplay {
         round_id: o.round_id.clone(),
@@ -315,7 +318,7 @@ pub(super) fn replay_round(
         commit,
         original_target_stage: o.meta.target_stage.clone(),
         target_stage: target,
-        original_gate_status: o.meta.gate_status.clone(),
+        original_gate_status: o.meta.gate_status,
         gate_status,
         inherited,
         original_scores: s.original_scores,
@@ -336,7 +339,7 @@ struct RecordInputs<'a> {
     next: &'a Arm,
     root: &'a Path,
     target: &'a str,
-    gate_status: &'a str,
+    gate_status: GateStatus,
     inherited: bool,
     overall: Option<f64>,
     history: &'a [Value],
@@ -377,6 +380,7 @@ fn commit_replayed(
     o: &Original,
     branch: &str,
     r: &RecordInputs<'_>,
+    ctx: &Ctx<'_>,
 ) -> Result<String, ReplayError> {
     let first = plan
         .originals
@@ -408,15 +412,14 @@ fn commit_replayed(
     // The arm's child logs go into the round commit like a run's.
     let logs = round_logs(Some(&plan.logs), &r.done.trainer_label, &o.round_id);
     let loop_meta = loop_metadata(campaign, &plan.run_id, &state, &logs)?;
-    let meta = loop_meta.to_value();
     let opts = CommitRoundOptions {
         branch: Some(branch.to_string()),
         pack: r.setup.pack.clone(),
-        command_templates: Some(serde_json::json!({
-            "trainer": campaign.trainer,
-            "evaluator": campaign.evaluator,
-        })),
-        extra_metadata: Some(meta),
+        command_templates: Some(CommandTemplates {
+            trainer: campaign.trainer.clone(),
+            evaluator: campaign.evaluator.clone(),
+        }),
+        loop_meta: Some(loop_meta.clone()),
         baseline_summary: Some(r.setup.current.baseline_file.clone()),
         author: Some(req.author.clone()),
         replay: Some(ReplayLink {
@@ -435,7 +438,7 @@ fn commit_replayed(
             ledger.create_branch(branch, p)?;
         }
     }
-    let rc = commit_round(ledger, r.root, &opts)?;
+    let rc = commit_round(ledger, r.root, &opts, ctx)?;
     // Durable now: the replay's work folder need not keep the logs twice.
     remove_committed_logs(&loop_meta.logs)?;
     Ok(rc.commit.to_string())

@@ -18,6 +18,7 @@ use bat_ledger::{CommitId, Ledger};
 use super::{summary_scores, ReplayError};
 use crate::round::{resolve_rev, round_commits};
 use bat_contract::json;
+use bat_contract::vocabulary::GateStatus;
 
 /// One round of an arm.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -28,8 +29,8 @@ pub struct ArmRound {
     pub commit: String,
     /// The stage it targeted.
     pub target_stage: String,
-    /// `promote` or `hold`.
-    pub gate_status: String,
+    /// The gate's decision.
+    pub gate_status: GateStatus,
     /// Whether its candidate became the arm's checkpoint.
     pub inherited: bool,
     /// The candidate's Overall.
@@ -134,7 +135,7 @@ fn arm(ledger: &Ledger, rev: &str) -> Result<ArmSummary, ReplayError> {
             round_id: info.round_id.clone(),
             commit: info.commit.to_string(),
             target_stage: m.target_stage.clone(),
-            gate_status: info.gate_status.clone(),
+            gate_status: info.gate_status,
             inherited,
             overall: scores.get("overall").copied(),
             replay_of: m.replay_of.clone(),

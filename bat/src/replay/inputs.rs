@@ -5,14 +5,15 @@
 //! manifest.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
-use bat_ledger::{CommitId, Ledger, NoProgress, TreeId};
+use bat_ledger::{CommitId, Ledger, TreeId};
 
 use super::plan::{round_meta, Original};
 use super::{io_err, ComputeSide, ReplayError};
-use crate::engine::r#loop::{Campaign, LoopError};
+use crate::engine::rounds::LoopError;
+use crate::round::campaign::Campaign;
 use crate::round::provenance::{measured_compute, round_budget};
+use crate::Ctx;
 use bat_contract::binding::model_identity;
 use bat_contract::json::{self, Value};
 use bat_contract::pack::Pack;
@@ -25,8 +26,9 @@ pub(super) fn checkout_hydrated(
     ledger: &mut Ledger,
     commit: &CommitId,
     dest: &Path,
+    ctx: &Ctx<'_>,
 ) -> Result<(), ReplayError> {
-    ledger.checkout(commit, dest, &NoProgress, &AtomicBool::new(false))?;
+    ledger.checkout(commit, dest, ctx.progress, ctx.cancel)?;
     Ok(())
 }
 
@@ -82,6 +84,7 @@ pub(super) fn find_checkpoint(
     initial: &Path,
     dest_root: &Path,
     round_id: &str,
+    ctx: &Ctx<'_>,
 ) -> Result<(PathBuf, Option<String>), ReplayError> {
     let mut cur = start;
     while let Some(id) = cur {
@@ -92,7 +95,7 @@ pub(super) fn find_checkpoint(
         if let Some(rid) = found {
             let dest = dest_root.join(format!("{rid}-{}", id.0.short()));
             if !dest.exists() {
-                checkout_hydrated(ledger, &id, &dest)?;
+                checkout_hydrated(ledger, &id, &dest, ctx)?;
             }
             let cand = dest.join("candidate");
             if model_identity(&cand).is_ok_and(|m| m.model_identity_sha256 == sha) {
@@ -108,7 +111,7 @@ pub(super) fn find_checkpoint(
     if let Some(id) = crate::round::initial::recorded_checkpoint(ledger, sha)? {
         let dest = dest_root.join(format!("initial-{}", id.0.short()));
         if !dest.exists() {
-            checkout_hydrated(ledger, &id, &dest)?;
+            checkout_hydrated(ledger, &id, &dest, ctx)?;
         }
         if model_identity(&dest).is_ok_and(|m| m.model_identity_sha256 == sha) {
             return Ok((dest, None));

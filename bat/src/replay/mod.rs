@@ -64,9 +64,10 @@ pub use verify::{is_simulator, summary_scores};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::engine::r#loop::{LoopError, Observer};
+use crate::engine::rounds::{LoopError, Observer};
 use crate::round::RoundError;
 use bat_contract::pack::PackError;
+use bat_contract::vocabulary::GateStatus;
 
 /// Ablation keys `bat replay --ablate KEY=VALUE` understands.
 pub const ABLATION_KEYS: [&str; 5] = ["reward", "target", "mixture", "gate", "batches"];
@@ -235,6 +236,50 @@ pub enum ReplayError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for ReplayError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        use bat_ledger::ErrorKind;
+        match self {
+            ReplayError::AblationSyntax { .. }
+            | ReplayError::UnknownAblation { .. }
+            | ReplayError::BadAblationValue { .. }
+            | ReplayError::DuplicateAblation { .. }
+            | ReplayError::VerifyWithAblation
+            | ReplayError::NotARound { .. }
+            | ReplayError::NotAncestor { .. }
+            | ReplayError::BranchExists { .. }
+            | ReplayError::WorkExists { .. } => ErrorKind::Usage,
+            ReplayError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
+            _ => ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            ReplayError::ComputeChange { .. } | ReplayError::BudgetMismatch { .. } => {
+                "arms must run at the same compute; pass --allow-compute-change to run it anyway"
+            }
+            ReplayError::BranchExists { .. } => "name another one with --branch",
+            ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
+                "e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off"
+            }
+            ReplayError::Loop(e) => return e.hint(),
+            ReplayError::Round(e) => return e.hint(),
+            ReplayError::Ledger(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ReplayError::Loop(e) => e.code(),
+            ReplayError::Pack(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReplayError + '_ {
     move |source| ReplayError::Io {
         path: path.to_path_buf(),
@@ -333,9 +378,9 @@ pub struct RoundReplay {
     /// The replay's target stage.
     pub target_stage: String,
     /// The original's gate status.
-    pub original_gate_status: String,
+    pub original_gate_status: GateStatus,
     /// The replay's gate status.
-    pub gate_status: String,
+    pub gate_status: GateStatus,
     /// Whether the replay's candidate is the arm's next starting point.
     pub inherited: bool,
     /// The original candidate's scores.
@@ -383,11 +428,13 @@ pub trait ReplayObserver {
 
 /// Replay rounds (see the module docs). A verify commits nothing; otherwise
 /// every replayed round is committed to the replay branch before the next
-/// one starts.
+/// one starts. `ctx` reports the checkouts of starting checkpoints and the
+/// round commits, and stops them at a safe point when its flag is set.
 pub fn replay(
     ledger: &mut bat_ledger::Ledger,
     req: &ReplayRequest,
     observer: &mut dyn ReplayObserver,
+    ctx: &crate::Ctx<'_>,
 ) -> Result<ReplayReport, ReplayError> {
     let plan = plan::prepare(ledger, req)?;
     observer.planned(
@@ -410,11 +457,19 @@ pub fn replay(
             }
             .into());
         }
-        let (r, next) =
-            arm::replay_round(ledger, req, &plan, o, arm.take(), &mut history, observer)?;
+        let (r, next) = arm::replay_round(
+            ledger,
+            req,
+            &plan,
+            o,
+            arm.take(),
+            &mut history,
+            observer,
+            ctx,
+        )?;
         observer.round_replayed(&r);
         if req.prune_round_dirs && r.commit.is_some() {
-            crate::engine::r#loop::prune_round_dirs(
+            crate::engine::rounds::prune_round_dirs(
                 &plan.rounds_dir,
                 next.checkpoint_round.as_deref(),
             )?;

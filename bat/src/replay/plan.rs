@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitId, Ledger, TreeId};
 
 use super::{io_err, ReplayError, ReplayRequest};
-use crate::engine::r#loop::{Campaign, Mixture};
+use crate::round::campaign::Campaign;
 use crate::round::meta::{self, LoopMeta, RoundMeta};
 use crate::round::resolve_rev;
+use crate::round::view::ViewKind;
 use bat_contract::pack::Pack;
 
 /// One override.
@@ -24,7 +25,7 @@ pub enum Ablation {
     /// `mixture=VIEW`: round views of another registered kind than the
     /// recorded three-pool one, e.g. `mixture=uniform` (no S-target pool;
     /// [`crate::round::view`]).
-    Mixture(Mixture),
+    Mixture(ViewKind),
     /// `gate=off`: every candidate becomes the next starting checkpoint.
     GateOff,
     /// `batches=N`: a different data budget (changes compute).
@@ -67,7 +68,7 @@ pub fn parse_ablations(args: &[String]) -> Result<Vec<Ablation>, ReplayError> {
             "target" if !value.is_empty() => Ablation::Target(value.to_string()),
             "target" => return Err(bad("a stage name, e.g. target=S3")),
             "mixture" => match crate::round::view::by_name(value) {
-                Some(kind) if kind != Mixture::THREE_POOL => Ablation::Mixture(kind),
+                Some(kind) if kind != ViewKind::THREE_POOL => Ablation::Mixture(kind),
                 _ => return Err(bad(&mixture_choices())),
             },
             "gate" => match value {
@@ -99,7 +100,7 @@ fn mixture_choices() -> String {
     crate::round::view::views()
         .iter()
         .map(|v| v.kind())
-        .filter(|k| *k != Mixture::THREE_POOL)
+        .filter(|k| *k != ViewKind::THREE_POOL)
         .map(|k| format!("mixture={}", k.name()))
         .collect::<Vec<_>>()
         .join(" or ")
@@ -215,7 +216,7 @@ pub(super) struct ReplayPlan {
     /// `gate=off`.
     pub(super) gate_off: bool,
     /// The view of rounds recorded with the three-pool view.
-    pub(super) mixture: Mixture,
+    pub(super) mixture: ViewKind,
     /// The overrides as `(KEY, VALUE)`.
     pub(super) ablation_pairs: Vec<(String, String)>,
     /// The run id recorded in the replay's loop metadata.
@@ -296,7 +297,7 @@ pub(super) fn prepare(ledger: &Ledger, req: &ReplayRequest) -> Result<ReplayPlan
                 Ablation::Mixture(kind) => Some(*kind),
                 _ => None,
             })
-            .unwrap_or(Mixture::THREE_POOL),
+            .unwrap_or(ViewKind::THREE_POOL),
         ablation_pairs: req.ablations.iter().map(Ablation::pair).collect(),
         run_id,
         originals,
@@ -362,10 +363,10 @@ mod tests {
     fn mixture_takes_every_registered_view_but_the_default() {
         assert_eq!(
             parse(&["mixture=uniform"]).expect("uniform is registered"),
-            vec![Ablation::Mixture(Mixture::UNIFORM)]
+            vec![Ablation::Mixture(ViewKind::UNIFORM)]
         );
         assert_eq!(
-            Ablation::Mixture(Mixture::UNIFORM).pair(),
+            Ablation::Mixture(ViewKind::UNIFORM).pair(),
             ("mixture".to_string(), "uniform".to_string())
         );
         for bad in ["mixture=three_pool", "mixture=zipf"] {

@@ -175,6 +175,6 @@ pub fn summary_scores(summary: &Value) -> BTreeMap<String, f64> {
 
 /// Whether an argv template runs the built-in simulator (`{bat} sim …`).
 pub fn is_simulator(template: &[String]) -> bool {
-    template.first().map(String::as_str) == Some(crate::sim::BAT_PLACEHOLDER)
+    template.first().map(String::as_str) == Some(crate::round::campaign::BAT_PLACEHOLDER)
         && template.get(1).map(String::as_str) == Some("sim")
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use bat_ledger::{CommitId, Ledger};
+use bat_ledger::Ledger;
 use serde::Deserialize;
 
 use super::svg::{self, esc, Plot, Point, Series};
@@ -20,6 +20,7 @@ use crate::inspect::drift::{candidate_drift, Drift};
 use crate::inspect::rounds::{round_rows, RoundRow, RoundsError, STAGES};
 use crate::inspect::{InspectError, RoundTree};
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::GateStatus;
 
 /// Errors of `bat report`.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,32 @@ pub enum ReportError {
         /// The branch or revision.
         name: String,
     },
+}
+
+impl bat_ledger::Diagnostic for ReportError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            ReportError::Rounds(e) => e.kind(),
+            ReportError::Inspect(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            ReportError::Rounds(e) => e.hint(),
+            ReportError::Inspect(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            ReportError::Rounds(e) => e.code(),
+            ReportError::Inspect(e) => e.code(),
+            _ => None,
+        }
+    }
 }
 
 impl From<InspectError> for ReportError {
@@ -112,12 +139,7 @@ struct ManifestSource {
 fn facts(ledger: &Ledger, rows: &[RoundRow]) -> Result<ArmFacts, ReportError> {
     let first = &rows[0];
     let last = &rows[rows.len() - 1];
-    let id = |hex: &str| {
-        bat_ledger::ObjectId::from_hex(hex)
-            .map(CommitId)
-            .expect("round rows carry full commit ids")
-    };
-    let tree = RoundTree::open(ledger, id(&first.commit))?;
+    let tree = RoundTree::open(ledger, first.commit)?;
     let source_digest = tree
         .json("data/manifest.json")?
         .and_then(|v| serde_json::from_value::<Manifest>(v).ok())
@@ -185,12 +207,13 @@ pub fn collect(
         let mut drift = vec![None; rows.len()];
         if opts.drift {
             for i in 1..rows.len() {
-                let ids = [&rows[i - 1].commit, &rows[i].commit].map(|h| {
-                    bat_ledger::ObjectId::from_hex(h)
-                        .map(CommitId)
-                        .expect("round rows carry full commit ids")
-                });
-                drift[i] = candidate_drift(ledger, ids[0], ids[1], &diff_opts)?;
+                drift[i] = candidate_drift(
+                    ledger,
+                    rows[i - 1].commit,
+                    rows[i].commit,
+                    &diff_opts,
+                    &crate::Ctx::quiet(),
+                )?;
             }
         }
         let facts = facts(ledger, &rows)?;
@@ -336,7 +359,7 @@ fn curriculum_plot(arms: &[Arm]) -> Plot {
                 let k = STAGES.iter().position(|s| *s == stage)?;
                 let class = if r.reverted {
                     "reverted"
-                } else if r.gate_status.as_deref() == Some("promote") {
+                } else if r.gate_status.is_some_and(GateStatus::is_promote) {
                     "promote"
                 } else {
                     "hold"
@@ -352,7 +375,7 @@ fn curriculum_plot(arms: &[Arm]) -> Plot {
                     "{} {} {}{}",
                     r.round_id,
                     r.target_stage.as_deref().unwrap_or(""),
-                    r.gate_status.as_deref().unwrap_or("?"),
+                    r.gate_status.map_or("?", GateStatus::as_str),
                     if r.reverted { " (reverted)" } else { "" }
                 );
             }
@@ -467,13 +490,13 @@ fn rounds_table(a: &Arm, out: &mut String) {
             out,
             "<tr data-commit=\"{c}\"><td class=\"l\">{}</td><td class=\"l\"><code title=\"{c}\">{}</code></td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{promoted}</td><td>{}</td><td>{}</td><td>{}</td>",
             esc(&r.round_id),
-            esc(&r.commit[..12.min(r.commit.len())]),
+            r.commit.0.short(),
             esc(r.target_stage.as_deref().unwrap_or("–")),
-            esc(r.gate_status.as_deref().unwrap_or("–")),
+            esc(r.gate_status.map_or("–", GateStatus::as_str)),
             opt(r.overall),
             opt(r.task),
             opt(r.agentic),
-            c = esc(&r.commit),
+            c = r.commit,
         );
         for k in 0..STAGES.len() {
             let _ = write!(out, "<td>{}</td>", opt(r.stage(k)));
@@ -544,8 +567,8 @@ fn facts_section(d: &ReportData, out: &mut String) {
             a.rows.len(),
             esc(&first.round_id),
             esc(&last.round_id),
-            esc(&first.commit),
-            esc(&last.commit),
+            first.commit,
+            last.commit,
         );
         let row = |out: &mut String, k: &str, v: Option<&str>| {
             let _ = write!(

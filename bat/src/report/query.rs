@@ -51,6 +51,37 @@ pub enum QueryError {
     NotReadOnly,
 }
 
+impl bat_ledger::Diagnostic for QueryError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            QueryError::Rounds(e) => e.kind(),
+            QueryError::Sql { .. } => bat_ledger::ErrorKind::Usage,
+            QueryError::NotReadOnly => bat_ledger::ErrorKind::Usage,
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            QueryError::Rounds(e) => e.hint(),
+            QueryError::Sql { .. } => {
+                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
+            }
+            QueryError::NotReadOnly => {
+                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
+            }
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            QueryError::Rounds(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 impl From<bat_ledger::Error> for QueryError {
     fn from(e: bat_ledger::Error) -> Self {
         QueryError::Rounds(RoundsError::Ledger(e))

@@ -4,6 +4,12 @@
 
 use std::path::PathBuf;
 
+/// The placeholder a template uses for the path of the bat binary (the
+/// simulator backend runs `bat sim` children through it). A resumed or
+/// replayed campaign substitutes the bat that runs it now, wherever the
+/// recorded one was.
+pub const BAT_PLACEHOLDER: &str = "{bat}";
+
 /// The inputs of a campaign, recorded with every round so it can be resumed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Campaign {

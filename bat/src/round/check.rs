@@ -126,6 +126,16 @@ pub enum RoundCheck {
     },
 }
 
+impl bat_ledger::Diagnostic for RoundCheck {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+
+    fn hint(&self) -> Option<String> {
+        Some(RoundCheck::hint(self).to_string())
+    }
+}
+
 impl RoundCheck {
     /// The check's name (`manifest_digest`, `round_verify`, …).
     pub fn name(&self) -> &'static str {

@@ -8,13 +8,13 @@
 //! `fsck` and transfers.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
-use bat_ledger::{CommitId, CommitRequest, Ledger, NoProgress};
+use bat_ledger::{CommitId, CommitRequest, Ledger};
 
 use super::check::RoundCheck;
 use super::side::tagged_side_commit;
 use super::RoundError;
+use crate::Ctx;
 use bat_contract::binding::model_identity;
 
 /// Tag prefix of recorded starting checkpoints.
@@ -39,11 +39,14 @@ pub fn recorded_checkpoint(
 }
 
 /// Record the model folder `dir` unless a checkpoint with its identity is
-/// already recorded. Returns the recording commit and its identity.
+/// already recorded. Returns the recording commit and its identity. The
+/// recording reports to `ctx` and stops, recording nothing, when its
+/// cancel flag is set.
 pub fn record_checkpoint(
     ledger: &mut Ledger,
     dir: &Path,
     author: &str,
+    ctx: &Ctx<'_>,
 ) -> Result<(CommitId, String), RoundError> {
     let identity = model_identity(dir)
         .map_err(|e| {
@@ -76,9 +79,7 @@ pub fn record_checkpoint(
         &staging,
         None,
         &checkpoint_tag(&identity),
-        |l| -> Result<_, RoundError> {
-            Ok(l.commit_dir(dir, &req, &NoProgress, &AtomicBool::new(false))?)
-        },
+        |l| -> Result<_, RoundError> { Ok(l.commit_dir(dir, &req, ctx.progress, ctx.cancel)?) },
     )?;
     Ok((out.commit, identity))
 }

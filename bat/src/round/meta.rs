@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::campaign::Campaign;
 use bat_contract::json::{self, Value};
+use bat_contract::vocabulary::GateStatus;
 
 /// Version of the round metadata document written by this build.
 pub const ROUND_META_SCHEMA: u32 = 1;
@@ -79,6 +80,29 @@ pub enum MetaError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for MetaError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            MetaError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            MetaError::Ledger(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            MetaError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// The metadata of a round commit (`kind` `bat_round`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundMeta {
@@ -95,9 +119,8 @@ pub struct RoundMeta {
     /// The stage the gate prescribed for the next round.
     #[serde(default)]
     pub next_target_stage: String,
-    /// `promote` or `hold`.
-    #[serde(default)]
-    pub gate_status: String,
+    /// The gate's decision (`promote` or `hold`).
+    pub gate_status: GateStatus,
     /// Why the next target was selected.
     #[serde(default)]
     pub selection_reason: String,
@@ -372,7 +395,49 @@ impl RoundMeta {
     /// Whether the candidate became the next round's starting checkpoint:
     /// recorded for replays, else a promotion.
     pub fn inherited(&self) -> bool {
-        self.inherited.unwrap_or(self.gate_status == "promote")
+        self.inherited.unwrap_or(self.gate_status.is_promote())
+    }
+
+    /// The catalog's indexed fields of the round commit (what `bat query`
+    /// and `bat log --where` filter on): the round's identity, stages, gate
+    /// decision, checkpoints, raw evaluation digest, the replay link when
+    /// there is one, and every score as `scores.<name>`.
+    pub fn index_fields(&self) -> BTreeMap<String, bat_ledger::FieldValue> {
+        use bat_ledger::FieldValue;
+        let text = |v: &str| FieldValue::Str(v.to_string());
+        let mut fields: BTreeMap<String, FieldValue> = [
+            ("kind", text(&self.kind)),
+            ("round_id", text(&self.round_id)),
+            ("target_stage", text(&self.target_stage)),
+            ("next_target_stage", text(&self.next_target_stage)),
+            ("gate_status", text(self.gate_status.as_str())),
+            (
+                "candidate_checkpoint_sha256",
+                text(&self.candidate_checkpoint_sha256),
+            ),
+            (
+                "starting_checkpoint_sha256",
+                text(&self.starting_checkpoint_sha256),
+            ),
+            ("raw_eval_sha256", text(&self.raw_eval_sha256)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let replay = [
+            ("replay_of", &self.replay_of),
+            ("replay_of_round_id", &self.replay_of_round_id),
+            ("ablation", &self.ablation),
+        ];
+        for (k, v) in replay.iter().filter_map(|(k, v)| Some((k, v.as_deref()?))) {
+            fields.insert(k.to_string(), text(v));
+        }
+        for (k, v) in &self.scores {
+            if let Some(f) = FieldValue::from_json(v) {
+                fields.insert(format!("scores.{k}"), f);
+            }
+        }
+        fields
     }
 
     /// The scores as numbers.
@@ -459,7 +524,7 @@ impl LoopMeta {
         let bytes = match which {
             SummaryRef::Inline(v) => {
                 let value = json::from_serde(v).map_err(malformed)?;
-                let bytes = json::to_pj_file(&value).into_bytes();
+                let bytes = json::pretty_json_file(&value).into_bytes();
                 return Ok(LoadedSummary {
                     id: ObjectId::of_bytes(&bytes),
                     bytes,
@@ -650,6 +715,82 @@ pub fn file_object_id(path: &Path) -> std::io::Result<ObjectId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replayed round's metadata as stored: every member of the document
+    /// kind, with an integer and a float score.
+    fn replay_document() -> serde_json::Value {
+        serde_json::json!({
+            "schema": 1, "kind": "bat_round", "round_id": "r02",
+            "target_stage": "S2", "next_target_stage": "E2E",
+            "gate_status": "hold", "selection_reason": "weakest_stage",
+            "candidate_checkpoint_sha256": "cc", "starting_checkpoint_sha256": "ss",
+            "trained_from_checkpoint_sha256": "tt", "raw_eval_sha256": "rr",
+            "raw_eval_blake3": null, "raw_eval_kept": false, "layout": "reference",
+            "scores": {"overall": 0.25, "S1": 1, "task": null},
+            "budget": {"steps": 3}, "replay_of": "aa", "replay_of_round_id": "r02",
+            "ablation": "reward=terminal", "ablation_overrides": {"reward": "terminal"},
+            "inherited": true,
+        })
+    }
+
+    #[test]
+    fn index_fields_are_the_documents_scalar_members_and_scores() {
+        use bat_ledger::FieldValue;
+        let doc = replay_document();
+        let m = read(&doc).expect("reads").expect("a round");
+        assert_eq!(m.gate_status, GateStatus::Hold);
+        // The document is written back byte for byte.
+        assert_eq!(m.to_value(), doc);
+        let fields = m.index_fields();
+        // What picking the members out of the stored JSON by name gives.
+        let mut expected = BTreeMap::new();
+        for k in [
+            "kind",
+            "round_id",
+            "target_stage",
+            "next_target_stage",
+            "gate_status",
+            "candidate_checkpoint_sha256",
+            "starting_checkpoint_sha256",
+            "raw_eval_sha256",
+            "replay_of",
+            "replay_of_round_id",
+            "ablation",
+        ] {
+            let v = FieldValue::from_json(&doc[k]).expect("a scalar member");
+            expected.insert(k.to_string(), v);
+        }
+        expected.insert("scores.overall".into(), FieldValue::Float(0.25));
+        expected.insert("scores.S1".into(), FieldValue::Int(1));
+        assert_eq!(fields, expected);
+        // A round that is not a replay has no replay fields.
+        let mut plain = doc.clone();
+        for k in [
+            "replay_of",
+            "replay_of_round_id",
+            "ablation",
+            "ablation_overrides",
+            "inherited",
+        ] {
+            plain.as_object_mut().expect("object").remove(k);
+        }
+        let f = read(&plain)
+            .expect("reads")
+            .expect("a round")
+            .index_fields();
+        assert!(
+            !f.contains_key("replay_of") && !f.contains_key("ablation"),
+            "{f:?}"
+        );
+        assert_eq!(f.get("gate_status"), Some(&FieldValue::Str("hold".into())));
+    }
+
+    #[test]
+    fn an_unknown_gate_status_does_not_read() {
+        let mut doc = replay_document();
+        doc["gate_status"] = "promoted".into();
+        assert!(matches!(read(&doc), Err(MetaError::Malformed { .. })));
+    }
 
     #[test]
     fn a_path_only_log_ref_reads_without_a_tree_path() {

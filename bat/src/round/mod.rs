@@ -48,7 +48,7 @@
 //! "gate_status","selection_reason","scores":{"overall","task","agentic",
 //! "S1".."S5"},"candidate_checkpoint_sha256","starting_checkpoint_sha256",
 //! "trained_from_checkpoint_sha256","raw_eval_sha256","raw_eval_blake3",
-//! "raw_eval_kept","layout"}` plus [`CommitRoundOptions::extra_metadata`]
+//! "raw_eval_kept","layout"}` plus [`CommitRoundOptions::loop_meta`]
 //! under `"loop"`. `starting_checkpoint_sha256` is the prescription's (the
 //! checkpoint the *next* round starts from, as in the reference's
 //! `state.json` history); `trained_from_checkpoint_sha256` is the gate's
@@ -72,6 +72,9 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitId, Ledger};
 
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::GateStatus;
+
+use crate::Ctx;
 
 pub use check::RoundCheck;
 pub use promote::{
@@ -99,9 +102,10 @@ pub struct CommitRoundOptions {
     /// The benchmark pack.
     pub pack: Pack,
     /// Trainer/evaluator argv templates, recorded in provenance.
-    pub command_templates: Option<serde_json::Value>,
-    /// Stored under `"loop"` in the commit metadata.
-    pub extra_metadata: Option<serde_json::Value>,
+    pub command_templates: Option<CommandTemplates>,
+    /// What `bat run` and `bat replay` need to continue the campaign,
+    /// stored under `"loop"` in the commit metadata.
+    pub loop_meta: Option<meta::LoopMeta>,
     /// The baseline summary to gate against (default: see the module docs).
     pub baseline_summary: Option<PathBuf>,
     /// Commit author (default `"unknown"`).
@@ -115,6 +119,16 @@ pub struct CommitRoundOptions {
     /// When `branch` does not exist yet, start it with a root commit
     /// instead of forking from HEAD (a replay of a campaign's first round).
     pub orphan_branch: bool,
+}
+
+/// The argv templates a round was trained and evaluated with (recorded in
+/// `provenance.json` for replays).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CommandTemplates {
+    /// The evaluator's.
+    pub evaluator: Vec<String>,
+    /// The trainer's.
+    pub trainer: Vec<String>,
 }
 
 /// What a replayed round records about its original.
@@ -155,7 +169,7 @@ impl Default for CommitRoundOptions {
             keep_raw_eval: false,
             pack: Pack::default_pack(),
             command_templates: None,
-            extra_metadata: None,
+            loop_meta: None,
             baseline_summary: None,
             author: None,
             replay: None,
@@ -165,24 +179,32 @@ impl Default for CommitRoundOptions {
     }
 }
 
-/// What [`commit_round`] recorded.
-#[derive(Debug, Clone)]
+/// What [`commit_round`] recorded. Serialized (serde) as the `--json`
+/// result of `bat commit` and the Python binding's: the metadata as
+/// stored, and whether the raw evaluation was kept (not where).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RoundCommit {
     /// The new commit.
     pub commit: CommitId,
     /// The round id (`r01`, ...).
     pub round_id: String,
-    /// `promote` or `hold`.
-    pub gate_status: String,
+    /// The gate's decision.
+    pub gate_status: GateStatus,
     /// The branch ref the commit went to (`refs/heads/<b>`).
     pub refname: String,
     /// The commit metadata as recorded.
-    pub metadata: serde_json::Value,
+    pub metadata: meta::RoundMeta,
     /// Where the raw evaluation was kept (with `keep_raw_eval`).
+    #[serde(serialize_with = "serialize_is_some")]
     pub raw_eval_kept: Option<PathBuf>,
     /// Things the caller should tell the user (the library prints nothing),
     /// e.g. a copy of the raw evaluation inside `candidate/`.
     pub warnings: Vec<String>,
+}
+
+/// An optional value as whether it is there.
+fn serialize_is_some<T, S: serde::Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(v.is_some())
 }
 
 /// Errors of the round record. Validation failures name the check and the
@@ -266,6 +288,41 @@ pub enum RoundError {
     Ledger(#[from] bat_ledger::Error),
 }
 
+impl bat_ledger::Diagnostic for RoundError {
+    /// Round failures end the command as failures; of a ledger error only
+    /// a bad revision is the caller's input, and a cancel an interrupt.
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        use bat_ledger::ErrorKind;
+        match self {
+            RoundError::Ledger(
+                bat_ledger::Error::UnknownRevision { .. }
+                | bat_ledger::Error::AmbiguousPrefix { .. },
+            ) => ErrorKind::Usage,
+            RoundError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
+            _ => ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            RoundError::Check(c) => return bat_ledger::Diagnostic::hint(c),
+            RoundError::NoBaseline { .. } => {
+                "pass --baseline-summary F, or keep the work dir's baseline-eval/ next to the round"
+            }
+            RoundError::NotARound { .. } => "use --plain to record it as a plain directory",
+            RoundError::CannotRevert { .. } => {
+                "only the branch's current promoted round can be reverted; see `bat log`"
+            }
+            RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => {
+                "another commit landed on the branch while the round was validated; commit the round again"
+            }
+            RoundError::Ledger(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+}
+
 impl RoundError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RoundError + '_ {
         move |source| RoundError::Io {
@@ -278,12 +335,15 @@ impl RoundError {
 /// Validate `dir` as a round and commit it. See the module docs.
 ///
 /// Validation reads everything first; on any failure nothing is written.
-/// After the commit, `refs/promoted/<branch>` moves to it (compare-and-swap)
-/// when the gate promoted.
+/// When the gate promoted, `refs/promoted/<branch>` moves to the commit in
+/// the same transaction (compare-and-swap). `ctx` reports the recording's
+/// progress; setting its cancel flag stops it before anything is recorded
+/// ([`bat_ledger::Error::Cancelled`]).
 pub fn commit_round(
     ledger: &mut Ledger,
     dir: &Path,
     opts: &CommitRoundOptions,
+    ctx: &Ctx<'_>,
 ) -> Result<RoundCommit, RoundError> {
     let lay = layout::detect(dir)?;
     let branch = match &opts.branch {
@@ -299,8 +359,10 @@ pub fn commit_round(
     let promoted = promoted_round(ledger, &branch)?;
     let checked = validate::validate(ledger, &lay, opts, promoted.as_ref())?;
     refuse_hostile_round(ledger, &lay, &branch, &checked.round_id)?;
-    let prov = provenance::build(opts, &lay, &checked)?;
-    record::record(ledger, &lay, opts, &branch, checked, prov)
+    let mut prov = serde_json::to_vec_pretty(&provenance::build(opts, &lay, &checked)?)
+        .expect("a JSON value encodes");
+    prov.push(b'\n');
+    record::record(ledger, &lay, opts, &branch, checked, prov, ctx)
 }
 
 /// Refuse a candidate checkpoint that is not well-formed safetensors, and a

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::meta::{self, RoundMeta};
 use super::RoundError;
+use bat_contract::vocabulary::GateStatus;
 
 /// Namespace of the promotion refs: `refs/promoted/<branch>`.
 pub const PROMOTED_PREFIX: &str = "refs/promoted/";
@@ -27,8 +28,8 @@ pub struct RoundInfo {
     pub commit: CommitId,
     /// Its round id.
     pub round_id: String,
-    /// `promote` or `hold`.
-    pub gate_status: String,
+    /// The gate's decision.
+    pub gate_status: GateStatus,
     /// The commit metadata, as read by [`super::meta::read`].
     pub metadata: RoundMeta,
 }
@@ -87,7 +88,7 @@ fn round(id: &CommitId, c: &Commit) -> Result<Option<RoundMeta>, RoundError> {
 
 fn as_promoted(id: CommitId, c: &Commit) -> Result<Option<PromotedRound>, RoundError> {
     Ok(round(&id, c)?
-        .filter(|m| m.gate_status == "promote")
+        .filter(|m| m.gate_status.is_promote())
         .map(|m| PromotedRound {
             commit: id,
             round_id: m.round_id,
@@ -194,7 +195,7 @@ pub fn round_commits(ledger: &Ledger, start: CommitId) -> Result<Vec<RoundInfo>,
             out.push(RoundInfo {
                 commit: id,
                 round_id: m.round_id.clone(),
-                gate_status: m.gate_status.clone(),
+                gate_status: m.gate_status,
                 metadata: m,
             });
         }
@@ -268,7 +269,7 @@ pub fn revert_round(
         });
     };
     let round_id = tm.round_id.clone();
-    if tm.gate_status != "promote" {
+    if !tm.gate_status.is_promote() {
         return Err(RoundError::CannotRevert {
             rev: rev.to_string(),
             reason: format!("round {round_id} was held, so there is no promotion to undo"),

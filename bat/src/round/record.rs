@@ -17,15 +17,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use bat_ledger::{CommitRequest, FieldValue, Ledger, NoProgress, OnMoved};
+use bat_ledger::{CommitRequest, FieldValue, Ledger, OnMoved, RefMove};
 use serde_json::json;
 
 use super::check::RoundCheck;
 use super::layout::{committed_files, RoundLayout};
+use super::meta::RoundMeta;
 use super::promote::{promoted_ref, PROMOTED_PREFIX};
 use super::validate::{BaselineSource, CheckedRound};
 use super::{CommitRoundOptions, RoundCommit, RoundError};
+use crate::Ctx;
 use bat_contract::json::{self, Value};
+use bat_contract::vocabulary::GateStatus;
 
 /// Where private raw evaluations live, relative to the `.bat` directory.
 pub const PRIVATE_RAW_EVAL_DIR: &str = "private/raw-eval";
@@ -111,10 +114,9 @@ fn ablation_object(a: &[(String, String)]) -> serde_json::Value {
     serde_json::Value::Object(a.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
 }
 
-/// Record a validated round.
 /// What [`record`] derives from the gate once and writes in several places.
 struct Facts<'a> {
-    gate_status: &'a str,
+    gate_status: GateStatus,
     starting: &'a str,
     trained_from: &'a str,
     raw_kept: bool,
@@ -248,14 +250,13 @@ fn remember_candidate(ledger: &Ledger, l: &RoundLayout, tree: &bat_ledger::TreeI
 /// The files outside the ledger are left alone; the loop removes them once
 /// the commit is durable.
 fn stage_logs(stage: &Path, opts: &CommitRoundOptions, round_id: &str) -> Result<(), RoundError> {
-    let Some(x) = &opts.extra_metadata else {
+    let Some(lm) = &opts.loop_meta else {
         return Ok(());
     };
     let bad = |reason: String| RoundError::Metadata {
         what: format!("round {round_id}"),
         reason,
     };
-    let lm = super::meta::LoopMeta::from_value(x).map_err(|e| bad(e.to_string()))?;
     let mut seen = std::collections::BTreeSet::new();
     for (name, log) in &lm.logs {
         if log.tree.is_none() {
@@ -286,45 +287,24 @@ fn stage_logs(stage: &Path, opts: &CommitRoundOptions, round_id: &str) -> Result
     Ok(())
 }
 
-/// The commit metadata (one typed document, see `super::meta`), its indexed
-/// fields and the scores.
-#[allow(clippy::type_complexity)]
+/// The commit metadata: one typed document (see `super::meta`), which
+/// also yields the commit's indexed fields.
 fn commit_metadata(
     l: &RoundLayout,
     opts: &CommitRoundOptions,
     c: &CheckedRound,
     f: &Facts<'_>,
     budget: serde_json::Value,
-) -> Result<
-    (
-        serde_json::Map<String, serde_json::Value>,
-        BTreeMap<String, FieldValue>,
-        serde_json::Map<String, serde_json::Value>,
-    ),
-    RoundError,
-> {
+) -> RoundMeta {
     let (gate_status, starting, trained_from, raw_kept) =
         (f.gate_status, f.starting, f.trained_from, f.raw_kept);
-    // Metadata (one typed document, see `super::meta`) and indexed fields.
-    let sc = scores(&c.summary);
-    let loop_meta = match &opts.extra_metadata {
-        Some(x) => {
-            Some(
-                super::meta::LoopMeta::from_value(x).map_err(|e| RoundError::Metadata {
-                    what: format!("round {}", c.round_id),
-                    reason: e.to_string(),
-                })?,
-            )
-        }
-        None => None,
-    };
-    let doc = super::meta::RoundMeta {
+    RoundMeta {
         schema: super::meta::ROUND_META_SCHEMA,
         kind: super::meta::ROUND_KIND.into(),
         round_id: c.round_id.clone(),
         target_stage: c.target_stage.clone(),
         next_target_stage: c.gate.target_stage.clone(),
-        gate_status: gate_status.into(),
+        gate_status,
         selection_reason: c.gate.selection_reason.into(),
         candidate_checkpoint_sha256: c.candidate_identity.clone(),
         starting_checkpoint_sha256: starting.to_string(),
@@ -333,55 +313,28 @@ fn commit_metadata(
         raw_eval_blake3: c.raw.blake3.clone(),
         raw_eval_kept: raw_kept,
         layout: l.layout.as_str().into(),
-        scores: sc.clone(),
+        scores: scores(&c.summary),
         budget,
         replay_of: opts.replay.as_ref().map(|r| r.replay_of.clone()),
         replay_of_round_id: opts.replay.as_ref().map(|r| r.replay_of_round_id.clone()),
         ablation: opts.replay.as_ref().map(|r| r.ablation_text()),
         ablation_overrides: opts.replay.as_ref().map(|r| ablation_object(&r.ablation)),
         inherited: opts.replay.as_ref().map(|r| r.inherited),
-        loop_meta,
-    };
-    let meta = doc
-        .to_value()
-        .as_object()
-        .cloned()
-        .expect("a struct serializes to a JSON object");
-    let mut fields = BTreeMap::new();
-    for k in [
-        "kind",
-        "round_id",
-        "target_stage",
-        "next_target_stage",
-        "gate_status",
-        "candidate_checkpoint_sha256",
-        "starting_checkpoint_sha256",
-        "raw_eval_sha256",
-        "replay_of",
-        "replay_of_round_id",
-        "ablation",
-    ] {
-        if let Some(v) = meta.get(k).and_then(FieldValue::from_json) {
-            fields.insert(k.to_string(), v);
-        }
+        loop_meta: opts.loop_meta.clone(),
     }
-    for (k, v) in &sc {
-        if let Some(f) = FieldValue::from_json(v) {
-            fields.insert(format!("scores.{k}"), f);
-        }
-    }
-    Ok((meta, fields, sc))
 }
 
+/// Record a validated round; `provenance` is `provenance.json`'s bytes.
 pub(crate) fn record(
     ledger: &mut Ledger,
     l: &RoundLayout,
     opts: &CommitRoundOptions,
     branch: &str,
     c: CheckedRound,
-    provenance: serde_json::Value,
+    provenance: Vec<u8>,
+    ctx: &Ctx<'_>,
 ) -> Result<RoundCommit, RoundError> {
-    let gate_status = if c.gate.promoted { "promote" } else { "hold" };
+    let gate_status = GateStatus::from_promoted(c.gate.promoted);
     let trained_from = c
         .gate
         .gate
@@ -423,14 +376,16 @@ pub(crate) fn record(
         [
             ("round.json", pretty(&round_json)),
             ("firewall.json", pretty(&firewall_json)),
-            ("provenance.json", pretty(&provenance)),
+            ("provenance.json", provenance),
             ("baseline-summary.json", c.baseline_bytes.clone()),
         ],
     )?;
     stage_logs(stage.path(), opts, &c.round_id)?;
 
-    let (meta, fields, sc) = commit_metadata(l, opts, &c, &facts, budget)?;
-    let overall = sc
+    let meta = commit_metadata(l, opts, &c, &facts, budget);
+    let fields: BTreeMap<String, FieldValue> = meta.index_fields();
+    let overall = meta
+        .scores
         .get("overall")
         .and_then(serde_json::Value::as_f64)
         .map(|x| format!(" overall {x:.4}"))
@@ -445,7 +400,7 @@ pub(crate) fn record(
         message,
         author: opts.author.clone().unwrap_or_else(|| "unknown".into()),
         time: None,
-        metadata: serde_json::Value::Object(meta.clone()),
+        metadata: meta.to_value(),
         fields,
         branch: (branch != "HEAD").then(|| branch.to_string()),
         // The round was validated against the branch's promoted state; a
@@ -453,36 +408,29 @@ pub(crate) fn record(
         on_moved: OnMoved::Fail,
         delta_base: None,
         orphan: opts.orphan_branch,
+        // A promotion moves the branch's promoted ref in the commit's own
+        // transaction: no state has the round without its promotion.
+        also_move: if gate_status.is_promote() && branch != "HEAD" {
+            vec![RefMove {
+                name: format!("{PROMOTED_PREFIX}{branch}"),
+                expected: promoted_ref(ledger, branch)?,
+                message: format!("round {}: promote", c.round_id),
+            }]
+        } else {
+            Vec::new()
+        },
     };
-    let promoted_ref_before = if branch != "HEAD" {
-        promoted_ref(ledger, branch)?
-    } else {
-        None
-    };
-    let out = ledger.commit_dir(
-        stage.path(),
-        &req,
-        &NoProgress,
-        &std::sync::atomic::AtomicBool::new(false),
-    )?;
+    let out = ledger.commit_dir(stage.path(), &req, ctx.progress, ctx.cancel)?;
     drop(stage);
     let _ = std::fs::remove_dir(&stage_root);
     remember_candidate(ledger, l, &out.tree);
 
-    if c.gate.promoted && branch != "HEAD" {
-        ledger.update_ref(
-            &format!("{PROMOTED_PREFIX}{branch}"),
-            promoted_ref_before,
-            Some(out.commit),
-            &format!("round {}: promote", c.round_id),
-        )?;
-    }
     Ok(RoundCommit {
         commit: out.commit,
         round_id: c.round_id,
-        gate_status: gate_status.to_string(),
+        gate_status,
         refname: out.refname,
-        metadata: serde_json::Value::Object(meta),
+        metadata: meta,
         raw_eval_kept: kept,
         warnings: c
             .raw_copies_in_candidate

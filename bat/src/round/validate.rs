@@ -410,7 +410,7 @@ fn raw_evaluation(
                     reason: e.to_string(),
                 })
             })?;
-            if json::to_pj_file(&rebuilt).as_bytes() != summary_bytes.as_slice() {
+            if json::pretty_json_file(&rebuilt).as_bytes() != summary_bytes.as_slice() {
                 return Err(RoundError::from(RoundCheck::Summary {
                     path: summary_path.clone(),
                     reason: format!(
@@ -583,15 +583,16 @@ fn gate(
                 reason: format!("{e} (gated against baseline {})", baseline_path.display()),
             })
         })?;
-    if json::to_pj_file(&outcome.gate).as_bytes() != docs.gate_bytes.as_slice() {
+    if json::pretty_json_file(&outcome.gate).as_bytes() != docs.gate_bytes.as_slice() {
         return Err(RoundError::from(RoundCheck::Gate { path: l.gate.clone(), reason: format!(
                 "differs from the gate recomputed from baseline {} and candidate {} (recomputed status: {})",
                 baseline_path.display(),
                 summary_path.display(),
-                if outcome.promoted { "promote" } else { "hold" }
+                bat_contract::vocabulary::GateStatus::from_promoted(outcome.promoted)
             ) }));
     }
-    if json::to_pj_file(&outcome.prescription).as_bytes() != read(&l.prescription)?.as_slice() {
+    if json::pretty_json_file(&outcome.prescription).as_bytes() != read(&l.prescription)?.as_slice()
+    {
         return Err(RoundError::from(RoundCheck::Prescription {
             path: l.prescription.clone(),
             reason: "differs from the prescription recomputed from the summaries".into(),

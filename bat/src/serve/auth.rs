@@ -43,6 +43,12 @@ pub enum TokenFileError {
     },
 }
 
+impl bat_ledger::Diagnostic for TokenFileError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+}
+
 /// The accepted tokens, kept only as digests.
 #[derive(Clone, Default)]
 pub struct TokenSet {

@@ -31,6 +31,29 @@ pub enum RefCheckError {
     },
 }
 
+impl bat_ledger::Diagnostic for RefCheckError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            RefCheckError::Ledger(e) => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            RefCheckError::Ledger(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            RefCheckError::Ledger(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
 /// Walk the history of `new` back to `stop` (exclusive; it is the ref's
 /// current value, already complete on the server) and check that every
 /// commit, tree and file reached is stored. Returns true when `stop` is an

@@ -106,6 +106,12 @@ pub enum ServeError {
     },
 }
 
+impl bat_ledger::Diagnostic for ServeError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
+}
+
 pub(crate) struct AppState {
     pub(crate) config: ServeConfig,
 }

@@ -198,12 +198,11 @@ pub fn evaluate(req: &EvaluateRequest<'_>, pack: &Pack) -> Result<EvaluateReport
             )
             .with("cells", Value::Array(cells)),
     );
-    bat_contract::fsutil::write_atomic(req.output, json::to_pj_file(&raw).as_bytes()).map_err(
-        |source| SimError::Io {
+    bat_contract::fsutil::write_atomic(req.output, json::pretty_json_file(&raw).as_bytes())
+        .map_err(|source| SimError::Io {
             path: req.output.to_path_buf(),
             source,
-        },
-    )?;
+        })?;
     Ok(EvaluateReport {
         cells: keys.len(),
         reruns,

@@ -18,7 +18,7 @@
 //! - [`init_model`]: write the initial policy for a seed.
 //! - [`prepare_campaign`]: write the source grid and the initial policy into
 //!   a setup folder and return the [`Campaign`] to hand to
-//!   [`crate::engine::r#loop::prepare_fresh`] and `run_loop`.
+//!   [`crate::engine::rounds::prepare_fresh`] and `run_loop`.
 //! - [`train::train`] and [`evaluate::evaluate`]: what the children run.
 //!
 //! Outputs are bit-identical for identical inputs and seed, whatever the
@@ -36,13 +36,13 @@ pub mod train;
 
 use std::path::{Path, PathBuf};
 
-use crate::round::campaign::Campaign;
+use crate::round::campaign::{Campaign, BAT_PLACEHOLDER};
 use bat_contract::json;
 use bat_contract::pack::Pack;
+use bat_contract::vocabulary::RewardMode;
 use bat_contract::{round, source};
 
 pub use policy::Policy;
-pub use train::RewardMode;
 
 /// The evaluation protocol id of simulator campaigns.
 pub const PROTOCOL_ID: &str = "bat-sim-heldout-v1";
@@ -52,8 +52,6 @@ pub const RUNTIME_TOOL_FORMAT: &str = "hermes";
 pub const DEFAULT_BATCHES: i64 = 50;
 /// Default campaign seed.
 pub const DEFAULT_SEED: u64 = 0;
-/// The placeholder of the bat binary in the templates.
-pub const BAT_PLACEHOLDER: &str = "{bat}";
 
 /// Failures of the simulator.
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +134,12 @@ pub enum SimError {
         /// Why.
         reason: String,
     },
+}
+
+impl bat_ledger::Diagnostic for SimError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        bat_ledger::ErrorKind::User
+    }
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -292,7 +296,7 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
     immutable(&source_path, &built.jsonl)?;
     immutable(
         &source_dir.join("manifest.json"),
-        json::to_pj_file(&built.manifest).as_bytes(),
+        json::pretty_json_file(&built.manifest).as_bytes(),
     )?;
     let initial = spec.setup_dir.join("initial-policy");
     let env = env::Environment::from_pack(&pack)?;
@@ -309,7 +313,7 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
         )?;
         immutable(
             &initial.join("config.json"),
-            json::to_pj_file(&policy.config()).as_bytes(),
+            json::pretty_json_file(&policy.config()).as_bytes(),
         )?;
     } else {
         policy.save(&initial)?;

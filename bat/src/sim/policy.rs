@@ -149,16 +149,6 @@ impl Policy {
         softmax(&self.logits_at(offset))
     }
 
-    /// Index of a track by name.
-    pub fn track_index(&self, name: &str) -> Option<usize> {
-        self.tracks.iter().position(|t| t == name)
-    }
-
-    /// Index of a stage by name.
-    pub fn stage_index(&self, name: &str) -> Option<usize> {
-        self.stages.iter().position(|s| s == name)
-    }
-
     /// The config.json document.
     pub fn config(&self) -> Value {
         let strs = |v: &[&str]| Value::Array(v.iter().map(|s| Value::from(*s)).collect());
@@ -240,11 +230,14 @@ impl Policy {
             },
         )?;
         let config = dir.join("config.json");
-        bat_contract::fsutil::write_atomic(&config, json::to_pj_file(&self.config()).as_bytes())
-            .map_err(|source| SimError::Io {
-                path: config.clone(),
-                source,
-            })
+        bat_contract::fsutil::write_atomic(
+            &config,
+            json::pretty_json_file(&self.config()).as_bytes(),
+        )
+        .map_err(|source| SimError::Io {
+            path: config.clone(),
+            source,
+        })
     }
 
     /// Read a model folder written by [`Policy::save`].

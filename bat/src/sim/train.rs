@@ -24,38 +24,7 @@ use super::policy::Policy;
 use super::SimError;
 use bat_contract::json::{self, Map, Value};
 use bat_contract::pack::Pack;
-
-/// How rows are rewarded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RewardMode {
-    /// BaT: stage rows by their stage's rubric score (a single-stage episode
-    /// starting from the row's condition), E2E rows by the E2E reward.
-    Stage,
-    /// Ablation: every row plays the full workflow and gets only the E2E
-    /// terminal reward.
-    Terminal,
-}
-
-impl RewardMode {
-    /// Parse `stage` or `terminal`.
-    pub fn parse(s: &str) -> Result<RewardMode, SimError> {
-        match s {
-            "stage" => Ok(RewardMode::Stage),
-            "terminal" => Ok(RewardMode::Terminal),
-            other => Err(SimError::RewardMode {
-                value: other.to_string(),
-            }),
-        }
-    }
-
-    /// The name used on the command line and in the health file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RewardMode::Stage => "stage",
-            RewardMode::Terminal => "terminal",
-        }
-    }
-}
+use bat_contract::vocabulary::RewardMode;
 
 /// One training row, as the simulator reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -599,12 +568,11 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
             dataset_rows: rows.len(),
         },
     );
-    bat_contract::fsutil::write_atomic(req.health, json::to_pj_file(&health).as_bytes()).map_err(
-        |source| SimError::Io {
+    bat_contract::fsutil::write_atomic(req.health, json::pretty_json_file(&health).as_bytes())
+        .map_err(|source| SimError::Io {
             path: req.health.to_path_buf(),
             source,
-        },
-    )?;
+        })?;
     Ok(report)
 }
 
@@ -698,14 +666,6 @@ mod tests {
         );
         assert!(policy.habit[1] > reference.habit[1]);
         assert!(policy.probs_at(other)[1] > reference.probs_at(other)[1]);
-    }
-
-    #[test]
-    fn reward_modes_parse_and_unknown_ones_are_refused() {
-        assert_eq!(RewardMode::parse("stage").unwrap(), RewardMode::Stage);
-        assert_eq!(RewardMode::parse("terminal").unwrap(), RewardMode::Terminal);
-        let e = RewardMode::parse("E2E").unwrap_err();
-        assert!(e.to_string().contains("stage or terminal"), "{e}");
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl RowTemplate {
                 extra.insert("core_batch_slot", Value::Str(MARKS[6].into()));
             }
         }
-        let text = json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?;
+        let text = json::canonical_json(&row).map_err(|_| ViewError::NotStableJson)?;
         let mut parts = Vec::new();
         let mut rest = text.as_str();
         let mut seen = [0usize; 7];
@@ -117,12 +117,12 @@ impl RowTemplate {
             stage: stage.to_string(),
             view_index: 0,
         })?;
-        let expected_sid = 1 + json::to_cj(&in_prompt)
+        let expected_sid = 1 + json::canonical_json(&in_prompt)
             .map_err(|_| ViewError::NotStableJson)?
             .matches(MARK_SID)
             .count();
         let prose_has_marker = p.k.system_prompt.contains("@@BAT")
-            || json::to_cj(&in_prompt)
+            || json::canonical_json(&in_prompt)
                 .map_or(true, |t| t.matches("@@BAT").count() != expected_sid - 1);
         if seen != [1; 7] || sid_seen != expected_sid || prose_has_marker {
             return Ok(None);
@@ -169,7 +169,7 @@ pub fn build_round_jsonl(
     for s in plan.iter().flatten() {
         let track = s.row.get("track").cloned().unwrap_or(Value::Null);
         let key = (
-            json::to_cj(&track).map_err(|_| ViewError::NotStableJson)?,
+            json::canonical_json(&track).map_err(|_| ViewError::NotStableJson)?,
             s.stage,
             s.pool,
         );
@@ -182,7 +182,7 @@ pub fn build_round_jsonl(
         }
     }
     let cj = |v: Option<&Value>| {
-        json::to_cj(v.unwrap_or(&Value::Null)).map_err(|_| ViewError::NotStableJson)
+        json::canonical_json(v.unwrap_or(&Value::Null)).map_err(|_| ViewError::NotStableJson)
     };
     // Each source row's CJ fragments, encoded once (a round reuses each
     // of its 126 rows dozens of times). Keyed by the row's address, which
@@ -247,7 +247,9 @@ pub fn build_round_jsonl(
                                 extra.insert("core_batch_slot", Value::from(slot));
                             }
                         }
-                        text.push_str(&json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?);
+                        text.push_str(
+                            &json::canonical_json(&row).map_err(|_| ViewError::NotStableJson)?,
+                        );
                     }
                 }
                 text.push('\n');
@@ -281,7 +283,7 @@ pub fn encode_jsonl(rows: &[Value]) -> Result<Vec<u8>, ViewError> {
         .map(|chunk| {
             let mut s = String::with_capacity(chunk.len() * 4096);
             for r in chunk {
-                s.push_str(&json::to_cj(r).map_err(|_| ViewError::NotStableJson)?);
+                s.push_str(&json::canonical_json(r).map_err(|_| ViewError::NotStableJson)?);
                 s.push('\n');
             }
             Ok(s)

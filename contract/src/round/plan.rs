@@ -90,7 +90,7 @@ pub(super) fn state_id_from_cj(
     stage: &str,
     ordinal: i64,
 ) -> String {
-    let enc = |x: &str| json::to_cj(&Value::Str(x.to_string())).unwrap_or_default();
+    let enc = |x: &str| json::canonical_json(&Value::Str(x.to_string())).unwrap_or_default();
     let text = format!(
         "{{\"ordinal\":{ordinal},\"round_id\":{round_cj},\"source_pool\":{},\"source_state_id\":{source_cj},\"target_stage\":{}}}",
         enc(pool),
@@ -113,7 +113,7 @@ impl Projector<'_> {
         let src_id = match s.row.get("source_state_id") {
             Some(Value::Str(x)) => x.clone(),
             // The reference applies str(); validated sources always hold strings.
-            Some(other) => json::to_cj(other).map_err(|_| ViewError::NotStableJson)?,
+            Some(other) => json::canonical_json(other).map_err(|_| ViewError::NotStableJson)?,
             None => return Err(ViewError::RowMalformed { row: 0 }),
         };
         let sid = state_id(self.round_id, &src_id, s.pool, s.stage, s.ordinal)?;

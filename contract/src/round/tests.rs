@@ -43,8 +43,8 @@ fn state_id_shortcut_equals_the_digest() {
         ),
         ("é\"x", "a\\b", POOL_MIX, "S4", 3023),
     ] {
-        let rid_cj = json::to_cj(&Value::Str(rid.into())).expect("cj");
-        let src_cj = json::to_cj(&Value::Str(src.into())).expect("cj");
+        let rid_cj = json::canonical_json(&Value::Str(rid.into())).expect("cj");
+        let src_cj = json::canonical_json(&Value::Str(src.into())).expect("cj");
         assert_eq!(
             state_id_from_cj(&rid_cj, &src_cj, pool, stage, ord),
             state_id(rid, src, pool, stage, ord).expect("digest")

@@ -71,7 +71,7 @@ pub fn verify_round_rows(rows: &[Value], target: &Value, batches: i64) -> Result
             let sid = extra
                 .get("state_id")
                 .ok_or(ViewError::RowMalformed { row: i })?;
-            let key = json::to_cj(sid).map_err(|_| ViewError::NotStableJson)?;
+            let key = json::canonical_json(sid).map_err(|_| ViewError::NotStableJson)?;
             if !seen.insert(key) {
                 return Err(ViewError::StateIdDuplicate);
             }

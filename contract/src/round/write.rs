@@ -25,6 +25,12 @@ pub enum WriteError {
     },
 }
 
+impl bat_error::Diagnostic for WriteError {
+    fn kind(&self) -> bat_error::ErrorKind {
+        bat_error::ErrorKind::User
+    }
+}
+
 /// The immutable write of §B: identical bytes are a no-op, different bytes
 /// are refused, otherwise temp file + fsync + rename in the same folder.
 pub fn write_immutable(path: &Path, content: &[u8]) -> Result<(), WriteError> {

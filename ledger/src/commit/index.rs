@@ -76,6 +76,9 @@ impl Ledger {
             Some(cid),
             &format!("commit: {first_line}"),
         )?;
+        for m in &req.also_move {
+            refs::cas(&tx, &m.name, Some(m.expected), Some(cid), &m.message)?;
+        }
         tx.commit()?;
         let new_objects = staging.rows.len() as u64;
         let pack_bytes = staging.pack_len();

@@ -62,6 +62,24 @@ pub struct CommitRequest {
     /// When `branch` does not exist yet: start it with a root commit (no
     /// parent) instead of forking from HEAD's commit.
     pub orphan: bool,
+    /// Further refs that move to the new commit in the same catalog
+    /// transaction as the branch (a caller's pointer that follows it, such
+    /// as a promotion ref): the commit and every move happen together or
+    /// not at all.
+    pub also_move: Vec<RefMove>,
+}
+
+/// A ref moved to the new commit together with its branch (see
+/// [`CommitRequest::also_move`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefMove {
+    /// The full ref name (`refs/<namespace>/<name>`).
+    pub name: String,
+    /// Where it must point now (`None`: it must not exist); otherwise the
+    /// commit fails with [`Error::BranchMoved`] and nothing is recorded.
+    pub expected: Option<CommitId>,
+    /// The reflog message.
+    pub message: String,
 }
 
 impl CommitRequest {
@@ -77,6 +95,7 @@ impl CommitRequest {
             on_moved: OnMoved::Reparent,
             delta_base: None,
             orphan: false,
+            also_move: Vec::new(),
         }
     }
 }
@@ -165,6 +184,9 @@ impl Ledger {
         }
         if let Some(b) = &req.branch {
             refs::validate_ref_name(b)?;
+        }
+        for m in &req.also_move {
+            refs::validate_full_ref_name(&m.name)?;
         }
         // Fail on bad metadata before reading gigabytes.
         let probe = Commit {
@@ -289,6 +311,9 @@ impl Ledger {
     /// Commit an already-stored tree (for callers that build trees
     /// themselves). `logical_bytes` is computed by walking it.
     pub fn commit_tree(&mut self, tree: TreeId, req: &CommitRequest) -> Result<CommitOutcome> {
+        for m in &req.also_move {
+            refs::validate_full_ref_name(&m.name)?;
+        }
         let expected = self.branch_tip_for(req)?;
         let files = self.walk_files(&tree)?;
         let logical = files.iter().map(|f| f.size).sum();

@@ -188,6 +188,37 @@ impl RemoteError {
     }
 }
 
+impl crate::Diagnostic for RemoteError {
+    fn kind(&self) -> crate::ErrorKind {
+        match self {
+            RemoteError::Ledger(e) => e.kind(),
+            RemoteError::Cancelled => crate::ErrorKind::Interrupted,
+            _ => crate::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            RemoteError::Ledger(e) => return e.hint(),
+            RemoteError::NonFastForward { .. } => {
+                "fetch or pull first; push --force overwrites the remote branch"
+            }
+            RemoteError::RefMoved { .. } => "someone pushed meanwhile: pull, then push again",
+            RemoteError::Corrupt { .. }
+            | RemoteError::Protocol { .. }
+            | RemoteError::LimitExceeded { .. } => {
+                "the peer sent data that does not verify; nothing was referenced locally"
+            }
+            RemoteError::MissingObject { .. } => {
+                "the peer does not have everything its refs need; nothing was referenced locally"
+            }
+            RemoteError::Unsupported { .. } => "use a directory or bundle remote",
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+}
+
 /// Where objects and refs can be fetched from and pushed to.
 pub trait Remote: Send {
     /// The remote's address, for messages.

@@ -67,14 +67,14 @@ pub struct WriteConfig {
     /// Code sparse 16-bit deltas jointly (FORMAT.md §12.3.1) instead of as
     /// zstd frames. On by default: on the main series a link is 0.055 ×
     /// raw instead of 0.064 (the ledger 0.116 × raw instead of 0.124), for
-    /// about the same CPU time to write and to read (FORMAT.md §13.0.4).
+    /// about the same CPU time to write and to read (docs/benchmarks.md).
     /// `false` writes the zstd form, which every reader decodes.
     pub joint_coding: bool,
     /// Store the high byte plane of a sparse 16-bit delta as its
     /// exceptions (the changes whose high XOR byte is not zero) when that
     /// is smaller (FORMAT.md §12.3.2). Off by default: on the main series
     /// it stores 0.4 % less, but its faster decoding of that plane did not
-    /// show in restore CPU time (FORMAT.md §13.1) and builds before it
+    /// show in restore CPU time (docs/benchmarks.md) and builds before it
     /// cannot read what it writes. `false` writes what they wrote.
     pub high_exceptions: bool,
     /// Read a delta base's pieces from the file an earlier commit recorded

@@ -159,7 +159,7 @@ pub fn uniform_view(
             let extra = extra_mut(&mut row, i)?;
             extra.insert("core_batch_index", Value::from(b));
             extra.insert("core_batch_slot", Value::from(slot));
-            text.push_str(&json::to_cj(&row).map_err(|_| ViewError::NotStableJson)?);
+            text.push_str(&json::canonical_json(&row).map_err(|_| ViewError::NotStableJson)?);
             text.push('\n');
         }
     }
@@ -251,7 +251,7 @@ pub fn verify_uniform_view(
             let sid = extra
                 .get("state_id")
                 .ok_or(ViewError::RowMalformed { row: i })?;
-            if !seen.insert(json::to_cj(sid).map_err(|_| ViewError::NotStableJson)?) {
+            if !seen.insert(json::canonical_json(sid).map_err(|_| ViewError::NotStableJson)?) {
                 return Err(ViewError::StateIdDuplicate);
             }
         }
@@ -295,7 +295,7 @@ mod tests {
             seed: None,
         };
         let built = uniform_view(&k, &prompter, &inp).expect("uniform view");
-        let manifest = json::to_pj_file(&built.manifest);
+        let manifest = json::pretty_json_file(&built.manifest);
         let verified = verify_uniform_view(&k, &prompter, &built.train, manifest.as_bytes())
             .expect("verifies");
         assert_eq!(verified.get("rows"), Some(&Value::from(80usize)));

@@ -37,22 +37,13 @@ pub enum Start {
     Resume(LoopState),
 }
 
-/// Convert a contract value to serde JSON (for ledger metadata).
-pub fn to_serde(v: &Value) -> Result<serde_json::Value, LoopError> {
-    let text = json::to_cj(v).map_err(|e| LoopError::Encode {
+/// Convert a contract value to serde JSON (for ledger metadata): through
+/// its canonical text, which refuses what the contract cannot encode.
+fn to_serde(v: &Value) -> Result<serde_json::Value, LoopError> {
+    let text = json::canonical_json(v).map_err(|e| LoopError::Encode {
         reason: e.to_string(),
     })?;
     serde_json::from_str(&text).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })
-}
-
-/// Convert serde JSON (from ledger metadata) to a contract value.
-pub fn from_serde(v: &serde_json::Value) -> Result<Value, LoopError> {
-    let text = serde_json::to_string(v).map_err(|e| LoopError::Encode {
-        reason: e.to_string(),
-    })?;
-    json::parse(&text).map_err(|e| LoopError::Encode {
         reason: e.to_string(),
     })
 }
@@ -133,19 +124,74 @@ pub fn loop_metadata(
     })
 }
 
-/// The run's stdout document.
-pub fn outcome_document(campaign: &Campaign, state: &LoopState) -> Value {
-    Value::Object(
-        Map::new()
-            .with("status", "complete")
-            .with("rounds", campaign.rounds)
-            .with(
-                "current_checkpoint_sha256",
-                str_of(&state.baseline_summary, "checkpoint_sha256"),
-            )
-            .with("next_target_stage", state.target_stage.as_str())
-            .with("history", Value::Array(state.history.clone())),
-    )
+/// One round of a finished run, as its history records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryLine {
+    /// The round id.
+    pub round_id: String,
+    /// The stage it trained.
+    pub target_stage: String,
+    /// The gate's decision (`None`: the entry names none it knows).
+    pub gate_status: Option<GateStatus>,
+    /// The candidate's model identity ("" when not recorded).
+    pub candidate_checkpoint_sha256: String,
+}
+
+impl HistoryLine {
+    /// Read a history element (resumed histories come from the ledger, so
+    /// a member may be missing).
+    fn of(entry: &Value) -> HistoryLine {
+        HistoryLine {
+            round_id: str_of(entry, "round_id").to_string(),
+            target_stage: str_of(entry, "target_stage").to_string(),
+            gate_status: str_of(entry, "gate_status").parse().ok(),
+            candidate_checkpoint_sha256: str_of(entry, "candidate_checkpoint_sha256").to_string(),
+        }
+    }
+}
+
+/// Where a finished run left the campaign.
+#[derive(Debug, Clone)]
+pub struct LoopOutcome {
+    /// Rounds of the campaign.
+    pub rounds: i64,
+    /// The identity of the checkpoint the next round would start from.
+    pub current_checkpoint_sha256: String,
+    /// The stage the next round would target.
+    pub next_target_stage: String,
+    /// Every round of the campaign, oldest first.
+    pub history: Vec<HistoryLine>,
+    /// The history elements as recorded, for [`LoopOutcome::document`].
+    entries: Vec<Value>,
+}
+
+impl LoopOutcome {
+    /// The outcome of `campaign` after its last round.
+    pub(crate) fn of(campaign: &Campaign, state: &LoopState) -> LoopOutcome {
+        LoopOutcome {
+            rounds: campaign.rounds,
+            current_checkpoint_sha256: str_of(&state.baseline_summary, "checkpoint_sha256")
+                .to_string(),
+            next_target_stage: state.target_stage.clone(),
+            history: state.history.iter().map(HistoryLine::of).collect(),
+            entries: state.history.clone(),
+        }
+    }
+
+    /// The run's stdout document (`bat run --json`, the reference loop's).
+    pub fn document(&self) -> Value {
+        Value::Object(
+            Map::new()
+                .with("status", "complete")
+                .with("rounds", self.rounds)
+                .with(
+                    "current_checkpoint_sha256",
+                    self.current_checkpoint_sha256.as_str(),
+                )
+                .with("next_target_stage", self.next_target_stage.as_str())
+                .with("history", Value::Array(self.entries.clone())),
+        )
+    }
 }
 
 /// Validate sizes and the runtime format, resolve the inputs and create the

@@ -2,6 +2,8 @@
 //! the sink that commits every round to a ledger.
 
 use super::*;
+use crate::round::meta::LoopMeta;
+use crate::Ctx;
 
 /// A finished round, as handed to the [`RoundSink`].
 #[derive(Debug, Clone)]
@@ -10,10 +12,10 @@ pub struct CompletedRound<'a> {
     pub round_id: &'a str,
     /// `W/<round_id>`.
     pub round_dir: &'a Path,
-    /// `promote` or `hold`.
-    pub gate_status: &'a str,
-    /// The `"loop"` metadata to record with the round (resume state).
-    pub loop_metadata: &'a serde_json::Value,
+    /// The gate's decision.
+    pub gate_status: GateStatus,
+    /// The `"loop"` record to commit with the round (resume state).
+    pub loop_meta: &'a LoopMeta,
     /// The summary the candidate was gated against, when it is on disk.
     pub baseline_summary: Option<&'a Path>,
     /// Wall-clock seconds of the trainer child, measured by bat.
@@ -58,6 +60,35 @@ pub enum SinkError {
     Stopped(String),
 }
 
+impl bat_ledger::Diagnostic for SinkError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            SinkError::Metadata(e) => e.kind(),
+            SinkError::Round(e) => e.kind(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            SinkError::Metadata(e) => e.hint(),
+            SinkError::Round(e) => e.hint(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.hint(),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            SinkError::Metadata(e) => e.code(),
+            SinkError::Round(e) => e.code(),
+            SinkError::InitialCheckpoint { source: e, .. } => e.code(),
+            _ => None,
+        }
+    }
+}
+
 impl From<crate::round::RoundError> for SinkError {
     fn from(e: crate::round::RoundError) -> Self {
         SinkError::Round(Box::new(e))
@@ -81,8 +112,10 @@ impl From<&str> for SinkError {
 pub struct LedgerSink<'l> {
     /// The ledger.
     pub ledger: &'l mut bat_ledger::Ledger,
-    /// Options for every round commit; `extra_metadata` is set per round.
+    /// Options for every round commit; `loop_meta` is set per round.
     pub options: crate::round::CommitRoundOptions,
+    /// Progress of the commits and the flag that stops one.
+    pub ctx: Ctx<'l>,
 }
 
 /// Commit one finished round. The single place the loop commits through.
@@ -90,34 +123,34 @@ pub fn commit_loop_round(
     ledger: &mut bat_ledger::Ledger,
     round: &CompletedRound<'_>,
     options: &crate::round::CommitRoundOptions,
+    ctx: &Ctx<'_>,
 ) -> Result<crate::round::RoundCommit, crate::round::RoundError> {
     let mut opts = options.clone();
-    opts.extra_metadata = Some(round.loop_metadata.clone());
+    opts.loop_meta = Some(round.loop_meta.clone());
     if let Some(b) = round.baseline_summary {
         opts.baseline_summary = Some(b.to_path_buf());
     }
     if round.trainer_wall_seconds.is_some() {
         opts.trainer_wall_seconds = round.trainer_wall_seconds;
     }
-    crate::round::commit_round(ledger, round.round_dir, &opts)
+    crate::round::commit_round(ledger, round.round_dir, &opts, ctx)
 }
 
 impl RoundSink for LedgerSink<'_> {
     fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError> {
         // The campaign's starting checkpoint goes into the ledger with its
         // first round (once per identity), so replays need no outside copy.
-        let lm = crate::round::meta::LoopMeta::from_value(round.loop_metadata)?;
+        let lm = round.loop_meta;
         if lm.round_number == 1 {
             let initial = &lm.campaign.initial_checkpoint;
             let author = self.options.author.as_deref().unwrap_or("unknown");
-            crate::round::initial::record_checkpoint(self.ledger, initial, author).map_err(
-                |source| SinkError::InitialCheckpoint {
+            crate::round::initial::record_checkpoint(self.ledger, initial, author, &self.ctx)
+                .map_err(|source| SinkError::InitialCheckpoint {
                     path: initial.clone(),
                     source: Box::new(source),
-                },
-            )?;
+                })?;
         }
-        let c = commit_loop_round(self.ledger, round, &self.options)?;
+        let c = commit_loop_round(self.ledger, round, &self.options, &self.ctx)?;
         Ok(format!(
             "committed {} ({})",
             c.commit.0.short(),

@@ -9,12 +9,15 @@ mod state;
 
 pub use sink::{commit_loop_round, CompletedRound, LedgerSink, RoundSink, SinkError};
 pub use state::{
-    from_serde, loop_metadata, outcome_document, prepare_fresh, round_id, state_document, to_serde,
-    LoopState, Start,
+    loop_metadata, prepare_fresh, round_id, state_document, HistoryLine, LoopOutcome, LoopState,
+    Start,
 };
 
-use super::command::{self, ChildError, ChildSpec, OutputSink, Stream, Supervision};
+use super::child::{self, ChildError, ChildSpec, OutputSink, Stream};
 use super::evaluation::{run_evaluation, EvaluationError, EvaluationRun};
+use super::template::{self, TRAINER_REQUIRED};
+use crate::round::campaign::Campaign;
+use crate::round::view::ViewKind;
 use bat_contract::binding::Arm;
 use bat_contract::gate::{evaluate_gate, select_target, training_healthy, GateError, GateModel};
 use bat_contract::json::{self, sha256_hex, Map, Value};
@@ -23,6 +26,7 @@ use bat_contract::prompt::Prompter;
 use bat_contract::protocol::{validate_runtime_protocol, ProtocolError};
 use bat_contract::round::{self as cround, BuildInputs, ViewError};
 use bat_contract::summary::{StageModel, SummaryError};
+use bat_contract::vocabulary::GateStatus;
 
 /// Version of the `"loop"` metadata object recorded with each round commit
 /// (see [`crate::round::meta`]).
@@ -31,14 +35,12 @@ pub const LOOP_METADATA_VERSION: i64 = crate::round::meta::LOOP_CHAIN_VERSION;
 pub const EXPERIMENT: &str = "bat-loop";
 /// Gate step of candidate evaluations.
 pub const CANDIDATE_GATE_STEP: u64 = 50;
-/// Placeholders the trainer template must use.
-pub use super::command::TRAINER_REQUIRED;
 
 /// A loop failure. Contract codes are the messages where the contract has one.
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
     /// rounds < 1 or batches < 1.
-    #[error("loop_size_invalid")]
+    #[error("the loop size is not valid: rounds and batches must each be at least 1")]
     SizeInvalid,
     /// The runtime tool format is invalid.
     #[error(transparent)]
@@ -72,10 +74,10 @@ pub enum LoopError {
     #[error(transparent)]
     Materialize(#[from] ViewError),
     /// The trainer template lacks a required placeholder.
-    #[error("trainer_command_placeholders_missing")]
+    #[error("the trainer command does not give every required placeholder as a whole argument")]
     TrainerPlaceholdersMissing,
     /// The trainer exited non-zero.
-    #[error("trainer_failed:{round_id}:{rc}")]
+    #[error("the trainer exited with status {rc} in round {round_id}")]
     TrainerFailed {
         /// The round.
         round_id: String,
@@ -83,7 +85,9 @@ pub enum LoopError {
         rc: i32,
     },
     /// The trainer left no candidate folder or no health file.
-    #[error("trainer_artifacts_missing:{round_id}")]
+    #[error(
+        "the trainer of round {round_id} left no candidate model folder or no training health file"
+    )]
     TrainerArtifactsMissing {
         /// The round.
         round_id: String,
@@ -138,7 +142,67 @@ pub enum LoopError {
     },
 }
 
-pub use crate::round::campaign::Campaign;
+impl bat_ledger::Diagnostic for LoopError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            LoopError::Protocol(e) => e.kind(),
+            LoopError::Pack(e) => e.kind(),
+            LoopError::Materialize(e) => e.kind(),
+            LoopError::Gate(e) => e.kind(),
+            LoopError::Summary(e) => e.kind(),
+            LoopError::Command(e) => e.kind(),
+            LoopError::Evaluation { source: e, .. } => e.kind(),
+            LoopError::Commit { source: e, .. } => e.kind(),
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            LoopError::Protocol(e) => e.hint(),
+            LoopError::Pack(e) => e.hint(),
+            LoopError::Materialize(e) => e.hint(),
+            LoopError::Gate(e) => e.hint(),
+            LoopError::Summary(e) => e.hint(),
+            LoopError::Command(e) => e.hint(),
+            LoopError::Evaluation { source: e, .. } => e.hint(),
+            LoopError::Commit { source: e, .. } => e.hint(),
+            LoopError::TrainerFailed { .. } => Some(
+                "the trainer's own output (streamed above and kept in the run's log files) says why it failed"
+                    .to_string(),
+            ),
+            LoopError::TrainerArtifactsMissing { .. } => Some(
+                "the trainer must write the candidate model folder and the training health file it is given"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            LoopError::Protocol(e) => e.code(),
+            LoopError::Pack(e) => e.code(),
+            LoopError::Materialize(e) => e.code(),
+            LoopError::Gate(e) => e.code(),
+            LoopError::Summary(e) => e.code(),
+            LoopError::Command(e) => e.code(),
+            LoopError::Evaluation { source: e, .. } => e.code(),
+            LoopError::Commit { source: e, .. } => e.code(),
+            LoopError::TrainerArtifactsMissing { round_id, .. } => {
+                Some(format!("trainer_artifacts_missing:{round_id}"))
+            }
+            LoopError::TrainerFailed { round_id, rc, .. } => {
+                Some(format!("trainer_failed:{round_id}:{rc}"))
+            }
+            LoopError::TrainerPlaceholdersMissing => {
+                Some("trainer_command_placeholders_missing".to_string())
+            }
+            LoopError::SizeInvalid => Some("loop_size_invalid".to_string()),
+            _ => None,
+        }
+    }
+}
 
 /// Progress of a run, for the caller to show.
 #[derive(Debug, Clone)]
@@ -173,8 +237,8 @@ pub enum LoopEvent<'a> {
     Gated {
         /// The round.
         round_id: &'a str,
-        /// `promote` or `hold`.
-        gate_status: &'a str,
+        /// The gate's decision.
+        gate_status: GateStatus,
         /// The next target.
         next_target_stage: &'a str,
     },
@@ -187,53 +251,14 @@ pub enum LoopEvent<'a> {
     },
 }
 
-/// Receives progress and child output, and may supervise the children
-/// (see [`OutputSink`]). Implemented by the CLI.
-pub trait Observer {
+/// Receives progress events; as an [`OutputSink`] it also receives the
+/// children's output and may supervise them. Its
+/// [`OutputSink::stop_signal`] is also checked before the baseline and
+/// before every round, so a stop between children ends the loop there.
+/// Implemented by the CLI.
+pub trait Observer: OutputSink {
     /// A progress event.
     fn event(&mut self, event: &LoopEvent<'_>);
-    /// A chunk of a child's output.
-    fn child_output(&mut self, label: &str, stream: Stream, bytes: &[u8]);
-    /// See [`OutputSink::supervision`] (default: unsupervised children).
-    fn supervision(&self) -> Option<Supervision> {
-        None
-    }
-    /// See [`OutputSink::stop_signal`]; also checked before the baseline and
-    /// before every round, so a stop between children ends the loop there.
-    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
-        None
-    }
-    /// See [`OutputSink::child_env`].
-    fn child_env(&self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-    /// See [`OutputSink::child_started`].
-    fn child_started(&mut self, _label: &str, _pgid: u32) {}
-    /// See [`OutputSink::child_ended`].
-    fn child_ended(&mut self, _label: &str, _pgid: u32) {}
-}
-
-struct SinkAdapter<'a>(&'a mut dyn Observer);
-
-impl OutputSink for SinkAdapter<'_> {
-    fn output(&mut self, label: &str, stream: Stream, bytes: &[u8]) {
-        self.0.child_output(label, stream, bytes);
-    }
-    fn supervision(&self) -> Option<Supervision> {
-        self.0.supervision()
-    }
-    fn stop_signal(&self) -> Option<nix::sys::signal::Signal> {
-        self.0.stop_signal()
-    }
-    fn child_env(&self) -> Vec<(String, String)> {
-        self.0.child_env()
-    }
-    fn child_started(&mut self, label: &str, pgid: u32) {
-        self.0.child_started(label, pgid);
-    }
-    fn child_ended(&mut self, label: &str, pgid: u32) {
-        self.0.child_ended(label, pgid);
-    }
 }
 
 /// Stop before `round_id` when the observer asks.
@@ -365,7 +390,7 @@ fn baseline_state(
 fn history_entry(
     rid: &str,
     target: &str,
-    gate_status: &str,
+    gate_status: GateStatus,
     outcome: &bat_contract::gate::GateOutcome,
 ) -> Value {
     let field = |doc: &Value, k: &str| doc.get(k).cloned().unwrap_or(Value::Null);
@@ -373,7 +398,7 @@ fn history_entry(
         Map::new()
             .with("round_id", rid)
             .with("target_stage", target)
-            .with("gate_status", gate_status)
+            .with("gate_status", gate_status.as_str())
             .with(
                 "starting_checkpoint_sha256",
                 field(&outcome.prescription, "starting_checkpoint_sha256"),
@@ -441,14 +466,15 @@ pub(crate) fn round_logs(
 }
 
 /// Run (or continue) a campaign whose paths are already resolved (see
-/// [`prepare_fresh`] and [`super::resume`]). Returns the stdout document.
+/// [`prepare_fresh`] and [`super::resume`]). Returns where the campaign
+/// ended.
 pub fn run_loop(
     campaign: &Campaign,
     start: Start,
     opts: &RunOptions<'_>,
     observer: &mut dyn Observer,
     sink: &mut dyn RoundSink,
-) -> Result<Value, LoopError> {
+) -> Result<LoopOutcome, LoopError> {
     if campaign.rounds < 1 || campaign.batches < 1 {
         return Err(LoopError::SizeInvalid);
     }
@@ -479,7 +505,7 @@ pub fn run_loop(
                 starting_checkpoint: &state.current_checkpoint,
                 baseline_summary: &state.baseline_summary,
                 target_stage: &target,
-                mixture: Mixture::THREE_POOL,
+                mixture: ViewKind::THREE_POOL,
             },
             observer,
         )?;
@@ -487,10 +513,10 @@ pub fn run_loop(
         let candidate = root.join("candidate");
         let outcome = done.outcome;
         let cand_summary = done.candidate_summary;
-        let gate_status = str_of(&outcome.gate, "status").to_string();
+        let gate_status = GateStatus::from_promoted(outcome.promoted);
         state
             .history
-            .push(history_entry(&rid, &target, &gate_status, &outcome));
+            .push(history_entry(&rid, &target, gate_status, &outcome));
         // The file behind `state.baseline_summary` before inheritance moves
         // it: the round commit re-checks the gate against exactly this one.
         let baseline_path = match &state.current_checkpoint_round {
@@ -509,23 +535,22 @@ pub fn run_loop(
         state.completed_rounds = n;
         observer.event(&LoopEvent::Gated {
             round_id: &rid,
-            gate_status: &gate_status,
+            gate_status,
             next_target_stage: &state.target_stage,
         });
         write_atomic(
             &w.join("state.json"),
-            json::to_pj_file(&state_document(&state)).as_bytes(),
+            json::pretty_json_file(&state_document(&state)).as_bytes(),
         )?;
         // Record the round before the next one starts.
         let logs = round_logs(opts.log_dir, &trainer_label, &rid);
         let loop_meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
-        let meta = loop_meta.to_value();
         let note = sink
             .round_completed(&CompletedRound {
                 round_id: &rid,
                 round_dir: &root,
-                gate_status: &gate_status,
-                loop_metadata: &meta,
+                gate_status,
+                loop_meta: &loop_meta,
                 baseline_summary: Some(baseline_path.as_path()).filter(|p| p.is_file()),
                 trainer_wall_seconds: Some(done.trainer_wall_seconds),
             })
@@ -547,12 +572,8 @@ pub fn run_loop(
             prune_round_dirs(w, state.current_checkpoint_round.as_deref())?;
         }
     }
-    Ok(outcome_document(campaign, &state))
+    Ok(LoopOutcome::of(campaign, &state))
 }
-
-/// Which data mixture (round view) a round trains on: a key of the
-/// round-view registry ([`crate::round::view`]).
-pub use crate::round::view::ViewKind as Mixture;
 
 /// The inputs of one round, as the loop or a replay hands them over.
 #[derive(Debug, Clone, Copy)]
@@ -569,7 +590,7 @@ pub struct RoundInputs<'a> {
     /// The stage this round targets.
     pub target_stage: &'a str,
     /// The data mixture.
-    pub mixture: Mixture,
+    pub mixture: ViewKind,
 }
 
 /// What one round produced (its files are in the round folder).
@@ -610,17 +631,41 @@ pub fn run_round(
     observer: &mut dyn Observer,
 ) -> Result<RoundOutcome, LoopError> {
     let k = opts.pack.contract()?;
-    let prompter = Prompter::new(&k);
     let gate_model = GateModel::from_pack(opts.pack)?;
-    let rid = inp.round_id.to_string();
-    let root = inp.root;
-    let target = inp.target_stage;
     observer.event(&LoopEvent::RoundStart {
-        round_id: &rid,
-        target_stage: target,
+        round_id: inp.round_id,
+        target_stage: inp.target_stage,
     });
-    create_new_dir(root)?;
-    // Materialize (plain writes, as the reference).
+    create_new_dir(inp.root)?;
+    let view = build_view(campaign, &k, inp)?;
+    let trained = train(campaign, opts, inp, &view, observer)?;
+    let candidate_summary = evaluate_candidate(campaign, opts, inp, observer)?;
+    let outcome = gate(inp, &candidate_summary, &trained.health, &gate_model)?;
+    Ok(RoundOutcome {
+        outcome,
+        candidate_summary,
+        health: trained.health,
+        trainer_wall_seconds: trained.wall_seconds,
+        trainer_label: trained.label,
+    })
+}
+
+/// The files of a round's view, in `<round>/data/`.
+struct ViewFiles {
+    /// `train.jsonl`.
+    train: PathBuf,
+    /// `manifest.json`.
+    manifest: PathBuf,
+}
+
+/// Materialize the round's view of the source grid into `<round>/data/`
+/// (plain writes, as the reference).
+fn build_view(
+    campaign: &Campaign,
+    k: &bat_contract::contract_pack::ContractPack,
+    inp: &RoundInputs<'_>,
+) -> Result<ViewFiles, LoopError> {
+    let prompter = Prompter::new(k);
     let source_bytes = std::fs::read(&campaign.source).map_err(io_err(&campaign.source))?;
     let source_name = campaign
         .source
@@ -632,31 +677,53 @@ pub fn run_round(
         source_bytes: &source_bytes,
         source_file_name: &source_name,
         source_sha256: &source_sha,
-        round_id: &rid,
-        target_stage: Some(target),
+        round_id: inp.round_id,
+        target_stage: Some(inp.target_stage),
         prescription: None,
         batches: campaign.batches,
         seed: None,
     };
-    let built = crate::round::view::view(inp.mixture).build(&k, &prompter, &inputs)?;
-    let data = root.join("data");
+    let built = crate::round::view::view(inp.mixture).build(k, &prompter, &inputs)?;
+    let data = inp.root.join("data");
     create_new_dir(&data)?;
     let train = data.join(cround::TRAIN_FILE);
     std::fs::write(&train, &built.train).map_err(io_err(&train))?;
     let manifest = data.join(cround::MANIFEST_FILE);
-    plain_write(&manifest, &json::to_pj_file(&built.manifest))?;
-    // Train.
-    let candidate = root.join("candidate");
-    let health = root.join("training-health.json");
+    plain_write(&manifest, &json::pretty_json_file(&built.manifest))?;
+    Ok(ViewFiles { train, manifest })
+}
+
+/// What the trainer left.
+struct Trained {
+    /// The parsed training health file.
+    health: Value,
+    /// Wall-clock seconds of the trainer child.
+    wall_seconds: f64,
+    /// Its log label (`r01/trainer`).
+    label: String,
+}
+
+/// Run the trainer on the view: it writes `<round>/candidate/` and
+/// `<round>/training-health.json`.
+fn train(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    inp: &RoundInputs<'_>,
+    view: &ViewFiles,
+    observer: &mut dyn Observer,
+) -> Result<Trained, LoopError> {
+    let rid = inp.round_id;
+    let candidate = inp.root.join("candidate");
+    let health = inp.root.join("training-health.json");
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let values = [
         ("{checkpoint}", text(inp.starting_checkpoint)),
-        ("{dataset}", text(&train)),
-        ("{manifest}", text(&manifest)),
+        ("{dataset}", text(&view.train)),
+        ("{manifest}", text(&view.manifest)),
         ("{output}", text(&candidate)),
         ("{health}", text(&health)),
-        ("{round_id}", rid.clone()),
-        ("{target_stage}", target.to_string()),
+        ("{round_id}", rid.to_string()),
+        ("{target_stage}", inp.target_stage.to_string()),
         (
             "{runtime_tool_format}",
             campaign.runtime_tool_format.clone(),
@@ -668,76 +735,98 @@ pub fn run_round(
             values.push((k.as_str(), v.clone()));
         }
     }
-    let argv = command::expand(&campaign.trainer, &values);
+    let argv = template::expand(&campaign.trainer, &values);
     let required: Vec<&str> = values
         .iter()
         .filter(|(k, _)| TRAINER_REQUIRED.contains(k))
         .map(|(_, v)| v.as_str())
         .collect();
-    if !command::all_present(&argv, &required) {
+    if !template::all_present(&argv, &required) {
         return Err(LoopError::TrainerPlaceholdersMissing);
     }
     observer.event(&LoopEvent::Training {
-        round_id: &rid,
+        round_id: rid,
         argv: &argv,
     });
-    let trainer_label = format!("{rid}/trainer");
+    let label = format!("{rid}/trainer");
     let started = std::time::Instant::now();
-    let trained = command::run_child(
+    let trained = child::run_child(
         &ChildSpec {
-            label: &trainer_label,
+            label: &label,
             argv: &argv,
             log_dir: opts.log_dir,
         },
-        &mut SinkAdapter(observer),
+        observer,
     )?;
-    let trainer_wall_seconds = started.elapsed().as_secs_f64();
+    let wall_seconds = started.elapsed().as_secs_f64();
     if trained.rc != 0 {
         return Err(LoopError::TrainerFailed {
-            round_id: rid,
+            round_id: rid.to_string(),
             rc: trained.rc,
         });
     }
     if !candidate.is_dir() || !health.is_file() {
-        return Err(LoopError::TrainerArtifactsMissing { round_id: rid });
+        return Err(LoopError::TrainerArtifactsMissing {
+            round_id: rid.to_string(),
+        });
     }
     let health_bytes = std::fs::read(&health).map_err(io_err(&health))?;
-    let health_value = json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {
-        round_id: rid.clone(),
+    let health = json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {
+        round_id: rid.to_string(),
         reason: e.to_string(),
     })?;
-    // Evaluate the candidate.
-    let context = format!("{rid} candidate");
+    Ok(Trained {
+        health,
+        wall_seconds,
+        label,
+    })
+}
+
+/// Evaluate `<round>/candidate/` into `<round>/candidate-eval/`; returns
+/// its summary.
+fn evaluate_candidate(
+    campaign: &Campaign,
+    opts: &RunOptions<'_>,
+    inp: &RoundInputs<'_>,
+    observer: &mut dyn Observer,
+) -> Result<Value, LoopError> {
+    let context = format!("{} candidate", inp.round_id);
     observer.event(&LoopEvent::Evaluating { context: &context });
-    let cand_summary = evaluate(
+    evaluate(
         campaign,
         opts,
         observer,
-        &candidate,
-        &root.join("candidate-eval"),
+        &inp.root.join("candidate"),
+        &inp.root.join("candidate-eval"),
         CANDIDATE_GATE_STEP,
         Arm::Candidate,
         &context,
-    )?;
-    // Gate.
+    )
+}
+
+/// Gate the candidate against the round's baseline and write
+/// `gate.json` and `prescription.json`.
+fn gate(
+    inp: &RoundInputs<'_>,
+    candidate_summary: &Value,
+    health: &Value,
+    gate_model: &GateModel,
+) -> Result<bat_contract::gate::GateOutcome, LoopError> {
     let outcome = evaluate_gate(
         inp.baseline_summary,
-        &cand_summary,
-        training_healthy(&health_value),
-        &gate_model,
+        candidate_summary,
+        training_healthy(health),
+        gate_model,
     )?;
-    plain_write(&root.join("gate.json"), &json::to_pj_file(&outcome.gate))?;
     plain_write(
-        &root.join("prescription.json"),
-        &json::to_pj_file(&outcome.prescription),
+        &inp.root.join("gate.json"),
+        &json::pretty_json_file(&outcome.gate),
     )?;
-    Ok(RoundOutcome {
-        outcome,
-        candidate_summary: cand_summary,
-        health: health_value,
-        trainer_wall_seconds,
-        trainer_label,
-    })
+    plain_write(
+        &inp.root.join("prescription.json"),
+        &json::pretty_json_file(&outcome.prescription),
+    )?;
+    Ok(outcome)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -777,7 +866,7 @@ fn evaluate(
             extra_placeholders: &campaign.extra_placeholders,
         },
         opts.pack,
-        &mut SinkAdapter(observer),
+        observer,
     )
     .map_err(|source| LoopError::Evaluation {
         context: context.to_string(),

@@ -1,4 +1,6 @@
-//! Setting up a `bat run` campaign from typed inputs: the backend choice,
+//! Setting up a `bat run` campaign from typed inputs: the backend choice
+//! (external command templates or the embedded simulator, made into the
+//! finished [`Campaign`] the engine runs; the engine knows neither),
 //! run ids, the `.bat/runs/<run-id>/` layout, a fresh campaign (external
 //! commands or the embedded simulator), a resumed one (from the ledger's
 //! last round), and the options every round is committed with.
@@ -14,12 +16,16 @@ use std::path::{Path, PathBuf};
 
 use bat_ledger::Ledger;
 
-use super::r#loop::{prepare_fresh, Campaign, LoopError, Start};
-use super::resume::{find_last_round, prepare_resume_with, ResumeError, ResumeOptions};
+use crate::engine::resume::{find_last_round, prepare_resume_with, ResumeError, ResumeOptions};
+use crate::engine::rounds::{prepare_fresh, LoopError, Start};
+use crate::round::campaign::Campaign;
+use crate::round::campaign::BAT_PLACEHOLDER;
 use crate::round::meta::LoopMeta;
-use crate::round::CommitRoundOptions;
+use crate::round::{CommandTemplates, CommitRoundOptions};
 use crate::sim;
+use crate::Ctx;
 use bat_contract::pack::{Pack, PackError};
+use bat_contract::vocabulary::RewardMode;
 
 /// Batches (of 8 rows) per round of the command backend: the contract's.
 pub use bat_contract::round::DEFAULT_BATCHES;
@@ -74,10 +80,7 @@ impl RunsLayout {
 
     /// Whether the recorded campaign's work dir is bat's own
     /// (`runs/<run-id>/work`), whose committed round folders are removed.
-    pub fn owns_work_dir(&self, loop_metadata: &serde_json::Value) -> bool {
-        let Ok(l) = LoopMeta::from_value(loop_metadata) else {
-            return false;
-        };
+    pub fn owns_work_dir(&self, l: &LoopMeta) -> bool {
         let root = std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone());
         l.campaign.work_dir == root.join(&l.run_id).join("work")
     }
@@ -118,13 +121,13 @@ pub struct FreshRequest {
     pub branch: Option<String>,
     /// Simulator seed.
     pub seed: Option<u64>,
-    /// `stage` or `terminal`.
-    pub reward_mode: Option<String>,
+    /// The reward mode (`None`: [`RewardMode::Stage`]).
+    pub reward_mode: Option<RewardMode>,
     /// The bat binary the simulator backend runs as its children.
     pub bat_exe: Option<PathBuf>,
 }
 
-/// A campaign ready for [`super::r#loop::run_loop`].
+/// A campaign ready for [`crate::engine::rounds::run_loop`].
 #[derive(Debug)]
 pub struct PlannedRun {
     /// The campaign (paths absolute).
@@ -157,7 +160,7 @@ pub enum CampaignError {
     },
     /// `--reward-mode` is not `stage` or `terminal`.
     #[error("{0}")]
-    RewardMode(sim::SimError),
+    RewardMode(bat_contract::vocabulary::UnknownWord),
     /// `--reward-mode` without a `{reward_mode}` in the trainer template.
     #[error("--reward-mode needs a {{reward_mode}} element in the --trainer template")]
     RewardModeUnused,
@@ -182,6 +185,45 @@ pub enum CampaignError {
     /// The benchmark pack does not load.
     #[error(transparent)]
     Pack(#[from] PackError),
+}
+
+impl bat_ledger::Diagnostic for CampaignError {
+    fn kind(&self) -> bat_ledger::ErrorKind {
+        match self {
+            CampaignError::MissingArgument { .. }
+            | CampaignError::NotWithSim { .. }
+            | CampaignError::RewardMode(_)
+            | CampaignError::RewardModeUnused => bat_ledger::ErrorKind::Usage,
+            _ => bat_ledger::ErrorKind::User,
+        }
+    }
+
+    fn hint(&self) -> Option<String> {
+        let hint = match self {
+            CampaignError::MissingArgument { .. } => {
+                "give all campaign arguments, or --resume to continue one"
+            }
+            CampaignError::NotWithSim { .. } => {
+                "the simulator makes its own source grid, initial policy and templates from the embedded pack"
+            }
+            CampaignError::NothingToResume { .. } => {
+                "start the campaign with `bat run` (without --resume)"
+            }
+            CampaignError::Loop(e) => return e.hint(),
+            CampaignError::Resume(e) => return e.hint(),
+            _ => return None,
+        };
+        Some(hint.to_string())
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            CampaignError::Loop(e) => e.code(),
+            CampaignError::Resume(e) => e.code(),
+            CampaignError::Pack(e) => e.code(),
+            _ => None,
+        }
+    }
 }
 
 fn need<T: Clone>(v: &Option<T>, flag: &'static str) -> Result<T, CampaignError> {
@@ -215,7 +257,7 @@ fn command_campaign(
     let trainer = need(&req.trainer, "--trainer")?;
     let evaluator = need(&req.evaluator, "--evaluator")?;
     let extra_placeholders =
-        reward_mode_placeholder(&trainer, &evaluator, req.reward_mode.as_deref())?;
+        reward_mode_placeholder(&trainer, &evaluator, req.reward_mode.unwrap_or_default())?;
     Ok(Campaign {
         source: need(&req.source, "--source")?,
         initial_checkpoint: need(&req.initial_checkpoint, "--initial-checkpoint")?,
@@ -253,8 +295,7 @@ fn sim_campaign(
     if let Some((_, flag)) = given.iter().find(|(set, _)| *set) {
         return Err(CampaignError::NotWithSim { flag });
     }
-    let reward_mode = sim::RewardMode::parse(req.reward_mode.as_deref().unwrap_or("stage"))
-        .map_err(CampaignError::RewardMode)?;
+    let reward_mode = req.reward_mode.unwrap_or_default();
     Ok(sim::prepare_campaign(&sim::SimCampaign {
         setup_dir: layout.sim_setup_dir(run_id),
         work_dir: req
@@ -280,10 +321,8 @@ fn sim_campaign(
 fn reward_mode_placeholder(
     trainer: &[String],
     evaluator: &[String],
-    mode: Option<&str>,
+    mode: RewardMode,
 ) -> Result<Vec<(String, String)>, CampaignError> {
-    let mode =
-        sim::RewardMode::parse(mode.unwrap_or("stage")).map_err(CampaignError::RewardMode)?;
     if trainer
         .iter()
         .chain(evaluator)
@@ -291,7 +330,7 @@ fn reward_mode_placeholder(
     {
         return Ok(vec![("{reward_mode}".into(), mode.as_str().into())]);
     }
-    if mode != sim::RewardMode::Stage {
+    if mode != RewardMode::Stage {
         return Err(CampaignError::RewardModeUnused);
     }
     Ok(Vec::new())
@@ -303,7 +342,8 @@ fn reward_mode_placeholder(
 /// given, overrides the recorded branch; `rounds`, when given, replaces the
 /// recorded number of rounds (extending a finished campaign). When a
 /// `bat revert` was committed after the last round, the next round starts
-/// from the branch's promoted checkpoint.
+/// from the branch's promoted checkpoint. `ctx` reports the checkouts a
+/// resume may need and stops them.
 pub fn plan_resume(
     ledger: &Ledger,
     layout: &RunsLayout,
@@ -311,14 +351,13 @@ pub fn plan_resume(
     branch: Option<String>,
     bat_exe: Option<&Path>,
     rounds: Option<i64>,
+    ctx: Ctx<'_>,
 ) -> Result<PlannedRun, CampaignError> {
     let recorded = find_last_round(ledger, rev)?.ok_or_else(|| CampaignError::NothingToResume {
         rev: rev.to_string(),
     })?;
-    let run_id = LoopMeta::from_value(&recorded.loop_metadata)
-        .map(|l| l.run_id)
-        .unwrap_or_else(|_| "unknown".into());
-    let prune_round_dirs = layout.owns_work_dir(&recorded.loop_metadata);
+    let run_id = recorded.loop_meta.run_id.clone();
+    let prune_round_dirs = layout.owns_work_dir(&recorded.loop_meta);
     let follow = match &branch {
         Some(b) => b.clone(),
         None => crate::round::current_branch(ledger)
@@ -332,13 +371,14 @@ pub fn plan_resume(
             prune_round_dirs,
             rounds,
             follow_promoted: Some(follow),
+            ctx,
         },
     )?;
     let mut campaign = point.campaign;
     if let Some(entry) = campaign
         .extra_placeholders
         .iter_mut()
-        .find(|(k, _)| k == sim::BAT_PLACEHOLDER)
+        .find(|(k, _)| k == BAT_PLACEHOLDER)
     {
         let exe = bat_exe.ok_or(CampaignError::NoBatBinary)?;
         entry.1 = exe.to_string_lossy().into_owned();
@@ -365,11 +405,11 @@ pub fn round_commit_options(campaign: &Campaign, pack: &Pack) -> CommitRoundOpti
         heldout_markers: None,
         keep_raw_eval: false,
         pack: pack.clone(),
-        command_templates: Some(serde_json::json!({
-            "trainer": campaign.trainer,
-            "evaluator": campaign.evaluator,
-        })),
-        extra_metadata: None,
+        command_templates: Some(CommandTemplates {
+            trainer: campaign.trainer.clone(),
+            evaluator: campaign.evaluator.clone(),
+        }),
+        loop_meta: None,
         ..Default::default()
     }
 }

@@ -1,0 +1,157 @@
+//! The header of a planes payload: version, element width, flags, base id,
+//! changed-element count and the table of frame lengths (FORMAT.md §12.3),
+//! and the format constants the encoder and decoder share.
+
+use super::joint;
+use crate::id::ObjectId;
+
+/// Version byte of a planes payload.
+pub const PLANES_VERSION: u8 = 1;
+/// Flag bit: the payload is a delta against a base object.
+pub const FLAG_BASE: u8 = 1;
+/// Flag bit (only with [`FLAG_BASE`]): the delta is sparse (gap bytes giving
+/// the changed elements' positions, plus the planes of those elements).
+pub const FLAG_SPARSE: u8 = 2;
+/// Flag bit, always set with [`FLAG_SPARSE`]: the positions are gap bytes.
+/// (Development builds before it wrote a bit mask there; such payloads are
+/// refused by name rather than misread.)
+pub const FLAG_GAPS: u8 = 4;
+/// Flag bit (only with [`FLAG_GAPS`] and 16-bit elements): the changes are
+/// jointly coded ([`joint`]): one body instead of zstd frames.
+pub const FLAG_JOINT: u8 = 8;
+/// Flag bit (only with [`FLAG_GAPS`], without [`FLAG_JOINT`], and 16-bit
+/// elements): the high byte plane of the changes is stored as its
+/// exceptions, the few changes whose high XOR byte is not zero, instead of
+/// one byte per change (FORMAT.md §12.3.2).
+pub const FLAG_HIGH_EXCEPTIONS: u8 = 16;
+/// Flag bit (only with [`FLAG_JOINT`]): the differences of escaped changes
+/// follow their symbols as exponential-Golomb codes
+/// ([`joint::Escapes::Golomb`]) instead of 16 raw bits. Written with every
+/// jointly coded delta since 2026-12-02.
+pub const FLAG_GOLOMB_ESCAPES: u8 = 32;
+
+/// Gap byte that skips [`GAP_SKIP`] unchanged elements without a change.
+pub(super) const GAP_SKIP: u8 = 255;
+
+/// A decoded planes payload header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanesHeader {
+    /// Element width in bytes (1, 2, 4 or 8).
+    pub width: u8,
+    /// Base object, when the payload is a delta.
+    pub base: Option<ObjectId>,
+    /// For a sparse delta, the number of changed elements.
+    pub sparse_count: Option<u32>,
+    /// Stored length of each zstd frame: the planes, preceded by the gaps
+    /// frame for a sparse delta; for a jointly coded delta, the one length
+    /// of its body.
+    pub plane_lens: Vec<u32>,
+    /// The sparse delta is jointly coded ([`FLAG_JOINT`]).
+    pub joint: bool,
+    /// How a jointly coded delta's escaped differences are written
+    /// ([`FLAG_GOLOMB_ESCAPES`]); `Raw16` for other payloads.
+    pub escapes: joint::Escapes,
+    /// The sparse delta's high plane is stored as its exceptions
+    /// ([`FLAG_HIGH_EXCEPTIONS`]).
+    pub high_exceptions: bool,
+}
+
+impl PlanesHeader {
+    /// Length of the encoded header.
+    pub fn encoded_len(&self) -> usize {
+        4 + if self.base.is_some() { 32 } else { 0 }
+            + if self.sparse_count.is_some() { 4 } else { 0 }
+            + 4 * self.plane_lens.len()
+    }
+
+    /// Parse the header at the start of `payload`.
+    pub fn decode(payload: &[u8]) -> std::result::Result<PlanesHeader, String> {
+        if payload.len() < 4 {
+            return Err("planes payload shorter than its header".into());
+        }
+        if payload[0] != PLANES_VERSION {
+            return Err(format!("unknown planes payload version {}", payload[0]));
+        }
+        let width = payload[1];
+        if !matches!(width, 1 | 2 | 4 | 8) {
+            return Err(format!("invalid element width {width}"));
+        }
+        let flags = payload[2];
+        if flags & FLAG_SPARSE != 0 && flags & FLAG_GAPS == 0 {
+            return Err(
+                "sparse delta with a bit mask (written by an earlier development \
+                        build): no longer readable"
+                    .into(),
+            );
+        }
+        let joint = flags & FLAG_JOINT != 0;
+        let high_exceptions = flags & FLAG_HIGH_EXCEPTIONS != 0;
+        let golomb = flags & FLAG_GOLOMB_ESCAPES != 0;
+        let known = FLAG_BASE
+            | FLAG_SPARSE
+            | FLAG_GAPS
+            | FLAG_JOINT
+            | FLAG_HIGH_EXCEPTIONS
+            | FLAG_GOLOMB_ESCAPES;
+        if flags & !known != 0
+            || (golomb && !joint)
+            || (high_exceptions && (flags & FLAG_GAPS == 0 || joint || width != 2))
+            || (flags & FLAG_SPARSE != 0 && flags & FLAG_BASE == 0)
+            || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
+            || (joint && (flags & FLAG_GAPS == 0 || width != 2))
+            || payload[3] != 0
+        {
+            return Err("unknown planes flags".into());
+        }
+        let mut at = 4;
+        let base = if flags & FLAG_BASE != 0 {
+            let b = payload
+                .get(at..at + 32)
+                .and_then(ObjectId::from_slice)
+                .ok_or("planes payload truncated in its base id")?;
+            at += 32;
+            Some(b)
+        } else {
+            None
+        };
+        let sparse_count = if flags & FLAG_SPARSE != 0 {
+            let b = payload
+                .get(at..at + 4)
+                .ok_or("planes payload truncated in its changed-element count")?;
+            at += 4;
+            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        } else {
+            None
+        };
+        let frames = if joint {
+            1
+        } else {
+            usize::from(width) + usize::from(sparse_count.is_some())
+        };
+        let mut plane_lens = Vec::with_capacity(frames);
+        for _ in 0..frames {
+            let b = payload
+                .get(at..at + 4)
+                .ok_or("planes payload truncated in its plane table")?;
+            plane_lens.push(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            at += 4;
+        }
+        let total: u64 = plane_lens.iter().map(|&l| u64::from(l)).sum();
+        if at as u64 + total != payload.len() as u64 {
+            return Err("planes payload length does not match its plane table".into());
+        }
+        Ok(PlanesHeader {
+            width,
+            base,
+            sparse_count,
+            plane_lens,
+            joint,
+            escapes: if golomb {
+                joint::Escapes::Golomb
+            } else {
+                joint::Escapes::Raw16
+            },
+            high_exceptions,
+        })
+    }
+}
