@@ -797,3 +797,41 @@ fn the_checker_finds_sim_imports_and_json_signatures() {
         ]
     );
 }
+
+/// With `autotests = false`, a test file that its crate's runner does not
+/// declare is never compiled: every `tests/*.rs` of the root package and of
+/// the ledger must be a `mod` of that crate's `tests/runner.rs`.
+#[test]
+fn every_test_file_is_a_module_of_its_runner() {
+    for dir in ["tests", "ledger/tests"] {
+        let dir = workspace().join(dir);
+        let runner = std::fs::read_to_string(dir.join("runner.rs")).expect("runner.rs is readable");
+        let declared: BTreeSet<String> = tokens(&strip(&runner))
+            .windows(2)
+            .filter(|w| w[0] == "mod")
+            .map(|w| w[1].clone())
+            .collect();
+        let mut missing = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("tests dir is readable") {
+            let p = entry.expect("dir entry").path();
+            let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if p.extension().is_some_and(|e| e == "rs")
+                && stem != "runner"
+                && !declared.contains(stem)
+            {
+                missing.push(p.display().to_string());
+            }
+        }
+        assert!(
+            declared.len() > 5,
+            "found too few modules in {}",
+            dir.display()
+        );
+        assert!(
+            missing.is_empty(),
+            "test files no runner declares (never compiled): {missing:?}"
+        );
+    }
+}
