@@ -1,8 +1,10 @@
-//! The contract's closed vocabularies as types: the curriculum stages, the
-//! gate's two outcomes and the trainer's reward modes. Each is written and
-//! read as the lowercase (or `S<n>`) word the contract uses, so stored
-//! metadata and every JSON document keep their exact bytes; the words are
-//! parsed once, at the edge, and compared as values everywhere else.
+//! The contract's closed vocabularies as types: the gate's two outcomes and
+//! the trainer's reward modes. Each is written and read as the lowercase
+//! word the contract uses, so stored metadata and every JSON document keep
+//! their exact bytes; the words are parsed once, at the edge, and compared
+//! as values everywhere else. Stage names are not among them: the
+//! benchmark pack defines its stages, and a round's next target may also be
+//! the end-to-end target, so `target_stage` stays the pack's word.
 
 use std::fmt;
 use std::str::FromStr;
@@ -57,25 +59,6 @@ macro_rules! words {
         }
     };
 }
-
-/// A curriculum stage of the default contract (`S1`…`S5`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Stage {
-    /// `S1`.
-    S1,
-    /// `S2`.
-    S2,
-    /// `S3`.
-    S3,
-    /// `S4`.
-    S4,
-    /// `S5`.
-    S5,
-}
-
-words!(Stage, "stage", "S1, S2, S3, S4 or S5", {
-    S1 => "S1", S2 => "S2", S3 => "S3", S4 => "S4", S5 => "S5",
-});
 
 /// What the gate decided about a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -150,7 +133,6 @@ mod tests {
 
     #[test]
     fn words_are_the_contracts() {
-        round_trips(Stage::ALL, &["S1", "S2", "S3", "S4", "S5"]);
         round_trips(GateStatus::ALL, &["promote", "hold"]);
         round_trips(RewardMode::ALL, &["stage", "terminal"]);
     }
@@ -163,9 +145,7 @@ mod tests {
             "unknown reward mode \"E2E\": use stage or terminal"
         );
         assert!("Promote".parse::<GateStatus>().is_err());
-        assert!("s1".parse::<Stage>().is_err());
         assert!(serde_json::from_str::<GateStatus>("\"promoted\"").is_err());
-        assert!(serde_json::from_str::<Stage>("\"S6\"").is_err());
     }
 
     #[test]

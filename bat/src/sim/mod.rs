@@ -110,12 +110,6 @@ pub enum SimError {
         /// What is wrong.
         reason: String,
     },
-    /// An unknown reward mode.
-    #[error("unknown reward mode {value:?}: use stage or terminal")]
-    RewardMode {
-        /// What was given.
-        value: String,
-    },
     /// The update produced non-finite logits.
     #[error("round {round_id}: the update produced non-finite logits")]
     Diverged {
