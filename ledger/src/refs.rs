@@ -171,10 +171,6 @@ fn show(c: Option<CommitId>) -> String {
     c.map(|c| c.to_string()).unwrap_or_else(|| "(none)".into())
 }
 
-/// Compare-and-swap a ref (must run inside a write transaction). `expected`
-/// `Some(x)` requires the current value to be `x` (`None` = absent);
-/// `new = None` deletes. Logs to the ref's reflog, and to HEAD's when HEAD is
-/// attached to it.
 /// Check a full ref name: any namespace `refs/<ns>/<name>` (callers keep
 /// their own refs, e.g. pointers that follow a branch, next to heads and
 /// tags).
@@ -192,6 +188,10 @@ pub(crate) fn validate_full_ref_name(name: &str) -> Result<()> {
     validate_ref_name(short)
 }
 
+/// Compare-and-swap a ref (must run inside a write transaction). `expected`
+/// `Some(x)` requires the current value to be `x` (`None` = absent);
+/// `new = None` deletes. Logs to the ref's reflog, and to HEAD's when HEAD is
+/// attached to it.
 pub(crate) fn cas(
     conn: &Connection,
     name: &str,
