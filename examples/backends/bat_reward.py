@@ -44,7 +44,7 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,255}")
 _I64_MAX = 2**63 - 1
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_PACK_PATH = os.path.join(_HERE, "..", "..", "src", "contract", "default_pack.json")
+DEFAULT_PACK_PATH = os.path.join(_HERE, "..", "..", "contract", "src", "default_pack.json")
 _PACKS: dict[str, dict] = {}
 
 

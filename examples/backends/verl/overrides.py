@@ -29,7 +29,7 @@ BACKENDS = os.path.dirname(HERE)
 
 
 def overrides(a, env=os.environ) -> list:
-    with open(a.pack or os.path.join(BACKENDS, "..", "..", "src", "contract", "default_pack.json")) as f:
+    with open(a.pack or os.path.join(BACKENDS, "..", "..", "contract", "src", "default_pack.json")) as f:
         budget = json.load(f)["agentic_budget"]
     train_batch = int(env.get("BAT_TRAIN_BATCH", "8"))
     steps = max(1, math.ceil(a.rows / train_batch)) * a.epochs
