@@ -18,24 +18,15 @@ use bat_contract::round::{ViewError, WriteError};
 use bat_contract::source::SourceError;
 use bat_contract::summary::SummaryError;
 use bat_contract::task::TaskError;
-use bat_error::{reads_as_code, Diagnostic, ErrorKind};
+use bat_error::{shows_a_code, Diagnostic};
 
 /// The messages among `errors` that are codes rather than sentences.
 fn codes_as_messages(errors: &[&dyn Diagnostic]) -> Vec<String> {
-    let mut bad = Vec::new();
-    for e in errors {
-        let message = e.to_string();
-        // Every error has a kind (the trait requires one); a front end maps
-        // each of these, so none may be outside the set.
-        assert!(matches!(
-            e.kind(),
-            ErrorKind::User | ErrorKind::Usage | ErrorKind::Interrupted | ErrorKind::Internal
-        ));
-        if reads_as_code(&message) || e.code().as_deref() == Some(message.as_str()) {
-            bad.push(format!("{message:?} (code {:?})", e.code()));
-        }
-    }
-    bad
+    errors
+        .iter()
+        .filter(|e| shows_a_code(**e))
+        .map(|e| format!("{:?} (code {:?})", e.to_string(), e.code()))
+        .collect()
 }
 
 fn io() -> std::io::Error {

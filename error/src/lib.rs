@@ -54,3 +54,49 @@ pub fn reads_as_code(message: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:.-".contains(c))
 }
+
+/// Whether `e` shows a code where a person expects a sentence: its message
+/// reads as a bare code ([`reads_as_code`]) or is its own [`Diagnostic::code`].
+/// The error-message tests of every crate check their samples with it.
+pub fn shows_a_code(e: &dyn Diagnostic) -> bool {
+    let message = e.to_string();
+    reads_as_code(&message) || e.code().as_deref() == Some(message.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Sample(&'static str, Option<&'static str>);
+
+    impl std::fmt::Display for Sample {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Sample {}
+
+    impl Diagnostic for Sample {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::User
+        }
+        fn code(&self) -> Option<String> {
+            self.1.map(str::to_string)
+        }
+    }
+
+    #[test]
+    fn a_code_in_place_of_a_sentence_is_caught() {
+        assert!(shows_a_code(&Sample("trainer_failed:r01:2", None)));
+        assert!(shows_a_code(&Sample(
+            "Loop Size Invalid",
+            Some("Loop Size Invalid")
+        )));
+        assert!(!shows_a_code(&Sample(
+            "the trainer exited with status 2 in round r01",
+            Some("trainer_failed:r01:2")
+        )));
+    }
+}

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-pub use bat_error::{reads_as_code, Diagnostic, ErrorKind};
+pub use bat_error::{reads_as_code, shows_a_code, Diagnostic, ErrorKind};
 
 use crate::id::ObjectId;
 
