@@ -20,6 +20,7 @@ mod contract_round_props;
 mod demo_cli;
 mod diff_plain;
 mod diff_rounds;
+mod docs_commands;
 mod eval_contract;
 mod eval_vectors;
 mod export_query;
