@@ -57,7 +57,13 @@ fn two_clones_push_different_seeds_to_one_s3_remote_and_a_third_compares_them() 
     // Machine C sees both seeds and compares them.
     let c = root.join("c");
     ok(root, &env, &["clone", &url, c.to_str().expect("utf-8")]);
-    let out = ok(&c, &env, &["--json", "compare", "exp/s0", "exp/s1"]);
+    // A clone makes a local branch of the default branch only; the seeds
+    // are the remote-tracking branches.
+    let out = ok(
+        &c,
+        &env,
+        &["--json", "compare", "origin/exp/s0", "origin/exp/s1"],
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("compare JSON");
     let text = v.to_string();
     assert!(text.contains("exp/s0") && text.contains("exp/s1"), "{text}");
@@ -67,7 +73,7 @@ fn two_clones_push_different_seeds_to_one_s3_remote_and_a_third_compares_them() 
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("log JSON");
         v[0]["metadata"]["loop"]["campaign"]["seed"].clone()
     };
-    assert_eq!(seed("exp/s0"), 0);
-    assert_eq!(seed("exp/s1"), 1);
+    assert_eq!(seed("origin/exp/s0"), 0);
+    assert_eq!(seed("origin/exp/s1"), 1);
     ok(&c, &env, &["fsck"]);
 }
