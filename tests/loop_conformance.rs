@@ -26,6 +26,7 @@ fn campaign(fx: &Path, source: &Path, work: &Path, pack: Option<&Path>) -> Campa
         pack: pack.map(Path::to_path_buf),
         branch: None,
         extra_placeholders: Vec::new(),
+        seed: None,
     }
 }
 

@@ -71,6 +71,7 @@ fn setup(trainer_extra: &[&str], evaluator_extra: &[&str], rounds: i64) -> Setup
         pack: None,
         branch: None,
         extra_placeholders: Vec::new(),
+        seed: None,
     };
     Setup {
         tmp,

@@ -119,7 +119,8 @@ pub struct FreshRequest {
     pub work_dir: Option<PathBuf>,
     /// The branch rounds are committed to.
     pub branch: Option<String>,
-    /// Simulator seed.
+    /// The campaign seed (`{seed}` of the templates; the simulator's
+    /// initial policy, rollouts and draws). `None`: 0.
     pub seed: Option<u64>,
     /// The reward mode (`None`: [`RewardMode::Stage`]).
     pub reward_mode: Option<RewardMode>,
@@ -274,6 +275,7 @@ fn command_campaign(
         pack: req.pack.clone(),
         extra_placeholders,
         branch: req.branch.clone(),
+        seed: Some(req.seed.unwrap_or(0)),
     })
 }
 

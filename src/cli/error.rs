@@ -261,6 +261,7 @@ from_library!(
     bat::clone::CloneError,
     bat::demo::DemoError,
     bat::backend::CampaignError,
+    bat::engine::arms::ArmError,
     bat::engine::child::ChildError,
     bat::engine::template::TemplateError,
     bat::engine::rounds::LoopError,

@@ -10,8 +10,8 @@ use super::ledger_common::{open, short};
 use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
 use bat::replay::{
-    default_work_dir, parse_ablations, replay, ComputeSide, ReplayReport, ReplayRequest,
-    DEFAULT_TOLERANCE,
+    default_work_dir, parse_ablations, replay, replay_branch, Ablation, ComputeSide, ReplayReport,
+    ReplayRequest, DEFAULT_TOLERANCE,
 };
 
 /// Run recorded rounds again from the ledger's own inputs (starting
@@ -36,7 +36,9 @@ pub struct ReplayArgs {
     /// Override (repeatable): reward=terminal (terminal reward only, no
     /// stage targeting), target=S1..S5 (fixed S-target), mixture=uniform
     /// (no S-target pool: stage rows spread evenly over S1..S5), gate=off
-    /// (always inherit the candidate), batches=N (changes compute).
+    /// (always inherit the candidate), batches=N (changes compute),
+    /// seed=N (another campaign seed for the {seed} placeholder; the same
+    /// compute).
     #[arg(long = "ablate", value_name = "KEY=VALUE")]
     pub ablate: Vec<String>,
     /// Reproduce and compare with the record; commits nothing.
@@ -59,6 +61,11 @@ pub struct ReplayArgs {
     /// .bat/replays/<id>).
     #[arg(long, value_name = "W")]
     pub work_dir: Option<PathBuf>,
+    /// One replay branch per seed, one after another, at the same compute:
+    /// `<replay-branch>/s<seed>`, each with `--ablate seed=<seed>` added. A
+    /// half-open range `A..B` (`0..3` = 0, 1, 2) or a list `0,4,7`.
+    #[arg(long, value_name = "A..B", conflicts_with = "verify")]
+    pub seeds: Option<String>,
     /// `--grace-period SECS` (see [`GraceArgs`]).
     #[command(flatten)]
     pub grace: GraceArgs,
@@ -187,8 +194,118 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `bat replay --seeds`: one replay branch per seed, every branch checked
+/// before the first replay runs.
+fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
+    let supervision = a.grace.supervision()?;
+    let mut ledger = open(g)?;
+    let ablations = parse_ablations(&a.ablate)?;
+    if ablations.iter().any(|x| matches!(x, Ablation::Seed(_))) {
+        return Err(
+            CliError::new("--ablate seed=N cannot be combined with --seeds")
+                .with_hint("--seeds gives each replay branch its own seed; drop --ablate seed=…")
+                .usage(),
+        );
+    }
+    let seeds = bat::engine::arms::parse_seeds(given)?;
+    let base = replay_branch(&ledger, &a.rev, a.branch.as_deref(), &ablations)?;
+    let existing: Vec<String> = ledger
+        .list_refs("refs/heads/")
+        .map_err(CliError::from)?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for s in &seeds {
+        let b = bat::engine::arms::seed_branch(&base, *s);
+        bat_ledger::refs::validate_ref_name(&b)?;
+        if existing.contains(&b) {
+            return Err(bat::replay::ReplayError::BranchExists { branch: b }.into());
+        }
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let work_root = a
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| default_work_dir(ledger.dir(), secs, std::process::id()));
+    let mut overrides = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        overrides.push((
+            bat::round::campaign::BAT_PLACEHOLDER.to_string(),
+            exe.to_string_lossy().into_owned(),
+        ));
+    }
+    super::interrupt::install();
+    let mut rows = Vec::new();
+    for s in seeds {
+        let branch = bat::engine::arms::seed_branch(&base, s);
+        let mut with_seed = ablations.clone();
+        with_seed.push(Ablation::Seed(s));
+        let req = ReplayRequest {
+            rev: a.rev.clone(),
+            ablations: with_seed,
+            verify: false,
+            branch: Some(branch.clone()),
+            allow_compute_change: a.allow_compute_change,
+            tolerance: a.tolerance,
+            strict: false,
+            placeholder_overrides: overrides.clone(),
+            work_dir: work_root.join(format!("s{s}")),
+            prune_round_dirs: a.work_dir.is_none(),
+            author: "bat replay".into(),
+        };
+        eprintln!("bat replay: seed {s} on {branch}");
+        let mut observer = Supervised {
+            inner: RoundProgress::new("bat replay", g.json, false),
+            supervision,
+        };
+        let ctx = bat::Ctx::new(&bat_ledger::NoProgress, g.cancel());
+        let report = replay(&mut ledger, &req, &mut observer, &ctx);
+        observer.inner.finish();
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => match super::interrupt::signal() {
+                Some(sig) => {
+                    let between = matches!(
+                        e,
+                        bat::replay::ReplayError::Loop(
+                            bat::engine::rounds::LoopError::Interrupted { .. }
+                        )
+                    );
+                    let hint = format!(
+                        "seed branches replayed before it stay committed; the work files are in {}",
+                        req.work_dir.display()
+                    );
+                    return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
+                }
+                None => return Err(e.into()),
+            },
+        };
+        let head = ledger
+            .resolve(&format!("refs/heads/{branch}"))
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        if !g.json {
+            outln!("seed {s} on {branch} (head {head}):");
+            print_report(&report)?;
+        }
+        rows.push(serde_json::json!({
+            "seed": s, "branch": branch, "head": head, "report": report,
+        }));
+    }
+    if g.json {
+        print_json(&serde_json::json!({"replay_branch": base, "arms": rows}))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Run `bat replay`.
 pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
+    if let Some(given) = &a.seeds {
+        return run_seeds(&a, given, g);
+    }
     let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
     let ablations = parse_ablations(&a.ablate)?;

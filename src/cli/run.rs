@@ -32,15 +32,20 @@ use clap::Args;
 
 use super::interrupt::{GraceArgs, Supervised};
 use super::ledger_common::{open, Bars};
-use super::{CliError, CliResult, Session};
+use super::{print_json, CliError, CliResult, Session};
 use bat::backend::{
     new_run_id, plan_fresh, plan_resume, round_commit_options, Backend, CampaignError,
     FreshRequest, PlannedRun, RunsLayout,
 };
-use bat::engine::child::{OutputSink, Stream};
-use bat::engine::rounds::{run_loop, LedgerSink, LoopEvent, Observer, RunOptions, Start};
+use bat::engine::arms::{check_fresh_arm, parse_seeds, seed_branch, ArmError};
+use bat::engine::child::{OutputSink, Stream, Supervision};
+use bat::engine::resume::find_last_round;
+use bat::engine::rounds::{
+    run_loop, LedgerSink, LoopEvent, LoopOutcome, Observer, RunOptions, Start,
+};
 use bat::engine::runlock::{Acquired, LockInfo, RunLock};
 use bat::engine::template::{check_placeholders, parse_template_file, TemplateKind};
+use bat::round::campaign::Campaign;
 use bat_contract::json;
 use bat_contract::pack::Pack;
 
@@ -58,15 +63,15 @@ pub struct RunArgs {
     /// {checkpoint} (model folder to start from), {dataset} (train.jsonl),
     /// {manifest}, {output} (candidate folder to write), {health}
     /// (training-health.json to write), {round_id}, {target_stage},
-    /// {runtime_tool_format}, {reward_mode} (`stage` or `terminal`).
-    /// Required: {checkpoint} {dataset} {output} {health}
+    /// {runtime_tool_format}, {reward_mode} (`stage` or `terminal`),
+    /// {seed} (the campaign seed, --seed). Required: {checkpoint} {dataset} {output} {health}
     /// {runtime_tool_format}. Unknown or embedded placeholders are refused
     /// before anything runs.
     #[arg(long, alias = "trainer-command", value_name = "T.json")]
     pub trainer: Option<PathBuf>,
     /// Evaluator argv template (JSON array of strings; placeholders
     /// {checkpoint} {output} (raw-evaluation.json to write) {request}
-    /// {reward_mode}; the first three are required).
+    /// {reward_mode} {seed}; the first three are required).
     #[arg(long, alias = "evaluator-command", value_name = "E.json")]
     pub evaluator: Option<PathBuf>,
     /// Evaluation protocol id.
@@ -86,20 +91,36 @@ pub struct RunArgs {
     /// The benchmark pack (default: the embedded one).
     #[arg(long, value_name = "F")]
     pub pack: Option<PathBuf>,
-    /// The work dir; must not exist (default: .bat/runs/<run-id>/work).
+    /// The work dir; must not exist (default: .bat/runs/<run-id>/work;
+    /// with --seeds each seed works in W/s<seed>).
     #[arg(long, value_name = "W")]
     pub work_dir: Option<PathBuf>,
-    /// Commit rounds to this branch (default: the current branch).
+    /// Commit rounds to this branch (default: the current branch). A
+    /// branch that holds rounds is continued only with --resume; a new
+    /// branch forks from HEAD, which must hold no rounds (else use --new).
     #[arg(long, value_name = "B")]
     pub branch: Option<String>,
+    /// Start an independent arm: the branch (which must not exist) begins
+    /// with a root commit from the initial checkpoint instead of forking
+    /// from HEAD, so several arms can live in one ledger.
+    #[arg(long)]
+    pub new: bool,
     /// `command`: the --trainer/--evaluator templates; `sim`: the embedded
     /// simulator (source grid, initial policy and templates are made for you).
     #[arg(long, value_enum, default_value_t = BackendArg::Command)]
     pub backend: BackendArg,
-    /// Campaign seed of the simulator backend (initial policy, rollouts,
-    /// held-out draws) [default: 0].
-    #[arg(long, value_name = "S")]
+    /// Campaign seed [default: 0]: the simulator's initial policy,
+    /// rollouts and held-out draws; a --trainer/--evaluator template
+    /// receives it as `{seed}`. Recorded with every round; `bat replay`
+    /// substitutes it again.
+    #[arg(long, value_name = "S", conflicts_with = "seeds")]
     pub seed: Option<u64>,
+    /// Run one independent arm per seed, one after another, on branches
+    /// `NAME/s<seed>` (NAME from --branch, required), each as with --new:
+    /// a half-open range `A..B` (`0..3` = 0, 1, 2) or a list `0,4,7`.
+    /// With --resume: continue the seed arms that are unfinished.
+    #[arg(long, value_name = "A..B")]
+    pub seeds: Option<String>,
     /// Reward mode: `stage` (BaT) or `terminal` (every row rewarded only by
     /// the end-to-end outcome) [default: stage]. The simulator uses it
     /// directly; a --trainer template receives it as `{reward_mode}`.
@@ -227,8 +248,19 @@ fn read_template(
     Ok(t)
 }
 
+/// One campaign of this `bat run`: the whole run, or one seed of `--seeds`.
+#[derive(Debug, Clone)]
+struct ArmSpec {
+    /// The branch (`None`: the current one).
+    branch: Option<String>,
+    /// The seed (`None`: the default, or the recorded one on resume).
+    seed: Option<u64>,
+    /// Start the branch with a root commit.
+    root: bool,
+}
+
 /// The typed inputs of a fresh campaign.
-fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
+fn fresh_request(a: &RunArgs, arm: &ArmSpec) -> Result<FreshRequest, CliError> {
     // The simulator refuses templates before anything is read.
     let template = |p: &Option<PathBuf>, kind| match Backend::from(a.backend) {
         Backend::Command => p
@@ -248,9 +280,13 @@ fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
         rounds: a.rounds.unwrap_or(10),
         batches: a.batches,
         pack: a.pack.clone(),
-        work_dir: a.work_dir.clone(),
-        branch: a.branch.clone(),
-        seed: a.seed,
+        // Seed arms of one --work-dir W work in W/s<seed>.
+        work_dir: match (&a.seeds, arm.seed) {
+            (Some(_), Some(s)) => a.work_dir.as_ref().map(|w| w.join(format!("s{s}"))),
+            _ => a.work_dir.clone(),
+        },
+        branch: arm.branch.clone(),
+        seed: arm.seed,
         reward_mode: a
             .reward_mode
             .as_deref()
@@ -265,18 +301,19 @@ fn fresh_request(a: &RunArgs) -> Result<FreshRequest, CliError> {
 /// Set up the campaign: resumed from the ledger, or fresh.
 fn plan(
     a: &RunArgs,
+    arm: &ArmSpec,
     ledger: &bat_ledger::Ledger,
     layout: &RunsLayout,
     ctx: bat::Ctx<'_>,
 ) -> Result<PlannedRun, CliError> {
     if a.resume {
-        let rev = a.branch.clone().unwrap_or_else(|| "HEAD".into());
+        let rev = arm.branch.clone().unwrap_or_else(|| "HEAD".into());
         let exe = std::env::current_exe().ok();
         let planned = plan_resume(
             ledger,
             layout,
             &rev,
-            a.branch.clone(),
+            arm.branch.clone(),
             exe.as_deref(),
             a.rounds,
             ctx,
@@ -299,17 +336,23 @@ fn plan(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let run_id = new_run_id(secs, std::process::id());
-    let planned = plan_fresh(&fresh_request(a)?, layout, run_id)?;
+    // Two seed arms of one process start within a second: the branch keeps
+    // their run ids (and work dirs) apart.
+    let run_id = match (&a.seeds, arm.seed) {
+        (Some(_), Some(s)) => format!("{run_id}-s{s}"),
+        _ => run_id,
+    };
+    let planned = plan_fresh(&fresh_request(a, arm)?, layout, run_id)?;
+    let seed = planned.campaign.seed();
     if Backend::from(a.backend) == Backend::Sim {
         eprintln!(
-            "bat run: simulator campaign {} (seed {}), work dir {}",
+            "bat run: simulator campaign {} (seed {seed}), work dir {}",
             planned.run_id,
-            a.seed.unwrap_or(bat::sim::DEFAULT_SEED),
             planned.campaign.work_dir.display()
         );
     } else {
         eprintln!(
-            "bat run: campaign {}, work dir {}",
+            "bat run: campaign {} (seed {seed}), work dir {}",
             planned.run_id,
             planned.campaign.work_dir.display()
         );
@@ -371,13 +414,79 @@ fn next_step(
     }
 }
 
-/// Run `bat run`.
-pub fn run(a: RunArgs, g: &Session) -> CliResult {
-    let supervision = a.grace.supervision()?;
-    let mut ledger = open(g)?;
-    let mut lock = take_lock(&a, g, ledger.dir())?;
-    // From here on SIGINT/SIGTERM are caught and forwarded to the child.
-    super::interrupt::install();
+/// The campaigns of this `bat run`, every branch checked before anything
+/// runs: one, or one per seed of `--seeds` (finished seed arms are left out
+/// of a `--resume` and returned as the second value).
+fn arms(a: &RunArgs, ledger: &bat_ledger::Ledger) -> Result<(Vec<ArmSpec>, Vec<u64>), CliError> {
+    if a.new && a.resume {
+        return Err(ArmError::NewWithResume.into());
+    }
+    let Some(given) = &a.seeds else {
+        let root = if a.resume {
+            false
+        } else {
+            check_fresh_arm(ledger, a.branch.as_deref(), a.new)?.root
+        };
+        let arm = ArmSpec {
+            branch: a.branch.clone(),
+            seed: a.seed,
+            root,
+        };
+        return Ok((vec![arm], Vec::new()));
+    };
+    let name = a.branch.as_deref().ok_or(ArmError::SeedsNeedBranch)?;
+    let seeds = parse_seeds(given)?;
+    let mut out = Vec::new();
+    let mut finished = Vec::new();
+    for seed in seeds {
+        let branch = seed_branch(name, seed);
+        if !a.resume {
+            check_fresh_arm(ledger, Some(&branch), true)?;
+            out.push(ArmSpec {
+                branch: Some(branch),
+                seed: Some(seed),
+                root: true,
+            });
+            continue;
+        }
+        let last = find_last_round(ledger, &format!("refs/heads/{branch}"))
+            .map_err(CampaignError::from)?
+            .ok_or_else(|| ArmError::SeedNotStarted {
+                seed,
+                branch: branch.clone(),
+                name: name.to_string(),
+            })?;
+        let total = a.rounds.unwrap_or(last.loop_meta.campaign.rounds);
+        if last.loop_meta.round_number >= total {
+            finished.push(seed);
+            continue;
+        }
+        out.push(ArmSpec {
+            branch: Some(branch),
+            seed: Some(seed),
+            root: false,
+        });
+    }
+    Ok((out, finished))
+}
+
+/// How one campaign of the run ended.
+enum ArmEnd {
+    /// All its rounds are committed.
+    Complete(LoopOutcome),
+    /// Stopped by a signal: exit with this code.
+    Stopped(ExitCode),
+}
+
+/// Plan and run one campaign, committing its rounds.
+fn run_arm(
+    a: &RunArgs,
+    arm: &ArmSpec,
+    g: &Session,
+    ledger: &mut bat_ledger::Ledger,
+    lock: &mut RunLock,
+    supervision: Supervision,
+) -> Result<(Campaign, ArmEnd), CliError> {
     let layout = RunsLayout::new(ledger.dir());
     // Ledger reads and writes of the run (resume checkouts, round and
     // checkpoint commits) draw bars on a terminal and stop on Ctrl-C.
@@ -389,7 +498,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         start,
         prune_round_dirs: prune,
         followed_promoted: _,
-    } = plan(&a, &ledger, &layout, ctx).map_err(|e| {
+    } = plan(a, arm, ledger, &layout, ctx).map_err(|e| {
         // Ctrl-C during a resume's checkouts: nothing ran, nothing changed.
         if g.cancel().load(std::sync::atomic::Ordering::Relaxed) {
             CliError::interrupted(e.message)
@@ -399,15 +508,16 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
     })?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = layout.log_dir(&run_id);
-    let options = round_commit_options(&campaign, &pack);
+    let mut options = round_commit_options(&campaign, &pack);
+    options.orphan_branch = arm.root;
     let mut sink = LedgerSink {
-        ledger: &mut ledger,
+        ledger,
         options,
         ctx,
     };
     let mut observer = Supervised {
         inner: CliObserver {
-            lock: &mut lock,
+            lock,
             recorded: 0,
             record_delay: g.child_record_delay.clone(),
         },
@@ -427,8 +537,8 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
     );
     let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();
-    let outcome = match result {
-        Ok(o) => o,
+    match result {
+        Ok(o) => Ok((campaign, ArmEnd::Complete(o))),
         Err(e) => {
             let hint = format!(
                 "{} (logs: {})",
@@ -436,36 +546,100 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
                 log_dir.display()
             );
             if let Some(sig) = super::interrupt::signal() {
-                drop(lock);
                 // Stopped between rounds: nothing was in progress.
                 let between = matches!(e, bat::engine::rounds::LoopError::Interrupted { .. });
-                return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
+                let code = super::interrupt::report_stopped(sig, &e, between, hint);
+                return Ok((campaign, ArmEnd::Stopped(code)));
             }
-            return Err(CliError::from(e).with_hint(hint));
+            Err(CliError::from(e).with_hint(hint))
         }
-    };
+    }
+}
+
+/// The text report of a finished campaign.
+fn print_outcome(campaign: &Campaign, outcome: &LoopOutcome) -> Result<(), CliError> {
+    outln!(
+        "campaign complete: {} rounds, work dir {}",
+        campaign.rounds,
+        campaign.work_dir.display()
+    );
+    for h in &outcome.history {
+        outln!(
+            "  {}  {:<3} {:<8} candidate {}",
+            h.round_id,
+            h.target_stage,
+            h.gate_status.map_or("", |s| s.as_str()),
+            h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
+        );
+    }
+    outln!(
+        "current checkpoint {}, next target {}",
+        outcome.current_checkpoint_sha256,
+        outcome.next_target_stage
+    );
+    Ok(())
+}
+
+/// The head commit of a seed arm's branch, for the report.
+fn head_of(ledger: &bat_ledger::Ledger, branch: &str) -> String {
+    ledger
+        .resolve(&format!("refs/heads/{branch}"))
+        .map(|c| c.to_string())
+        .unwrap_or_default()
+}
+
+/// Run `bat run`.
+pub fn run(a: RunArgs, g: &Session) -> CliResult {
+    let supervision = a.grace.supervision()?;
+    let mut ledger = open(g)?;
+    let mut lock = take_lock(&a, g, ledger.dir())?;
+    // Every branch is checked before the first child runs.
+    let (specs, finished) = arms(&a, &ledger)?;
+    // From here on SIGINT/SIGTERM are caught and forwarded to the child.
+    super::interrupt::install();
+    let mut seed_rows = Vec::new();
+    for seed in &finished {
+        let branch = seed_branch(a.branch.as_deref().unwrap_or_default(), *seed);
+        eprintln!("bat run: {branch} is finished; nothing to resume");
+        seed_rows.push(serde_json::json!({
+            "seed": seed, "branch": branch, "head": head_of(&ledger, &branch),
+            "status": "already complete",
+        }));
+    }
+    for arm in &specs {
+        if let (Some(_), Some(b)) = (&a.seeds, &arm.branch) {
+            eprintln!("bat run: seed {} on {b}", arm.seed.unwrap_or_default());
+        }
+        let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision)?;
+        let outcome = match end {
+            ArmEnd::Complete(o) => o,
+            ArmEnd::Stopped(code) => return Ok(code),
+        };
+        let Some(branch) = arm.branch.as_deref().filter(|_| a.seeds.is_some()) else {
+            if g.json {
+                out!("{}", json::pretty_json_file(&outcome.document()));
+            } else {
+                print_outcome(&campaign, &outcome)?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        };
+        let head = head_of(&ledger, branch);
+        if !g.json {
+            outln!("seed {} on {branch} (head {head}):", campaign.seed());
+            print_outcome(&campaign, &outcome)?;
+        }
+        let run: serde_json::Value =
+            serde_json::from_str(&json::pretty_json_file(&outcome.document()))
+                .map_err(|e| CliError::new(format!("cannot encode the run report: {e}")))?;
+        seed_rows.push(serde_json::json!({
+            "seed": campaign.seed(), "branch": branch, "head": head,
+            "status": "complete", "run": run,
+        }));
+    }
     if g.json {
-        out!("{}", json::pretty_json_file(&outcome.document()));
-    } else {
-        outln!(
-            "campaign complete: {} rounds, work dir {}",
-            campaign.rounds,
-            campaign.work_dir.display()
-        );
-        for h in &outcome.history {
-            outln!(
-                "  {}  {:<3} {:<8} candidate {}",
-                h.round_id,
-                h.target_stage,
-                h.gate_status.map_or("", |s| s.as_str()),
-                h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
-            );
-        }
-        outln!(
-            "current checkpoint {}, next target {}",
-            outcome.current_checkpoint_sha256,
-            outcome.next_target_stage
-        );
+        print_json(&serde_json::json!({
+            "experiment": a.branch, "arms": seed_rows,
+        }))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,7 +13,8 @@ use bat::round::meta::{self, RoundMeta};
 
 /// Show a commit, git style: id, parents, author, date (UTC) and message.
 /// For a round commit a summary follows: round, target stage, gate
-/// decision, Overall/task/agentic and S1–S5, the trainer's measured
+/// decision, the campaign seed (rounds of `bat run` and `bat replay`),
+/// Overall/task/agentic and S1–S5, the trainer's measured
 /// compute and the file count; `--metadata` adds the full metadata
 /// document and `--files` the file list (listed by default for other
 /// commits). `--json` prints everything as one document.
@@ -163,6 +164,9 @@ fn summary(l: &Ledger, c: &Commit, m: &RoundMeta, p: Paint) -> Result<(), super:
             format!("{gate}, next target {}", m.next_target_stage)
         )
     );
+    if let Some(l) = &m.loop_meta {
+        outln!("{}", row("seed", seed_text(&l.campaign)));
+    }
     let scores = m.score_values();
     let mut t = Table::with_header(
         &["overall", "task", "agentic", "S1", "S2", "S3", "S4", "S5"].map(|k| (k, Align::Right)),
@@ -184,6 +188,21 @@ fn summary(l: &Ledger, c: &Commit, m: &RoundMeta, p: Paint) -> Result<(), super:
     out!("{}", row("scores", table.trim_start().to_string()));
     outln!("{}", row("compute", compute_text(l, c)?));
     Ok(())
+}
+
+/// The campaign seed of a round of `bat run` or `bat replay`, saying where
+/// it comes from when the round predates recorded seeds.
+fn seed_text(c: &bat::round::campaign::Campaign) -> String {
+    let seed = c.seed();
+    let placeholder = c
+        .extra_placeholders
+        .iter()
+        .any(|(k, _)| k == bat::round::campaign::SEED_PLACEHOLDER);
+    match (c.seed, placeholder) {
+        (Some(_), _) => seed.to_string(),
+        (None, true) => format!("{seed} (the simulator's campaign seed)"),
+        (None, false) => format!("{seed} (not recorded; the default)"),
+    }
 }
 
 /// The trainer's measured compute from the round's `provenance.json`.

@@ -7,6 +7,7 @@
 //! provides, and finished rounds are handed to a [`rounds::RoundSink`]
 //! (the CLI's sink commits them with [`crate::round::commit_round`]).
 
+pub mod arms;
 pub mod child;
 pub mod evaluation;
 pub mod resume;

@@ -730,7 +730,8 @@ fn train(
         ),
     ];
     let mut values: Vec<(&str, String)> = values.to_vec();
-    for (k, v) in &campaign.extra_placeholders {
+    let extra = campaign.placeholder_values();
+    for (k, v) in &extra {
         if !values.iter().any(|(name, _)| name == k) {
             values.push((k.as_str(), v.clone()));
         }
@@ -851,6 +852,7 @@ fn evaluate(
                 .unwrap_or_default()
         ),
     };
+    let extra = campaign.placeholder_values();
     run_evaluation(
         &EvaluationRun {
             checkpoint,
@@ -863,7 +865,7 @@ fn evaluate(
             arm,
             log_dir: opts.log_dir,
             log_label: &label,
-            extra_placeholders: &campaign.extra_placeholders,
+            extra_placeholders: &extra,
         },
         opts.pack,
         observer,

@@ -167,8 +167,9 @@ pub enum TemplateKind {
     Evaluator,
 }
 
-/// The trainer's placeholders (`{reward_mode}` is `stage` or `terminal`).
-pub const TRAINER_PLACEHOLDERS: [&str; 9] = [
+/// The trainer's placeholders (`{reward_mode}` is `stage` or `terminal`;
+/// `{seed}` the campaign seed, `bat run --seed`).
+pub const TRAINER_PLACEHOLDERS: [&str; 10] = [
     "{checkpoint}",
     "{dataset}",
     "{manifest}",
@@ -178,10 +179,16 @@ pub const TRAINER_PLACEHOLDERS: [&str; 9] = [
     "{target_stage}",
     "{runtime_tool_format}",
     "{reward_mode}",
+    "{seed}",
 ];
 /// The evaluator's placeholders.
-pub const EVALUATOR_PLACEHOLDERS: [&str; 4] =
-    ["{checkpoint}", "{output}", "{request}", "{reward_mode}"];
+pub const EVALUATOR_PLACEHOLDERS: [&str; 5] = [
+    "{checkpoint}",
+    "{output}",
+    "{request}",
+    "{reward_mode}",
+    "{seed}",
+];
 /// Placeholders the trainer template must use.
 pub const TRAINER_REQUIRED: [&str; 5] = [
     "{checkpoint}",

@@ -108,6 +108,7 @@ fn apply_overrides(campaign: &mut Campaign, req: &ReplayRequest) {
                 }
             }
             Ablation::Batches(n) => campaign.batches = *n,
+            Ablation::Seed(n) => campaign.set_seed(*n),
             Ablation::Target(_) | Ablation::GateOff | Ablation::Mixture(_) => {}
         }
     }

@@ -58,7 +58,7 @@ mod inputs;
 mod plan;
 mod verify;
 
-pub use plan::{default_branch, default_work_dir, parse_ablations, Ablation};
+pub use plan::{default_branch, default_work_dir, parse_ablations, replay_branch, Ablation};
 pub use verify::{is_simulator, summary_scores};
 
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ pub enum ReplayError {
         given: String,
     },
     /// An unknown ablation key.
-    #[error("unknown ablation key `{key}` (known: reward, target, mixture, gate, batches)")]
+    #[error("unknown ablation key `{key}` (known: reward, target, mixture, gate, batches, seed)")]
     UnknownAblation {
         /// The key.
         key: String,
@@ -261,7 +261,7 @@ impl bat_ledger::Diagnostic for ReplayError {
             }
             ReplayError::BranchExists { .. } => "name another one with --branch",
             ReplayError::UnknownAblation { .. } | ReplayError::BadAblationValue { .. } => {
-                "e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off"
+                "e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off, --ablate seed=1"
             }
             ReplayError::Loop(e) => return e.hint(),
             ReplayError::Round(e) => return e.hint(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use bat_ledger::{CommitId, Ledger, TreeId};
 
 use super::{io_err, ReplayError, ReplayRequest};
-use crate::round::campaign::Campaign;
+use crate::round::campaign::{Campaign, SEED_PLACEHOLDER};
 use crate::round::meta::{self, LoopMeta, RoundMeta};
 use crate::round::resolve_rev;
 use crate::round::view::ViewKind;
@@ -30,6 +30,9 @@ pub enum Ablation {
     GateOff,
     /// `batches=N`: a different data budget (changes compute).
     Batches(i64),
+    /// `seed=N`: another campaign seed (`{seed}` of the templates; the
+    /// compute stays the same).
+    Seed(u64),
 }
 
 impl Ablation {
@@ -41,6 +44,7 @@ impl Ablation {
             Ablation::Mixture(kind) => ("mixture".into(), kind.name().into()),
             Ablation::GateOff => ("gate".into(), "off".into()),
             Ablation::Batches(n) => ("batches".into(), n.to_string()),
+            Ablation::Seed(n) => ("seed".into(), n.to_string()),
         }
     }
 }
@@ -79,6 +83,10 @@ pub fn parse_ablations(args: &[String]) -> Result<Vec<Ablation>, ReplayError> {
                 Ok(n) if n >= 1 => Ablation::Batches(n),
                 _ => return Err(bad("a whole number ≥ 1")),
             },
+            "seed" => match value.parse::<u64>() {
+                Ok(n) => Ablation::Seed(n),
+                _ => return Err(bad("a whole number ≥ 0")),
+            },
             _ => {
                 return Err(ReplayError::UnknownAblation {
                     key: key.to_string(),
@@ -114,6 +122,25 @@ pub fn default_branch(first: &CommitId, ablations: &[Ablation]) -> String {
         name.push_str(&format!("-{k}-{v}"));
     }
     name
+}
+
+/// The replay branch a replay of `rev` records to: `branch` when given,
+/// else [`default_branch`] of its first round (the base name of the
+/// per-seed branches of `bat replay --seeds`).
+pub fn replay_branch(
+    ledger: &Ledger,
+    rev: &str,
+    branch: Option<&str>,
+    ablations: &[Ablation],
+) -> Result<String, ReplayError> {
+    if let Some(b) = branch {
+        return Ok(b.to_string());
+    }
+    let originals = plan(ledger, rev)?;
+    let first = originals.first().ok_or_else(|| ReplayError::NotARound {
+        rev: rev.to_string(),
+    })?;
+    Ok(default_branch(&first.commit, ablations))
 }
 
 /// A round commit to replay, with what was read from it.
@@ -330,7 +357,8 @@ fn check_targets(ablations: &[Ablation], campaign: &Campaign) -> Result<(), Repl
     })
 }
 
-/// `reward=` needs a `{reward_mode}` in the recorded trainer template.
+/// `reward=` needs a `{reward_mode}` in the recorded trainer template;
+/// `seed=` a `{seed}` in the trainer or evaluator template.
 fn check_templates(
     ablations: &[Ablation],
     campaign: &Campaign,
@@ -344,6 +372,17 @@ fn check_templates(
                     placeholder: "{reward_mode}".into(),
                     key: "reward".into(),
                     value: v.clone(),
+                });
+            }
+        }
+        if let Ablation::Seed(n) = a {
+            let uses = |t: &[String]| t.iter().any(|e| e == SEED_PLACEHOLDER);
+            if !uses(&campaign.trainer) && !uses(&campaign.evaluator) {
+                return Err(ReplayError::TemplateLacks {
+                    round_id: o.round_id.clone(),
+                    placeholder: SEED_PLACEHOLDER.into(),
+                    key: "seed".into(),
+                    value: n.to_string(),
                 });
             }
         }

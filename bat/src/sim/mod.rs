@@ -325,5 +325,6 @@ pub fn prepare_campaign(spec: &SimCampaign) -> Result<Campaign, SimError> {
         pack: None,
         branch: spec.branch.clone(),
         extra_placeholders: extra_placeholders(&spec.bat, spec.reward_mode, spec.seed),
+        seed: Some(spec.seed),
     })
 }
