@@ -447,27 +447,77 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
     if g.json {
         out!("{}", json::pretty_json_file(&outcome.document()));
     } else {
-        outln!(
-            "campaign complete: {} rounds, work dir {}",
-            campaign.rounds,
-            campaign.work_dir.display()
-        );
-        for h in &outcome.history {
-            outln!(
-                "  {}  {:<3} {:<8} candidate {}",
-                h.round_id,
-                h.target_stage,
-                h.gate_status.map_or("", |s| s.as_str()),
-                h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
-            );
-        }
-        outln!(
-            "current checkpoint {}, next target {}",
-            outcome.current_checkpoint_sha256,
-            outcome.next_target_stage
-        );
+        print_summary(&ledger, &campaign, &run_id, &outcome)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The closing summary: every round of the run, reverted promotions marked
+/// as such, and the promoted round the next round starts from.
+fn print_summary(
+    ledger: &bat_ledger::Ledger,
+    campaign: &bat::round::campaign::Campaign,
+    run_id: &str,
+    outcome: &bat::engine::rounds::LoopOutcome,
+) -> Result<(), CliError> {
+    let lerr = |e: bat_ledger::Error| CliError::from(e);
+    // This run's round commits by round id, and the rounds reverted since.
+    let mut commits = std::collections::BTreeMap::new();
+    let mut reverted = std::collections::BTreeSet::new();
+    if let Some(head) = ledger.head().map_err(lerr)?.commit() {
+        let mut cur = Some(head);
+        while let Some(id) = cur {
+            let c = ledger.read_commit(&id).map_err(lerr)?;
+            let m = &c.metadata;
+            let str_of = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
+            if str_of("kind") == Some("bat_revert") {
+                reverted.extend(str_of("reverts").map(str::to_string));
+            }
+            let run = m.get("loop").and_then(|l| l.get("run_id"));
+            if run.and_then(serde_json::Value::as_str) == Some(run_id) {
+                if let Some(rid) = bat::round::meta::round_id_of(m) {
+                    commits.entry(rid.to_string()).or_insert(id.to_string());
+                }
+            }
+            cur = c.parents.first().copied();
+        }
+    }
+    outln!(
+        "campaign complete: {} rounds, work dir {}",
+        campaign.rounds,
+        campaign.work_dir.display()
+    );
+    for h in &outcome.history {
+        let undone = commits
+            .get(&h.round_id)
+            .is_some_and(|c| reverted.contains(c));
+        outln!(
+            "  {}  {:<3} {:<8} candidate {}{}",
+            h.round_id,
+            h.target_stage,
+            h.gate_status.map_or("", |s| s.as_str()),
+            h.candidate_checkpoint_sha256.get(..12).unwrap_or(""),
+            if undone { "  (reverted)" } else { "" }
+        );
+    }
+    let promoted = bat::round::promoted_round(ledger, "HEAD").map_err(CliError::from)?;
+    outln!(
+        "promoted {}",
+        promoted
+            .map(|p| format!(
+                "round {} ({}), candidate {}",
+                p.round_id,
+                p.commit.0.short(),
+                p.candidate_checkpoint_sha256.get(..12).unwrap_or("")
+            ))
+            .unwrap_or_else(|| "none: the next round starts from the initial checkpoint".into())
+    );
+    outln!(
+        "current checkpoint {}, next target {}",
+        outcome.current_checkpoint_sha256,
+        outcome.next_target_stage
+    );
+    Ok(())
 }
 
 /// `--backend`: the command line's spelling of [`Backend`].
