@@ -77,7 +77,6 @@ fn replay_scratch_is_bounded_and_failures_say_why() {
     assert!(err.contains("the trainer exited with status 3"), "{err}");
     assert!(err.contains("boom: CUDA out of memory at step 2"), "{err}");
     assert!(err.contains("r01/trainer.stderr"), "{err}");
-    assert!(err.contains("trainer_failed:r01:3"), "{err}");
     let kept = subdirs(&replays);
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(

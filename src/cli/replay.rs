@@ -105,7 +105,7 @@ pub fn verify_text(v: &RoundVerify) -> String {
             v.identical, v.compared
         ),
         (true, false, _) => format!(
-            "{}: max |Δscore| {:.6}; {} of {} artifacts differ (first {first}: {})",
+            "{}: max |Δscore| {:.6}; {} of {} artifacts differ: {}",
             v.note.as_deref().unwrap_or("NOT bit-identical"),
             v.max_score_delta,
             v.differing.len(),

@@ -460,14 +460,13 @@ fn print_summary(
     run_id: &str,
     outcome: &bat::engine::rounds::LoopOutcome,
 ) -> Result<(), CliError> {
-    let lerr = |e: bat_ledger::Error| CliError::from(e);
     // This run's round commits by round id, and the rounds reverted since.
     let mut commits = std::collections::BTreeMap::new();
     let mut reverted = std::collections::BTreeSet::new();
-    if let Some(head) = ledger.head().map_err(lerr)?.commit() {
+    if let Some(head) = ledger.head().map_err(CliError::from)?.commit() {
         let mut cur = Some(head);
         while let Some(id) = cur {
-            let c = ledger.read_commit(&id).map_err(lerr)?;
+            let c = ledger.read_commit(&id).map_err(CliError::from)?;
             let m = &c.metadata;
             let str_of = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
             if str_of("kind") == Some("bat_revert") {
