@@ -64,7 +64,8 @@ pub struct ReplayArgs {
     #[arg(long, requires = "verify", conflicts_with = "tolerance")]
     pub strict: bool,
     /// Folder for the replay's work files; must not exist (default:
-    /// .bat/replays/<id>).
+    /// .bat/replays/<id>, removed after success). A folder named here is
+    /// kept.
     #[arg(long, value_name = "W")]
     pub work_dir: Option<PathBuf>,
     /// `--grace-period SECS` (see [`GraceArgs`]).
