@@ -233,6 +233,50 @@ fn the_reports_reproduce_command_passes_after_a_revert() {
         "{summary}"
     );
 
+    // Drift is measured against what each round trained from: the round
+    // after the revert against the restored round, never the reverted one.
+    let log = ok_json(&l, &["log"]);
+    let mut rounds: Vec<(String, String, String)> = log
+        .as_array()
+        .expect("log")
+        .iter()
+        .filter(|e| e["metadata"]["kind"] == "bat_round")
+        .map(|e| {
+            let s = |k: &str| e["metadata"][k].as_str().expect("field").to_string();
+            (
+                e["id"].as_str().expect("id").to_string(),
+                s("round_id"),
+                s("gate_status"),
+            )
+        })
+        .collect();
+    rounds.reverse();
+    let ledger = bat_ledger::Ledger::open(&l.join(".bat")).expect("open");
+    let ids: Vec<bat_ledger::CommitId> = rounds
+        .iter()
+        .map(|(id, _, _)| ledger.resolve(id).expect("commit"))
+        .collect();
+    let bases = bat::inspect::drift::trained_from(&ledger, &ids).expect("bases");
+    let at = |rid: &str| rounds.iter().position(|r| r.1 == rid).expect("round");
+    let after = at("r05");
+    let restored = promoted.get(1).map(|p| at(p));
+    assert_eq!(
+        bases[after],
+        restored.map(|i| ids[i]),
+        "the round after the revert trained from the restored round"
+    );
+    for (i, base) in bases.iter().enumerate().skip(1) {
+        // A round never trained from a held candidate.
+        if let Some(b) = base {
+            let j = ids.iter().position(|x| x == b).expect("listed");
+            assert_eq!(
+                rounds[j].2, "promote",
+                "{:?} from {:?}",
+                rounds[i], rounds[j]
+            );
+        }
+    }
+
     // The report's Reproduce block, run as printed.
     let html = tmp.path().join("report.html");
     let out = run(&l, &["report", "-o", &html.to_string_lossy()]);
