@@ -1,7 +1,8 @@
 //! Integrity at every door, through the real binary: `eval attach` checks
 //! the summary's checkpoint identity against the round (override with a
-//! recorded reason), `replay --verify --strict` fails on a difference that
-//! plain `--verify` tolerates, a bundle of `main` keeps `refs/promoted/main`
+//! recorded reason), `replay --verify` is bit-exact for external backends
+//! too (a nondeterministic trainer fails it; `--tolerance X` accepts score
+//! deltas up to X and says NOT bit-identical), a bundle of `main` keeps `refs/promoted/main`
 //! through a clone, re-committing an earlier round says "already
 //! committed", and a directory that is almost a round gets a hint.
 
@@ -224,11 +225,11 @@ fn a_directory_that_is_almost_a_round_gets_a_hint() {
     assert!(stderr(&out).contains("a commit message is required"));
 }
 
-// ------------------------------------------------------------ replay --strict
+// ------------------------------------------------- replay --verify, bit-exact
 
-/// A two-round toy campaign (external backends: tolerance verify) whose
-/// trainer runs through a wrapper script the test can change.
-fn toy_campaign(root: &Path) -> (PathBuf, PathBuf) {
+/// A two-round toy campaign (external backends) whose trainer runs through
+/// a wrapper script the test can change. Returns (ledger, script).
+pub(crate) fn toy_campaign(root: &Path) -> (PathBuf, PathBuf) {
     let ledger = root.join("ledger");
     std::fs::create_dir_all(&ledger).expect("mkdir");
     assert!(run(&ledger, &["init"]).status.success());
@@ -291,47 +292,133 @@ fn toy_campaign(root: &Path) -> (PathBuf, PathBuf) {
 }
 
 #[test]
-fn strict_verify_fails_on_a_difference_plain_verify_tolerates() {
+fn verify_is_bit_exact_for_external_backends_and_tolerance_is_explicit() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (ledger, script) = toy_campaign(tmp.path());
-    // Unchanged training code: both modes reproduce.
+    // Unchanged, deterministic training code: bit for bit.
+    let v = ok_json(&ledger, &["replay", "r01", "--verify"]);
+    assert_eq!(v["reproduced"], true);
+    assert_eq!(v["bit_identical"], true);
+    assert_eq!(v["note"], Value::Null);
+    let rv = &v["rounds"][0]["verify"];
+    assert_eq!(
+        rv["mode"], "exact",
+        "external backends are compared bit for bit too"
+    );
+    assert_eq!(rv["bit_identical"], true);
+    // --strict is still accepted (the default now).
     let v = ok_json(&ledger, &["replay", "r01", "--verify", "--strict"]);
     assert_eq!(v["reproduced"], true);
-    assert_eq!(v["rounds"][0]["verify"]["strict"], true);
 
-    // The trainer now also writes a notes file into its model folder: the
-    // candidate (and its evaluation record) differ, the scores do not.
+    // A nondeterministic trainer: it also writes random bytes into its
+    // model folder. The scores do not move, the candidate does.
     let toy = example("toy_trainer");
     std::fs::write(
         &script,
         format!(
-            "\"{}\" \"$@\" || exit $?\necho extra > \"$3/notes.txt\"\n",
+            "\"{}\" \"$@\" || exit $?\nhead -c 32 /dev/urandom > \"$3/noise.bin\"\n",
             toy.display()
         ),
     )
     .expect("script");
-    let plain = run(&ledger, &["--json", "replay", "r01", "--verify"]);
-    assert!(plain.status.success(), "{}", stderr(&plain));
-    let pv: Value = serde_json::from_slice(&plain.stdout).expect("json");
-    let rv = &pv["rounds"][0]["verify"];
+    let out = run(&ledger, &["replay", "r01", "--verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "round r01 did not reproduce bit for bit: first differing artifact candidate/noise.bin"
+        ),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("DIFFERS: first differing artifact candidate/noise.bin"),
+        "{text}"
+    );
+
+    // Accepting it is explicit, and the output says what was accepted on
+    // every line it applies to.
+    let out = run(
+        &ledger,
+        &["replay", "r01", "--verify", "--tolerance", "0.02"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("verify   NOT bit-identical; within tolerance 0.02"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reproduced: 1 round(s); NOT bit-identical; within tolerance 0.02"),
+        "{text}"
+    );
+    let v = ok_json(
+        &ledger,
+        &["replay", "r01", "--verify", "--tolerance", "0.02"],
+    );
+    assert_eq!(v["reproduced"], true);
+    assert_eq!(v["bit_identical"], false);
+    assert_eq!(v["note"], "NOT bit-identical; within tolerance 0.02");
+    let rv = &v["rounds"][0]["verify"];
     assert_eq!(rv["mode"], "tolerance");
     assert_eq!(rv["passed"], true);
+    assert_eq!(rv["note"], "NOT bit-identical; within tolerance 0.02");
     let differing: Vec<&str> = rv["differing"]
         .as_array()
         .expect("differing")
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(differing.contains(&"candidate/notes.txt"), "{differing:?}");
+    assert_eq!(
+        differing.first(),
+        Some(&"candidate/noise.bin"),
+        "{differing:?}"
+    );
 
-    let strict = run(&ledger, &["replay", "r01", "--verify", "--strict"]);
-    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
-    let err = stderr(&strict);
-    assert!(err.contains("round r01 did not reproduce"), "{err}");
-    let text = String::from_utf8_lossy(&strict.stdout);
-    assert!(text.contains("DIFFERS (strict)"), "{text}");
+    // Training code whose scores move (it trains S2 whatever the target):
+    // a tolerance below the score change does not accept it.
+    std::fs::write(
+        &script,
+        format!(
+            "exec \"{}\" \"$1\" \"$2\" \"$3\" \"$4\" \"$5\" \"$6\" S2\n",
+            toy.display()
+        ),
+    )
+    .expect("script");
+    let v = ok_json(&ledger, &["replay", "r01", "--verify", "--tolerance", "1"]);
+    let delta = v["rounds"][0]["verify"]["max_score_delta"]
+        .as_f64()
+        .expect("delta");
+    assert!(delta > 0.0, "training S2 instead moves the scores: {v}");
+    let out = run(
+        &ledger,
+        &[
+            "replay",
+            "r01",
+            "--verify",
+            "--tolerance",
+            &format!("{}", delta / 2.0),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("did not reproduce within tolerance"), "{err}");
 
-    // --strict only means something with --verify.
-    let out = run(&ledger, &["replay", "r01", "--strict"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // --strict and --tolerance contradict; both only mean something with
+    // --verify.
+    for args in [
+        &[
+            "replay",
+            "r01",
+            "--verify",
+            "--strict",
+            "--tolerance",
+            "0.1",
+        ][..],
+        &["replay", "r01", "--strict"][..],
+        &["replay", "r01", "--tolerance", "0.1"][..],
+    ] {
+        let out = run(&ledger, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
 }

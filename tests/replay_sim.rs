@@ -105,8 +105,8 @@ fn sim_campaign_verifies_bit_for_bit_replays_with_terminal_reward_and_compares()
             x["original_compute"]["measured"]["steps"]
         );
     }
-    // Committed round folders of a work dir bat chose are pruned: at most
-    // the folder the next round would train from stays.
+    // A work dir bat chose is removed once the replay succeeded (the
+    // replay commits hold its rounds): no round folder stays.
     let kept: Vec<&str> = r["rounds"]
         .as_array()
         .expect("rounds")
@@ -114,12 +114,14 @@ fn sim_campaign_verifies_bit_for_bit_replays_with_terminal_reward_and_compares()
         .filter_map(|x| x["work_dir"].as_str())
         .filter(|p| Path::new(p).exists())
         .collect();
-    assert!(kept.len() <= 1, "round folders kept twice: {kept:?}");
+    assert!(kept.is_empty(), "round folders left behind: {kept:?}");
+    assert_eq!(r["work_dir"], Value::Null, "{r}");
     let first_dir = r["rounds"][0]["work_dir"].as_str().expect("work_dir");
-    assert!(
-        Path::new(first_dir).parent().is_some_and(Path::is_dir),
-        "the rounds folder itself stays: {first_dir}"
-    );
+    let work = Path::new(first_dir)
+        .parent()
+        .and_then(Path::parent)
+        .expect("<work>/rounds/<round>");
+    assert!(!work.exists(), "the work folder stays: {}", work.display());
     let replays = rounds(&ledger, &branch);
     assert_eq!(replays.len(), 3);
     for (rp, o) in replays.iter().zip(&originals) {

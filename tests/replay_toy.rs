@@ -1,6 +1,6 @@
 //! `bat replay` and `bat compare` as processes, with the external toy
 //! backends (real child processes, real safetensors checkpoints, a real
-//! ledger): verify within tolerance, a terminal-reward chain replay with
+//! ledger): verify bit for bit, a terminal-reward chain replay with
 //! linked commits at the same budget, other ablations, refusals.
 
 use std::path::PathBuf;
@@ -154,7 +154,7 @@ fn rounds_of(c: &Campaign, rev: &str) -> Vec<(String, Value)> {
 }
 
 #[test]
-fn verify_reproduces_toy_rounds_within_tolerance_and_names_the_first_difference() {
+fn verify_reproduces_toy_rounds_bit_for_bit_and_names_the_first_difference() {
     let c = campaign(false);
     let originals = rounds_of(&c, "main");
     assert_eq!(originals.len(), 3);
@@ -164,8 +164,11 @@ fn verify_reproduces_toy_rounds_within_tolerance_and_names_the_first_difference(
     assert_eq!(r["reproduced"], true);
     assert_eq!(r["branch"], Value::Null, "a verify commits nothing");
     let v = &r["rounds"][0]["verify"];
-    assert_eq!(v["mode"], "tolerance", "external backends compare scores");
-    assert_eq!(v["tolerance"], 0.02);
+    assert_eq!(
+        v["mode"], "exact",
+        "external backends are compared bit for bit"
+    );
+    assert_eq!(v["bit_identical"], true);
     assert_eq!(v["max_score_delta"], 0.0);
     assert_eq!(
         v["identical"], v["compared"],
@@ -177,8 +180,11 @@ fn verify_reproduces_toy_rounds_within_tolerance_and_names_the_first_difference(
     let out = in_ledger(&c, &["replay", "r01..r03", "--verify"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("reproduced: 3 round(s)"), "{text}");
-    assert!(text.contains("reproduced within tolerance 0.02"), "{text}");
+    assert!(
+        text.contains("reproduced: 3 round(s) bit for bit"),
+        "{text}"
+    );
+    assert!(text.contains("verify   reproduced bit for bit"), "{text}");
     assert_eq!(rounds_of(&c, "main").len(), 3, "no commits were added");
 
     // The training code changes (it ignores the target and trains S2):

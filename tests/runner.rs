@@ -43,6 +43,7 @@ mod remote_cli;
 mod remote_private;
 mod remote_refs;
 mod remote_replay;
+mod replay_scratch;
 mod replay_signals;
 mod replay_sim;
 mod replay_toy;

@@ -14,9 +14,7 @@ use bat_ledger::Ledger;
 
 use crate::engine::rounds::{prepare_fresh, run_loop, LedgerSink, LoopError, RunOptions, Start};
 use crate::replay::compare::{compare, Comparison};
-use crate::replay::{
-    replay, Ablation, ReplayError, ReplayObserver, ReplayReport, ReplayRequest, DEFAULT_TOLERANCE,
-};
+use crate::replay::{replay, Ablation, ReplayError, ReplayObserver, ReplayReport, ReplayRequest};
 use crate::round::{round_commits, CommitRoundOptions, RoundError};
 use crate::sim;
 use bat_contract::pack::Pack;
@@ -234,8 +232,7 @@ pub fn run_demo(
             verify: false,
             branch: None,
             allow_compute_change: false,
-            tolerance: DEFAULT_TOLERANCE,
-            strict: false,
+            tolerance: None,
             placeholder_overrides: vec![(
                 crate::round::campaign::BAT_PLACEHOLDER.to_string(),
                 opts.bat.to_string_lossy().into_owned(),

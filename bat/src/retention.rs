@@ -226,6 +226,14 @@ pub enum RetentionError {
         /// What is wrong.
         reason: String,
     },
+    /// A stale scratch folder could not be removed.
+    #[error("cannot remove the scratch folder {}: {source}", path.display())]
+    Scratch {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 impl bat_ledger::Diagnostic for RetentionError {
@@ -239,6 +247,10 @@ impl bat_ledger::Diagnostic for RetentionError {
     fn hint(&self) -> Option<String> {
         match self {
             RetentionError::Ledger(e) => e.hint(),
+            RetentionError::Scratch { .. } => Some(
+                "check the folder's permissions, or remove it by hand once no bat process uses it"
+                    .to_string(),
+            ),
             _ => None,
         }
     }
@@ -373,6 +385,273 @@ fn kept_commits(
         }
     }
     Ok(keep)
+}
+
+// ---------------------------------------------------------------------------
+// Scratch: work folders under the ledger directory that are not the ledger.
+
+/// The replays' work folders: `<ledger>/replays/<id>/`.
+pub const REPLAYS_DIR: &str = "replays";
+/// The runs' work folders: `<ledger>/runs/<run-id>/`.
+pub const RUNS_DIR: &str = "runs";
+/// The marker a replay keeps in its work folder ([`ReplayMarker`]).
+pub const REPLAY_MARKER: &str = "replay.lock";
+/// A replay folder younger than this with no marker yet may be a replay
+/// being set up: `bat gc` leaves it alone.
+pub const SETUP_GRACE_SECS: u64 = 120;
+
+/// The marker of a replay's work folder: which process replays into it,
+/// and whether it ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayMarker {
+    /// The replaying process.
+    pub pid: u32,
+    /// Its start time in clock ticks after boot, when known (a reused pid
+    /// is not taken for the replay).
+    #[serde(default)]
+    pub pid_start_ticks: Option<u64>,
+    /// What is replayed (`REV` or `A..B`).
+    pub rev: String,
+    /// Set once the replay ended (the folder is then left for
+    /// inspection only).
+    pub ended: bool,
+}
+
+impl ReplayMarker {
+    /// A marker for this process.
+    pub fn for_current_process(rev: &str) -> ReplayMarker {
+        let pid = std::process::id();
+        ReplayMarker {
+            pid,
+            pid_start_ticks: crate::engine::runlock::start_ticks(pid),
+            rev: rev.to_string(),
+            ended: false,
+        }
+    }
+
+    /// Write it into the work folder `dir` (temporary file, rename).
+    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        let mut bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        bat_contract::fsutil::write_atomic(&dir.join(REPLAY_MARKER), &bytes)
+    }
+}
+
+/// What a scratch folder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScratchKind {
+    /// `replays/<id>/`: a replay's checkpoints, round folders and logs.
+    Replay,
+    /// `runs/<run-id>/`: a run's work folder, logs and restored inputs.
+    Run,
+}
+
+/// Whether `bat gc` may remove a scratch folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScratchState {
+    /// A replay or run in progress uses it.
+    Live,
+    /// Needed later: the work folder of a run that committed rounds (its
+    /// `--resume` continues from it).
+    Kept,
+    /// Left behind: a replay that ended (a failed one keeps its folder for
+    /// inspection), or a run that committed no round.
+    Stale,
+}
+
+/// One scratch folder.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ScratchDir {
+    /// Replay or run.
+    pub kind: ScratchKind,
+    /// The folder.
+    pub path: std::path::PathBuf,
+    /// Bytes of the files in it (symbolic links are not followed).
+    pub bytes: u64,
+    /// Whether gc may remove it.
+    pub state: ScratchState,
+}
+
+/// Every scratch folder of a ledger.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Scratch {
+    /// Bytes under `replays/`.
+    pub replay_bytes: u64,
+    /// Bytes under `runs/`.
+    pub run_bytes: u64,
+    /// The folders, replays first, in name order.
+    pub dirs: Vec<ScratchDir>,
+}
+
+impl Scratch {
+    /// All scratch bytes.
+    pub fn bytes(&self) -> u64 {
+        self.replay_bytes + self.run_bytes
+    }
+}
+
+/// Bytes of the files under `p` (symbolic links counted as links).
+pub fn dir_bytes(p: &std::path::Path) -> u64 {
+    let Ok(md) = std::fs::symlink_metadata(p) else {
+        return 0;
+    };
+    if !md.is_dir() {
+        return md.len();
+    }
+    std::fs::read_dir(p)
+        .map(|rd| rd.flatten().map(|e| dir_bytes(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+fn age_secs(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Whether the replay whose work folder is `dir` is in progress: its
+/// marker names a live process and not an ended replay, or it has no
+/// (readable) marker yet and is younger than [`SETUP_GRACE_SECS`].
+pub fn replay_in_progress(dir: &std::path::Path) -> bool {
+    let marker = std::fs::read(dir.join(REPLAY_MARKER))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ReplayMarker>(&b).ok());
+    match marker {
+        Some(m) => !m.ended && crate::engine::runlock::holder_alive(m.pid, m.pid_start_ticks),
+        None => age_secs(dir) < SETUP_GRACE_SECS,
+    }
+}
+
+/// The run ids recorded by round commits reachable from any ref.
+fn committed_run_ids(ledger: &Ledger) -> Result<HashSet<String>, RetentionError> {
+    let mut seen = HashSet::new();
+    let mut ids = HashSet::new();
+    let mut tips: Vec<CommitId> = ledger
+        .list_refs("refs/")?
+        .into_iter()
+        .map(|r| r.1)
+        .collect();
+    tips.extend(ledger.head()?.commit());
+    for tip in tips {
+        for item in ledger.history(tip, None)? {
+            let (id, c) = item?;
+            if !seen.insert(id) {
+                continue;
+            }
+            if let Some(run) = c
+                .metadata
+                .get("loop")
+                .and_then(|l| l.get("run_id"))
+                .and_then(serde_json::Value::as_str)
+            {
+                ids.insert(run.to_string());
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn subdirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(root)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The scratch folders of the ledger whose directory is `ledger.dir()`,
+/// with their sizes and whether gc may remove them. A run folder counts
+/// as live while the run lock (`run.lock`) names a live process: then no
+/// run folder is stale. (A run takes the lock before it creates its
+/// folder, and the folders are listed before the lock is read, so a run
+/// starting meanwhile is never taken for a leftover.)
+pub fn scratch(ledger: &Ledger) -> Result<Scratch, RetentionError> {
+    let dir = ledger.dir();
+    let mut out = Scratch::default();
+    for p in subdirs(&dir.join(REPLAYS_DIR)) {
+        let bytes = dir_bytes(&p);
+        out.replay_bytes += bytes;
+        let state = if replay_in_progress(&p) {
+            ScratchState::Live
+        } else {
+            ScratchState::Stale
+        };
+        out.dirs.push(ScratchDir {
+            kind: ScratchKind::Replay,
+            path: p,
+            bytes,
+            state,
+        });
+    }
+    let runs = subdirs(&dir.join(RUNS_DIR));
+    if runs.is_empty() {
+        return Ok(out);
+    }
+    let lock = dir.join(crate::engine::runlock::LOCK_FILE);
+    let run_live = match crate::engine::runlock::read_lock(&lock) {
+        Ok(Some(info)) => !info.living().is_empty(),
+        Ok(None) => false,
+        Err(_) => true,
+    };
+    let committed = committed_run_ids(ledger)?;
+    for p in runs {
+        let bytes = dir_bytes(&p);
+        out.run_bytes += bytes;
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let state = if run_live {
+            ScratchState::Live
+        } else if committed.contains(&name) {
+            ScratchState::Kept
+        } else {
+            ScratchState::Stale
+        };
+        out.dirs.push(ScratchDir {
+            kind: ScratchKind::Run,
+            path: p,
+            bytes,
+            state,
+        });
+    }
+    Ok(out)
+}
+
+/// Remove the stale scratch folders (see [`ScratchState::Stale`]); with
+/// `dry_run`, only say which. Returns the folders removed (or that would
+/// be).
+pub fn remove_stale_scratch(
+    ledger: &Ledger,
+    dry_run: bool,
+) -> Result<Vec<ScratchDir>, RetentionError> {
+    let mut removed = Vec::new();
+    for d in scratch(ledger)?.dirs {
+        if d.state != ScratchState::Stale {
+            continue;
+        }
+        // Checked again just before: a replay may have started since.
+        if d.kind == ScratchKind::Replay && replay_in_progress(&d.path) {
+            continue;
+        }
+        if !dry_run {
+            std::fs::remove_dir_all(&d.path).map_err(|source| RetentionError::Scratch {
+                path: d.path.clone(),
+                source,
+            })?;
+        }
+        removed.push(d);
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -77,8 +77,15 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
             c
         }
     })?;
+    // Scratch: replay work folders no replay uses any more, and the folders
+    // of runs that committed nothing.
+    let scratch = retention::remove_stale_scratch(&l, args.dry_run).map_err(CliError::from)?;
+    let scratch_bytes: u64 = scratch.iter().map(|d| d.bytes).sum();
     if g.json {
         let mut v = serde_json::to_value(&rep).map_err(|e| CliError::internal(e.to_string()))?;
+        v["scratch_removed"] =
+            serde_json::to_value(&scratch).map_err(|e| CliError::internal(e.to_string()))?;
+        v["scratch_removed_bytes"] = scratch_bytes.into();
         if let Some(plan) = &plan {
             v["retention"] =
                 serde_json::to_value(plan).map_err(|e| CliError::internal(e.to_string()))?;
@@ -124,6 +131,18 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
             "{would}re-root {} delta chains at their middle ({} records re-encoded)",
             rep.rerooted_trees,
             rep.rerooted_records
+        );
+    }
+    if !scratch.is_empty() {
+        outln!(
+            "{would}remove {} stale scratch folders ({} bytes): {}",
+            scratch.len(),
+            scratch_bytes,
+            scratch
+                .iter()
+                .map(|d| d.path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     if !rep.dry_run {

@@ -167,6 +167,10 @@ pub enum Command {
     /// bytes, same ids). gc also moves the keyframe of each checkpoint
     /// piece's chain of versions to the chain's middle (same space, half
     /// the reading for the deepest versions; `--keep-chains` skips it).
+    /// gc also removes stale scratch: replay work folders no replay uses
+    /// any more (.bat/replays/<id>) and the folders of runs that committed
+    /// no round (.bat/runs/<run-id>); never those of a run or replay in
+    /// progress.
     Gc(gc::GcArgs),
     /// Show sizes and counts (--reclaimable: what gc --keep would free).
     Stats(stats::StatsArgs),

@@ -11,18 +11,25 @@ use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
 use bat::replay::{
     default_work_dir, parse_ablations, replay, replay_branch, Ablation, ComputeSide, ReplayReport,
-    ReplayRequest, DEFAULT_TOLERANCE,
+    ReplayRequest, RoundVerify, VerifyMode,
 };
 
 /// Run recorded rounds again from the ledger's own inputs (starting
 /// checkpoint, the round view re-materialized and checked against its
 /// digest, reward contracts, seeds, trainer and evaluator templates).
 ///
-/// With --verify the rounds are reproduced and compared with the record:
-/// every artifact bit for bit for the built-in simulator, the candidate's
-/// scores within --tolerance for external backends. Otherwise the replayed
-/// rounds are committed to a replay branch, linked to the originals
-/// (`replay_of`), at the same compute budget.
+/// With --verify the rounds are reproduced and compared with the record,
+/// every artifact bit for bit whatever the backend: the first differing
+/// artifact fails (exit 1) and is named. --tolerance X accepts rounds whose
+/// scores all agree within X, and says "NOT bit-identical; within tolerance
+/// X" for each. Otherwise the replayed rounds are committed to a replay
+/// branch, linked to the originals (`replay_of`), at the same compute
+/// budget.
+///
+/// Work files (restored checkpoint, every round's data and checkpoint, the
+/// child logs) go to .bat/replays/<id>/; that folder is removed when the
+/// replay succeeds and kept, with its path printed, when it fails (`bat gc`
+/// removes it later).
 ///
 /// The trainer and evaluator run in a process group of their own, as with
 /// `bat run`: SIGINT/SIGTERM are forwarded to it, what still lives after
@@ -50,15 +57,17 @@ pub struct ReplayArgs {
     /// Allow an override that changes the compute budget.
     #[arg(long)]
     pub allow_compute_change: bool,
-    /// Per-score tolerance of a verify with external backends.
-    #[arg(long, value_name = "X", default_value_t = DEFAULT_TOLERANCE)]
-    pub tolerance: f64,
-    /// With --verify: fail (exit 1) on any difference, even one within
-    /// --tolerance — a differing artifact or any score delta.
-    #[arg(long, requires = "verify")]
+    /// With --verify: accept a round that is not bit-identical when each
+    /// of its scores is within X of the record (e.g. 0.02 for GPU
+    /// nondeterminism); the output then says "NOT bit-identical".
+    #[arg(long, value_name = "X", requires = "verify")]
+    pub tolerance: Option<f64>,
+    /// Accepted for older scripts: a verify is bit-exact by default.
+    #[arg(long, requires = "verify", conflicts_with = "tolerance")]
     pub strict: bool,
     /// Folder for the replay's work files; must not exist (default:
-    /// .bat/replays/<id>).
+    /// .bat/replays/<id>, removed after success). A folder named here is
+    /// kept.
     #[arg(long, value_name = "W")]
     pub work_dir: Option<PathBuf>,
     /// One replay branch per seed, one after another, at the same compute:
@@ -92,6 +101,34 @@ pub fn compute_text(c: &ComputeSide) -> String {
         "-".into()
     } else {
         parts.join("  ")
+    }
+}
+
+/// The verify line of a round.
+pub fn verify_text(v: &RoundVerify) -> String {
+    let first = v.differing.first().map(String::as_str).unwrap_or("-");
+    match (v.passed, v.bit_identical, v.mode) {
+        (true, true, _) => format!(
+            "reproduced bit for bit: {}/{} artifacts identical",
+            v.identical, v.compared
+        ),
+        (true, false, _) => format!(
+            "{}: max |Δscore| {:.6}; {} of {} artifacts differ: {}",
+            v.note.as_deref().unwrap_or("NOT bit-identical"),
+            v.max_score_delta,
+            v.differing.len(),
+            v.compared,
+            v.differing.join(", ")
+        ),
+        (false, _, VerifyMode::Exact) => format!(
+            "DIFFERS: first differing artifact {first} ({} of {} differ; --tolerance X accepts score deltas up to X)",
+            v.differing.len(),
+            v.compared
+        ),
+        (false, _, VerifyMode::Tolerance) => format!(
+            "DIFFERS: max |Δscore| {:.6} > tolerance {}; first differing artifact {first}",
+            v.max_score_delta, v.tolerance
+        ),
     }
 }
 
@@ -143,49 +180,7 @@ pub fn print_report(r: &ReplayReport) -> Result<(), CliError> {
         );
         outln!("              replay   {}", compute_text(&x.compute));
         if let Some(v) = &x.verify {
-            if v.strict && !v.passed {
-                outln!(
-                    "     verify   DIFFERS (strict): max |Δscore| {:.6}; {} of {} artifacts differ{}",
-                    v.max_score_delta,
-                    v.differing.len(),
-                    v.compared,
-                    v.differing
-                        .first()
-                        .map(|p| format!(", first {p}"))
-                        .unwrap_or_default()
-                );
-                continue;
-            }
-            match (v.passed, v.mode) {
-                (true, bat::replay::VerifyMode::Exact) => outln!(
-                    "     verify   reproduced bit for bit: {}/{} artifacts identical",
-                    v.identical, v.compared
-                ),
-                (true, bat::replay::VerifyMode::Tolerance) => outln!(
-                    "     verify   reproduced within tolerance {}: max |Δscore| {:.6}; {}/{} artifacts identical{}",
-                    v.tolerance,
-                    v.max_score_delta,
-                    v.identical,
-                    v.compared,
-                    if v.differing.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (differ: {})", v.differing.join(", "))
-                    }
-                ),
-                (false, bat::replay::VerifyMode::Exact) => outln!(
-                    "     verify   DIFFERS: first differing artifact {} ({} of {} differ)",
-                    v.differing.first().map(String::as_str).unwrap_or("?"),
-                    v.differing.len(),
-                    v.compared
-                ),
-                (false, bat::replay::VerifyMode::Tolerance) => outln!(
-                    "     verify   DIFFERS: max |Δscore| {:.6} > tolerance {}; first differing artifact {}",
-                    v.max_score_delta,
-                    v.tolerance,
-                    v.differing.first().map(String::as_str).unwrap_or("-")
-                ),
-            }
+            outln!("     verify   {}", verify_text(v));
         }
     }
     if let Some(b) = &r.branch {
@@ -250,7 +245,6 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
             branch: Some(branch.clone()),
             allow_compute_change: a.allow_compute_change,
             tolerance: a.tolerance,
-            strict: false,
             placeholder_overrides: overrides.clone(),
             work_dir: work_root.join(format!("s{s}")),
             prune_round_dirs: a.work_dir.is_none(),
@@ -332,7 +326,6 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         branch: a.branch.clone(),
         allow_compute_change: a.allow_compute_change,
         tolerance: a.tolerance,
-        strict: a.strict,
         placeholder_overrides: overrides,
         work_dir,
         prune_round_dirs: a.work_dir.is_none(),
@@ -370,7 +363,18 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
                 };
                 return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
             }
-            None => return Err(e.into()),
+            None => {
+                let e = CliError::from(e);
+                // The work files stay for inspection; say where.
+                return Err(if req.work_dir.exists() {
+                    e.with_hint(format!(
+                        "the replay's work files are kept in {} (`bat gc` removes them)",
+                        req.work_dir.display()
+                    ))
+                } else {
+                    e
+                });
+            }
         },
     };
     if g.json {
@@ -389,24 +393,39 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
                     .verify
                     .as_ref()
                     .expect("a failed round has a verify result");
-                format!(
-                    "round {} did not reproduce: {}",
-                    r.round_id,
-                    v.differing
-                        .first()
-                        .map(|p| format!("first differing artifact {p}"))
-                        .unwrap_or_else(|| format!(
-                            "max |Δscore| {:.6} exceeds {}",
-                            v.max_score_delta,
-                            if v.strict { 0.0 } else { v.tolerance }
-                        ))
-                )
+                match v.mode {
+                    VerifyMode::Exact => format!(
+                        "round {} did not reproduce bit for bit: first differing artifact {}",
+                        r.round_id,
+                        v.differing.first().map(String::as_str).unwrap_or("-")
+                    ),
+                    VerifyMode::Tolerance => format!(
+                        "round {} did not reproduce within tolerance {}: max |Δscore| {:.6}{}",
+                        r.round_id,
+                        v.tolerance,
+                        v.max_score_delta,
+                        v.differing
+                            .first()
+                            .map(|p| format!("; first differing artifact {p}"))
+                            .unwrap_or_default()
+                    ),
+                }
             })
             .unwrap_or_else(|| "the replay did not reproduce".into());
-        return Err(CliError::new(what));
+        let mut err = CliError::new(what);
+        if let Some(w) = &report.work_dir {
+            err = err.with_hint(format!(
+                "the replay's rounds are kept in {} for comparison",
+                w.join("rounds").display()
+            ));
+        }
+        return Err(err);
     }
     if report.reproduced == Some(true) && !g.json {
-        outln!("reproduced: {} round(s)", report.rounds.len());
+        match &report.note {
+            Some(note) => outln!("reproduced: {} round(s); {note}", report.rounds.len()),
+            None => outln!("reproduced: {} round(s) bit for bit", report.rounds.len()),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

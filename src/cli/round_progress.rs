@@ -116,7 +116,10 @@ pub fn replay_line(r: &RoundReplay) -> String {
         .map(|x| format!("{x:.4}"))
         .unwrap_or_else(|| "-".into());
     let verdict = match &r.verify {
-        Some(v) if v.passed => " reproduced".to_string(),
+        Some(v) if v.passed => match &v.note {
+            Some(note) => format!(" reproduced ({note})"),
+            None => " reproduced bit for bit".to_string(),
+        },
         Some(v) => format!(
             " DIFFERS ({})",
             v.differing.first().map(String::as_str).unwrap_or("scores")

@@ -472,8 +472,8 @@ fn arms(a: &RunArgs, ledger: &bat_ledger::Ledger) -> Result<(Vec<ArmSpec>, Vec<u
 
 /// How one campaign of the run ended.
 enum ArmEnd {
-    /// All its rounds are committed.
-    Complete(LoopOutcome),
+    /// All its rounds are committed (by the run with this id).
+    Complete(LoopOutcome, String),
     /// Stopped by a signal: exit with this code.
     Stopped(ExitCode),
 }
@@ -538,7 +538,7 @@ fn run_arm(
     let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();
     match result {
-        Ok(o) => Ok((campaign, ArmEnd::Complete(o))),
+        Ok(o) => Ok((campaign, ArmEnd::Complete(o, run_id))),
         Err(e) => {
             let hint = format!(
                 "{} (logs: {})",
@@ -554,30 +554,6 @@ fn run_arm(
             Err(CliError::from(e).with_hint(hint))
         }
     }
-}
-
-/// The text report of a finished campaign.
-fn print_outcome(campaign: &Campaign, outcome: &LoopOutcome) -> Result<(), CliError> {
-    outln!(
-        "campaign complete: {} rounds, work dir {}",
-        campaign.rounds,
-        campaign.work_dir.display()
-    );
-    for h in &outcome.history {
-        outln!(
-            "  {}  {:<3} {:<8} candidate {}",
-            h.round_id,
-            h.target_stage,
-            h.gate_status.map_or("", |s| s.as_str()),
-            h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
-        );
-    }
-    outln!(
-        "current checkpoint {}, next target {}",
-        outcome.current_checkpoint_sha256,
-        outcome.next_target_stage
-    );
-    Ok(())
 }
 
 /// The head commit of a seed arm's branch, for the report.
@@ -611,22 +587,24 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             eprintln!("bat run: seed {} on {b}", arm.seed.unwrap_or_default());
         }
         let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision)?;
-        let outcome = match end {
-            ArmEnd::Complete(o) => o,
+        let (outcome, run_id) = match end {
+            ArmEnd::Complete(o, run_id) => (o, run_id),
             ArmEnd::Stopped(code) => return Ok(code),
         };
+        // The arm's branch, or HEAD when the run committed to it.
+        let rev = arm.branch.as_deref().unwrap_or("HEAD");
         let Some(branch) = arm.branch.as_deref().filter(|_| a.seeds.is_some()) else {
             if g.json {
                 out!("{}", json::pretty_json_file(&outcome.document()));
             } else {
-                print_outcome(&campaign, &outcome)?;
+                print_summary(&ledger, &campaign, rev, &run_id, &outcome)?;
             }
             return Ok(ExitCode::SUCCESS);
         };
         let head = head_of(&ledger, branch);
         if !g.json {
             outln!("seed {} on {branch} (head {head}):", campaign.seed());
-            print_outcome(&campaign, &outcome)?;
+            print_summary(&ledger, &campaign, rev, &run_id, &outcome)?;
         }
         let run: serde_json::Value =
             serde_json::from_str(&json::pretty_json_file(&outcome.document()))
@@ -642,6 +620,74 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         }))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The closing summary: every round of the run, reverted promotions marked
+/// as such, and the promoted round the next round starts from.
+fn print_summary(
+    ledger: &bat_ledger::Ledger,
+    campaign: &bat::round::campaign::Campaign,
+    rev: &str,
+    run_id: &str,
+    outcome: &bat::engine::rounds::LoopOutcome,
+) -> Result<(), CliError> {
+    // This run's round commits by round id, and the rounds reverted since.
+    let mut commits = std::collections::BTreeMap::new();
+    let mut reverted = std::collections::BTreeSet::new();
+    if let Ok(head) = ledger.resolve(rev) {
+        let mut cur = Some(head);
+        while let Some(id) = cur {
+            let c = ledger.read_commit(&id).map_err(CliError::from)?;
+            let m = &c.metadata;
+            let str_of = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
+            if str_of("kind") == Some("bat_revert") {
+                reverted.extend(str_of("reverts").map(str::to_string));
+            }
+            let run = m.get("loop").and_then(|l| l.get("run_id"));
+            if run.and_then(serde_json::Value::as_str) == Some(run_id) {
+                if let Some(rid) = bat::round::meta::round_id_of(m) {
+                    commits.entry(rid.to_string()).or_insert(id.to_string());
+                }
+            }
+            cur = c.parents.first().copied();
+        }
+    }
+    outln!(
+        "campaign complete: {} rounds, work dir {}",
+        campaign.rounds,
+        campaign.work_dir.display()
+    );
+    for h in &outcome.history {
+        let undone = commits
+            .get(&h.round_id)
+            .is_some_and(|c| reverted.contains(c));
+        outln!(
+            "  {}  {:<3} {:<8} candidate {}{}",
+            h.round_id,
+            h.target_stage,
+            h.gate_status.map_or("", |s| s.as_str()),
+            h.candidate_checkpoint_sha256.get(..12).unwrap_or(""),
+            if undone { "  (reverted)" } else { "" }
+        );
+    }
+    let promoted = bat::round::promoted_round(ledger, rev).map_err(CliError::from)?;
+    outln!(
+        "promoted {}",
+        promoted
+            .map(|p| format!(
+                "round {} ({}), candidate {}",
+                p.round_id,
+                p.commit.0.short(),
+                p.candidate_checkpoint_sha256.get(..12).unwrap_or("")
+            ))
+            .unwrap_or_else(|| "none: the next round starts from the initial checkpoint".into())
+    );
+    outln!(
+        "current checkpoint {}, next target {}",
+        outcome.current_checkpoint_sha256,
+        outcome.next_target_stage
+    );
+    Ok(())
 }
 
 /// `--backend`: the command line's spelling of [`Backend`].

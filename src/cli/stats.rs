@@ -10,7 +10,8 @@ use super::{print_json, CliError, CliResult, Session};
 use bat::retention::{self, KeepPolicy};
 
 /// Object counts and sizes: logical (all versions of all files) vs stored.
-/// With `--reclaimable [POLICY]`, also what `bat gc --keep POLICY` would
+/// Scratch (work folders of replays and runs under .bat/replays and
+/// .bat/runs) is counted apart from the stored bytes. With `--reclaimable [POLICY]`, also what `bat gc --keep POLICY` would
 /// free (a dry run; POLICY defaults to promoted,last=3).
 #[derive(Debug, Args)]
 pub struct StatsArgs {
@@ -36,7 +37,17 @@ struct Reclaimable {
 /// Run `bat stats`.
 pub fn run(args: StatsArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
-    let s = l.stats().map_err(lerr)?;
+    let mut s = l.stats().map_err(lerr)?;
+    // The ledger's directory size includes the scratch folders kept in it:
+    // they are not stored history.
+    let scratch = retention::scratch(&l).map_err(CliError::from)?;
+    s.stored_bytes = s.stored_bytes.saturating_sub(scratch.bytes());
+    let stale: u64 = scratch
+        .dirs
+        .iter()
+        .filter(|d| d.state == retention::ScratchState::Stale)
+        .map(|d| d.bytes)
+        .sum();
     let reclaim = match &args.reclaimable {
         Some(p) => {
             let plan = retention::plan(&l, p).map_err(CliError::from)?;
@@ -62,6 +73,10 @@ pub fn run(args: StatsArgs, g: &Session) -> CliResult {
     };
     if g.json {
         let mut v = serde_json::to_value(&s).map_err(|e| CliError::internal(e.to_string()))?;
+        v["scratch_bytes"] = scratch.bytes().into();
+        v["scratch_stale_bytes"] = stale.into();
+        v["scratch"] =
+            serde_json::to_value(&scratch).map_err(|e| CliError::internal(e.to_string()))?;
         if let Some(r) = &reclaim {
             v["reclaimable"] =
                 serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
@@ -74,6 +89,13 @@ pub fn run(args: StatsArgs, g: &Session) -> CliResult {
         outln!("logical bytes  {}", s.logical_bytes);
         outln!("unique bytes   {}", s.unique_bytes);
         outln!("stored bytes   {}", s.stored_bytes);
+        outln!(
+            "scratch bytes  {} (replays {}, runs {}; not part of the ledger; {} stale, `bat gc` removes them)",
+            scratch.bytes(),
+            scratch.replay_bytes,
+            scratch.run_bytes,
+            stale
+        );
         outln!(
             "delta objects  {} ({} logical bytes stored in {})",
             s.delta_objects,

@@ -1,8 +1,9 @@
 //! Checkpoint drift between two round commits: how much of the candidate
 //! model changed, summed over every `*.safetensors` file of `candidate/`
 //! that both commits hold (the per-tensor comparison of [`super::tensors`],
-//! totalled). `bat report` plots it per round against the previous round's
-//! candidate.
+//! totalled). `bat report` plots it per round against the checkpoint the
+//! round trained from ([`trained_from`]): the promoted chain, so neither a
+//! held candidate nor a reverted one is taken as the previous model.
 
 use std::collections::BTreeMap;
 
@@ -98,4 +99,35 @@ pub fn candidate_drift(
     d.l2 = sq.sqrt();
     d.changed_fraction = (d.elements > 0).then(|| d.changed_elements as f64 / d.elements as f64);
     Ok(Some(d))
+}
+
+/// For each round commit of `rounds` (oldest first), the earlier one in
+/// the list whose candidate it trained from (`trained_from_checkpoint_sha256`
+/// equal to that round's `candidate_checkpoint_sha256`; the newest such);
+/// `None` when it trained from a checkpoint no listed round produced (the
+/// initial checkpoint) or its metadata does not say.
+pub fn trained_from(
+    ledger: &Ledger,
+    rounds: &[CommitId],
+) -> Result<Vec<Option<CommitId>>, InspectError> {
+    let mut candidates: Vec<(CommitId, String)> = Vec::with_capacity(rounds.len());
+    let mut out = Vec::with_capacity(rounds.len());
+    for id in rounds {
+        let meta = RoundTree::open(ledger, *id)?.round;
+        let from = meta
+            .as_ref()
+            .map(|m| m.trained_from_checkpoint_sha256.as_str())
+            .filter(|s| !s.is_empty());
+        out.push(from.and_then(|sha| {
+            candidates
+                .iter()
+                .rev()
+                .find(|(_, c)| c == sha)
+                .map(|(id, _)| *id)
+        }));
+        if let Some(m) = meta {
+            candidates.push((*id, m.candidate_checkpoint_sha256));
+        }
+    }
+    Ok(out)
 }

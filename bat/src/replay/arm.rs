@@ -11,12 +11,12 @@ use super::inputs::{
     check_view, find_checkpoint, original_compute, source_for, tree_file, tree_json, write_file,
 };
 use super::plan::{campaign_of, Ablation, Original, ReplayPlan};
-use super::verify::{is_simulator, summary_scores, verify_round, Criteria};
+use super::verify::{summary_scores, verify_round, Criteria};
 use super::{
     io_err, ComputeSide, ReplayError, ReplayObserver, ReplayRequest, RoundReplay, VerifyMode,
 };
 use crate::engine::rounds::{
-    loop_metadata, remove_committed_logs, round_logs, run_round, LoopState, RoundInputs,
+    loop_metadata, remove_committed_logs, round_logs, run_round, LoopError, LoopState, RoundInputs,
     RoundOutcome, RunOptions,
 };
 use crate::round::campaign::Campaign;
@@ -31,13 +31,52 @@ use bat_contract::round as cround;
 use bat_contract::vocabulary::GateStatus;
 
 /// The arm's state between rounds of a chain.
+#[derive(Clone)]
 pub(super) struct Arm {
     checkpoint: PathBuf,
     /// The round whose folder holds `checkpoint` (`None`: the inputs).
     pub(super) checkpoint_round: Option<String>,
     baseline: Value,
     baseline_file: PathBuf,
-    target: String,
+    /// The stage the next round targets.
+    pub(super) target: String,
+}
+
+impl Arm {
+    /// The same starting point with another next target.
+    pub(super) fn with_target(self, target: String) -> Arm {
+        Arm { target, ..self }
+    }
+}
+
+/// A replayed round: its report, the arm it started from and the arm the
+/// next round starts from.
+pub(super) struct ReplayedRound {
+    pub(super) round: RoundReplay,
+    pub(super) started: Arm,
+    pub(super) next: Arm,
+}
+
+/// A failed trainer or evaluator, with its stderr tail and log path; other
+/// loop errors as they are.
+fn child_failure(e: LoopError, logs: &Path, round_id: &str) -> ReplayError {
+    use crate::engine::evaluation::EvaluationError;
+    let child = match &e {
+        LoopError::TrainerFailed { .. } | LoopError::TrainerArtifactsMissing { .. } => "trainer",
+        LoopError::Evaluation {
+            source: EvaluationError::Failed { .. } | EvaluationError::OutputMissing,
+            ..
+        } => "evaluator",
+        _ => return e.into(),
+    };
+    let log = logs.join(round_id).join(format!("{child}.stderr"));
+    ReplayError::ChildFailed {
+        round_id: round_id.to_string(),
+        child: child.to_string(),
+        tail: super::tail_of(&log, super::STDERR_TAIL_LINES),
+        log,
+        source: Box::new(e),
+    }
 }
 
 fn round_number(rid: &str) -> i64 {
@@ -202,9 +241,10 @@ fn replay_compute(root: &Path, done: &RoundOutcome) -> Result<ComputeSide, Repla
     })
 }
 
-/// Run one recorded round again. Returns its report and the arm for the
-/// next round; `history` gains the round's entry, and the round is
-/// committed to the replay branch unless this is a verify.
+/// Run one recorded round again. Returns its report, the arm it started
+/// from and the arm for the next round; `history` gains the round's entry,
+/// and the round is committed to the replay branch unless this is a
+/// verify.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn replay_round(
     ledger: &mut Ledger,
@@ -215,7 +255,7 @@ pub(super) fn replay_round(
     history: &mut Vec<Value>,
     observer: &mut dyn ReplayObserver,
     ctx: &Ctx<'_>,
-) -> Result<(RoundReplay, Arm), ReplayError> {
+) -> Result<ReplayedRound, ReplayError> {
     let s = setup_round(ledger, req, plan, o, arm, ctx)?;
     let target = plan
         .fixed_target
@@ -243,7 +283,8 @@ pub(super) fn replay_round(
             },
         },
         observer.loop_observer(),
-    )?;
+    )
+    .map_err(|e| child_failure(e, &plan.logs, &o.round_id))?;
     let compute = replay_compute(&root, &done)?;
     let same_budget = compute.budget == s.original_compute.budget;
     if !same_budget && !req.allow_compute_change {
@@ -263,20 +304,21 @@ pub(super) fn replay_round(
     };
     let scores = summary_scores(&done.candidate_summary);
     let verify = if req.verify {
-        let mode = if is_simulator(&s.campaign.trainer) && is_simulator(&s.campaign.evaluator) {
-            VerifyMode::Exact
-        } else {
-            VerifyMode::Tolerance
+        let criteria = match req.tolerance {
+            None => Criteria {
+                mode: VerifyMode::Exact,
+                tolerance: 0.0,
+            },
+            Some(tolerance) => Criteria {
+                mode: VerifyMode::Tolerance,
+                tolerance,
+            },
         };
         Some(verify_round(
             ledger,
             o,
             &root,
-            Criteria {
-                mode,
-                tolerance: req.tolerance,
-                strict: req.strict,
-            },
+            criteria,
             &s.original_scores,
             &scores,
         )?)
@@ -330,7 +372,11 @@ pub(super) fn replay_round(
         verify,
         work_dir: root,
     };
-    Ok((r, next))
+    Ok(ReplayedRound {
+        round: r,
+        started: s.current.clone(),
+        next,
+    })
 }
 
 /// What recording a replayed round needs.

@@ -34,14 +34,31 @@
 //! `firewall.json` and `baseline-summary.json` are bat's records (time
 //! stamps, wall-clock figures, or inputs), and the child logs under
 //! `logs/` are the run's output, not its results: neither are artifacts.
-//! With the built-in
-//! simulator (both templates start with `{bat} sim`) every artifact must be
-//! identical ([`VerifyMode::Exact`]); with external backends the
-//! candidate's scores (overall, task, agentic, S1–S5) must agree within a
-//! tolerance ([`VerifyMode::Tolerance`]) and differing files are listed.
-//! A strict verify (`--strict`) fails on any difference: a differing
-//! artifact or any score delta, tolerance or not. Nothing is committed by
-//! a verify.
+//! By default, whatever the backend, every artifact must be identical
+//! ([`VerifyMode::Exact`]): the first differing one (in pipeline order)
+//! fails the round. Accepting differences is explicit: with a tolerance
+//! ([`ReplayRequest::tolerance`], [`VerifyMode::Tolerance`]) a round whose
+//! candidate scores (overall, task, agentic, S1–S5) all agree within it
+//! passes, and its result says it is NOT bit-identical
+//! ([`RoundVerify::note`]). Nothing is committed by a verify.
+//!
+//! # Reverts
+//!
+//! A chain follows the promoted chain of its history: a `bat revert`
+//! commit between two replayed rounds puts the arm back where the reverted
+//! round started (checkpoint and gate baseline), as the original campaign
+//! continued from there; the next target stays the one prescribed last.
+//!
+//! # Scratch
+//!
+//! The work folder (`<ledger>/replays/<id>/` unless named) holds the
+//! restored starting checkpoint, the rebuilt inputs, every replayed
+//! round's folder (data, candidate checkpoint, evaluation) and the child
+//! logs: about one checkpoint per round plus one. While the replay runs it
+//! holds a marker ([`crate::retention::REPLAY_MARKER`]) naming this
+//! process, so `bat gc` leaves it alone. A folder bat chose is removed when
+//! the replay succeeds; after a failure it is kept for inspection (and a
+//! later `bat gc` removes it).
 //!
 //! # Fixed compute
 //!
@@ -71,7 +88,8 @@ use bat_contract::vocabulary::GateStatus;
 
 /// Ablation keys `bat replay --ablate KEY=VALUE` understands.
 pub const ABLATION_KEYS: [&str; 5] = ["reward", "target", "mixture", "gate", "batches"];
-/// Default tolerance of an external backend's verify, per score.
+/// A customary per-score tolerance for `--tolerance` with GPU backends
+/// (nothing applies it unless asked: a verify is bit-exact by default).
 pub const DEFAULT_TOLERANCE: f64 = 0.02;
 /// The score keys compared by a tolerance verify (`scores` of a summary).
 pub const SCORE_KEYS: [&str; 8] = ["overall", "task", "agentic", "S1", "S2", "S3", "S4", "S5"];
@@ -234,6 +252,63 @@ pub enum ReplayError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
+    /// The trainer or evaluator of a replayed round failed.
+    #[error("round {round_id}: {source}{}", stderr_tail_text(log, tail))]
+    ChildFailed {
+        /// The round.
+        round_id: String,
+        /// `trainer` or `evaluator`.
+        child: String,
+        /// The child's stderr log (kept in the replay's work folder).
+        log: PathBuf,
+        /// The last lines of that log (empty when it wrote nothing).
+        tail: String,
+        /// The loop's error (boxed: it is large).
+        source: Box<LoopError>,
+    },
+    /// The tolerance is not a finite number ≥ 0.
+    #[error("--tolerance {given} is not a number ≥ 0")]
+    BadTolerance {
+        /// The value.
+        given: f64,
+    },
+}
+
+/// `; the last lines of its stderr (LOG):\n  …` or a pointer to the log.
+fn stderr_tail_text(log: &Path, tail: &str) -> String {
+    if tail.trim().is_empty() {
+        format!("; it wrote nothing on stderr ({})", log.display())
+    } else {
+        let body: Vec<String> = tail.lines().map(|l| format!("  | {l}")).collect();
+        format!(
+            "; the last lines of its stderr ({}):\n{}",
+            log.display(),
+            body.join("\n")
+        )
+    }
+}
+
+/// The lines of a child's stderr shown when it failed.
+pub const STDERR_TAIL_LINES: usize = 20;
+
+/// The last `n` lines of a log file (at most 64 KiB read from its end).
+pub(crate) fn tail_of(path: &Path, n: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    if f.read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 impl bat_ledger::Diagnostic for ReplayError {
@@ -248,6 +323,7 @@ impl bat_ledger::Diagnostic for ReplayError {
             | ReplayError::NotARound { .. }
             | ReplayError::NotAncestor { .. }
             | ReplayError::BranchExists { .. }
+            | ReplayError::BadTolerance { .. }
             | ReplayError::WorkExists { .. } => ErrorKind::Usage,
             ReplayError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
             _ => ErrorKind::User,
@@ -264,6 +340,12 @@ impl bat_ledger::Diagnostic for ReplayError {
                 "e.g. --ablate reward=terminal, --ablate target=S3, --ablate mixture=uniform, --ablate gate=off, --ablate seed=1"
             }
             ReplayError::Loop(e) => return e.hint(),
+            ReplayError::ChildFailed { log, child, .. } => {
+                return Some(format!(
+                    "the {child}'s whole output is in {} (stdout beside it)",
+                    log.display()
+                ))
+            }
             ReplayError::Round(e) => return e.hint(),
             ReplayError::Ledger(e) => return e.hint(),
             _ => return None,
@@ -274,6 +356,7 @@ impl bat_ledger::Diagnostic for ReplayError {
     fn code(&self) -> Option<String> {
         match self {
             ReplayError::Loop(e) => e.code(),
+            ReplayError::ChildFailed { source, .. } => source.code(),
             ReplayError::Pack(e) => e.code(),
             _ => None,
         }
@@ -300,11 +383,10 @@ pub struct ReplayRequest {
     pub branch: Option<String>,
     /// Allow overrides that change the compute budget.
     pub allow_compute_change: bool,
-    /// Per-score tolerance of an external backend's verify.
-    pub tolerance: f64,
-    /// A verify passes only when every artifact is identical and every
-    /// score equal, whatever the backend (`--strict`).
-    pub strict: bool,
+    /// Accept a verified round that is not bit-identical when every score
+    /// is within this of the record (`--tolerance X`). `None`: a verify is
+    /// bit-exact, whatever the backend.
+    pub tolerance: Option<f64>,
     /// Placeholder values to use instead of the recorded ones, applied only
     /// to placeholders the recorded campaign has (for example `{bat}`, the
     /// path of the running binary).
@@ -312,9 +394,10 @@ pub struct ReplayRequest {
     /// A new folder for the replay's work files (round folders, inputs,
     /// child logs).
     pub work_dir: PathBuf,
-    /// Remove each committed round's folder once the next round no longer
-    /// trains from it (its files are in the replay commit). For work
-    /// folders bat chose; a folder the user named is kept whole.
+    /// The work folder is bat's own: remove each committed round's folder
+    /// once the next round no longer trains from it (its files are in the
+    /// replay commit), and the whole work folder once the replay
+    /// succeeded. A folder the user named is kept whole.
     pub prune_round_dirs: bool,
     /// Author of the replay commits.
     pub author: String,
@@ -324,10 +407,17 @@ pub struct ReplayRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerifyMode {
-    /// Every artifact bit for bit (the built-in simulator).
+    /// Every artifact bit for bit (the default, every backend).
     Exact,
-    /// Scores within a tolerance (external backends).
+    /// Scores within an explicit tolerance (`--tolerance X`); differing
+    /// artifacts are listed and the result says NOT bit-identical.
     Tolerance,
+}
+
+/// The wording of a round accepted within a tolerance though its
+/// artifacts differ.
+pub fn tolerance_note(tolerance: f64) -> String {
+    format!("NOT bit-identical; within tolerance {tolerance}")
 }
 
 /// A verify's result for one round.
@@ -346,10 +436,14 @@ pub struct RoundVerify {
     pub max_score_delta: f64,
     /// The tolerance applied (`0` in exact mode).
     pub tolerance: f64,
-    /// Whether any difference at all fails the round (`--strict`).
-    pub strict: bool,
-    /// Whether the round reproduced.
+    /// Whether every artifact is identical.
+    pub bit_identical: bool,
+    /// Whether the round reproduced (bit for bit, or within the tolerance
+    /// asked for).
     pub passed: bool,
+    /// Set when the round passed only within the tolerance:
+    /// `NOT bit-identical; within tolerance X` ([`tolerance_note`]).
+    pub note: Option<String>,
 }
 
 /// Compute figures of one round, side by side.
@@ -414,6 +508,14 @@ pub struct ReplayReport {
     pub rounds: Vec<RoundReplay>,
     /// For a verify: every round reproduced.
     pub reproduced: Option<bool>,
+    /// For a verify: every round bit for bit.
+    pub bit_identical: Option<bool>,
+    /// For a verify that passed though some round is not bit-identical:
+    /// `NOT bit-identical; within tolerance X`.
+    pub note: Option<String>,
+    /// The work folder: `None` once removed (a successful replay in a
+    /// folder bat chose).
+    pub work_dir: Option<PathBuf>,
 }
 
 /// Progress of a replay.
@@ -430,13 +532,79 @@ pub trait ReplayObserver {
 /// every replayed round is committed to the replay branch before the next
 /// one starts. `ctx` reports the checkouts of starting checkpoints and the
 /// round commits, and stops them at a safe point when its flag is set.
+///
+/// The work folder is marked as in progress while the replay runs; a
+/// folder bat chose ([`ReplayRequest::prune_round_dirs`]) is removed when
+/// the replay succeeds and kept (unmarked) when it fails.
 pub fn replay(
     ledger: &mut bat_ledger::Ledger,
     req: &ReplayRequest,
     observer: &mut dyn ReplayObserver,
     ctx: &crate::Ctx<'_>,
 ) -> Result<ReplayReport, ReplayError> {
+    if let Some(t) = req.tolerance {
+        if !t.is_finite() || t < 0.0 {
+            return Err(ReplayError::BadTolerance { given: t });
+        }
+    }
     let plan = plan::prepare(ledger, req)?;
+    let work = plan
+        .inputs
+        .parent()
+        .expect("the inputs folder is inside the work folder")
+        .to_path_buf();
+    let mut marker = crate::retention::ReplayMarker::for_current_process(&req.rev);
+    marker.write(&work).map_err(io_err(&work))?;
+    let result = replay_rounds(ledger, req, &plan, observer, ctx);
+    // Ended either way: what is left is for inspection (`bat gc` may go).
+    marker.ended = true;
+    let _ = marker.write(&work);
+    let mut report = result?;
+    let success = report.reproduced != Some(false);
+    if success && req.prune_round_dirs {
+        std::fs::remove_dir_all(&work).map_err(io_err(&work))?;
+    } else {
+        report.work_dir = Some(work);
+    }
+    Ok(report)
+}
+
+/// The rounds a revert commit on the first-parent path from `o`'s parent
+/// down to (not including) `prev` undid, oldest revert first.
+fn reverts_between(
+    ledger: &bat_ledger::Ledger,
+    o: &plan::Original,
+    prev: bat_ledger::CommitId,
+) -> Result<Vec<String>, ReplayError> {
+    let mut out = Vec::new();
+    let mut cur = o.parent;
+    while let Some(id) = cur {
+        if id == prev {
+            break;
+        }
+        let c = ledger.read_commit(&id)?;
+        if c.metadata.get("kind").and_then(serde_json::Value::as_str) == Some("bat_revert") {
+            if let Some(r) = c
+                .metadata
+                .get("reverts")
+                .and_then(serde_json::Value::as_str)
+            {
+                out.push(r.to_string());
+            }
+        }
+        cur = c.parents.first().copied();
+    }
+    out.reverse();
+    Ok(out)
+}
+
+fn replay_rounds(
+    ledger: &mut bat_ledger::Ledger,
+    req: &ReplayRequest,
+    plan: &plan::ReplayPlan,
+    observer: &mut dyn ReplayObserver,
+    ctx: &crate::Ctx<'_>,
+) -> Result<ReplayReport, ReplayError> {
     observer.planned(
         &plan
             .originals
@@ -444,10 +612,25 @@ pub fn replay(
             .map(|o| o.round_id.clone())
             .collect::<Vec<_>>(),
     );
-    let mut arm = None;
+    // The reverts before each round (by original commit), found up front:
+    // with any, the arm may go back to an older round's folder, so none is
+    // pruned before the end.
+    let mut reverts = Vec::with_capacity(plan.originals.len());
+    let mut prev: Option<bat_ledger::CommitId> = None;
+    for o in &plan.originals {
+        reverts.push(match prev {
+            Some(p) => reverts_between(ledger, o, p)?,
+            None => Vec::new(),
+        });
+        prev = Some(o.commit);
+    }
+    let prune = req.prune_round_dirs && reverts.iter().all(Vec::is_empty);
+    let mut arm: Option<arm::Arm> = None;
+    // Where each replayed round started, by original commit.
+    let mut started: BTreeMap<String, arm::Arm> = BTreeMap::new();
     let mut history = Vec::new();
     let mut rounds = Vec::new();
-    for o in &plan.originals {
+    for (o, undone) in plan.originals.iter().zip(&reverts) {
         // A stop requested while the previous round was being recorded
         // ends the replay here, before anything of this round runs.
         if let Some(signal) = observer.loop_observer().stop_signal() {
@@ -457,33 +640,53 @@ pub fn replay(
             }
             .into());
         }
-        let (r, next) = arm::replay_round(
+        for r in undone {
+            arm = match (arm.take(), started.get(r)) {
+                // Back where the reverted round started; the next target
+                // is the one prescribed last, as in the original run.
+                (Some(cur), Some(before)) => Some(before.clone().with_target(cur.target)),
+                // A round outside the chain was reverted: start from the
+                // checkpoint the original round recorded.
+                _ => None,
+            };
+        }
+        let out = arm::replay_round(
             ledger,
             req,
-            &plan,
+            plan,
             o,
             arm.take(),
             &mut history,
             observer,
             ctx,
         )?;
-        observer.round_replayed(&r);
-        if req.prune_round_dirs && r.commit.is_some() {
+        observer.round_replayed(&out.round);
+        if prune && out.round.commit.is_some() {
             crate::engine::rounds::prune_round_dirs(
                 &plan.rounds_dir,
-                next.checkpoint_round.as_deref(),
+                out.next.checkpoint_round.as_deref(),
             )?;
         }
-        rounds.push(r);
-        arm = Some(next);
+        started.insert(o.commit.to_string(), out.started);
+        rounds.push(out.round);
+        arm = Some(out.next);
     }
     let reproduced = req.verify.then(|| {
         rounds
             .iter()
             .all(|r| r.verify.as_ref().is_some_and(|v| v.passed))
     });
+    let bit_identical = req.verify.then(|| {
+        rounds
+            .iter()
+            .all(|r| r.verify.as_ref().is_some_and(|v| v.bit_identical))
+    });
+    let note = match (reproduced, bit_identical, req.tolerance) {
+        (Some(true), Some(false), Some(t)) => Some(tolerance_note(t)),
+        _ => None,
+    };
     Ok(ReplayReport {
-        branch: plan.branch,
+        branch: plan.branch.clone(),
         ablation: plan
             .ablation_pairs
             .iter()
@@ -492,5 +695,50 @@ pub fn replay(
         verify: req.verify,
         rounds,
         reproduced,
+        bit_identical,
+        note,
+        work_dir: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_failure_shows_the_tail_of_its_stderr_and_the_log() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("trainer.stderr");
+        let lines: Vec<String> = (1..=30).map(|i| format!("line {i}")).collect();
+        std::fs::write(&log, lines.join("\n")).expect("write");
+        let tail = tail_of(&log, STDERR_TAIL_LINES);
+        assert_eq!(tail.lines().count(), STDERR_TAIL_LINES);
+        assert!(
+            tail.starts_with("line 11\n") && tail.ends_with("line 30"),
+            "{tail}"
+        );
+        let e = ReplayError::ChildFailed {
+            round_id: "r02".into(),
+            child: "trainer".into(),
+            log: log.clone(),
+            tail,
+            source: Box::new(LoopError::TrainerFailed {
+                round_id: "r02".into(),
+                rc: 2,
+            }),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("round r02: the trainer exited with status 2"),
+            "{text}"
+        );
+        assert!(text.contains(&log.display().to_string()), "{text}");
+        assert!(text.contains("  | line 30"), "{text}");
+        assert!(!text.contains("line 10\n"), "{text}");
+        use bat_ledger::Diagnostic;
+        assert_eq!(e.code().as_deref(), Some("trainer_failed:r02:2"));
+        // Nothing on stderr: said so, with the path.
+        let empty = stderr_tail_text(&log, "");
+        assert!(empty.contains("wrote nothing on stderr"), "{empty}");
+    }
 }

@@ -1,6 +1,6 @@
 //! Verifying a replayed round against its record: every artifact by object
-//! id (exact, for the built-in simulator) or the candidate's scores within
-//! a tolerance (external backends). See the module docs of
+//! id (exact, the default) or, when a tolerance was asked for, the
+//! candidate's scores within it. See the module docs of
 //! [`super`] for which files are artifacts.
 
 use std::collections::BTreeMap;
@@ -63,23 +63,17 @@ pub(super) fn is_artifact(path: &str) -> bool {
 
 /// How a verify judges differences.
 pub(super) struct Criteria {
-    /// Exact (simulator) or by scores (external backends).
+    /// Exact (the default) or by scores (`--tolerance`).
     pub mode: VerifyMode,
     /// Per-score tolerance in [`VerifyMode::Tolerance`].
     pub tolerance: f64,
-    /// Any difference fails.
-    pub strict: bool,
 }
 
 pub(super) fn verify_round(
     ledger: &Ledger,
     o: &Original,
     root: &Path,
-    Criteria {
-        mode,
-        tolerance,
-        strict,
-    }: Criteria,
+    Criteria { mode, tolerance }: Criteria,
     original_scores: &BTreeMap<String, f64>,
     scores: &BTreeMap<String, f64>,
 ) -> Result<RoundVerify, ReplayError> {
@@ -126,11 +120,10 @@ pub(super) fn verify_round(
             _ => missing_score = true,
         }
     }
+    let bit_identical = differing.is_empty();
     let passed = match mode {
-        // Strict: a difference within tolerance is still a difference.
-        _ if strict => differing.is_empty() && !missing_score && max_delta == 0.0,
-        VerifyMode::Exact => differing.is_empty(),
-        VerifyMode::Tolerance => !missing_score && max_delta <= tolerance,
+        VerifyMode::Exact => bit_identical,
+        VerifyMode::Tolerance => bit_identical || (!missing_score && max_delta <= tolerance),
     };
     Ok(RoundVerify {
         mode,
@@ -143,8 +136,9 @@ pub(super) fn verify_round(
         } else {
             tolerance
         },
-        strict,
+        bit_identical,
         passed,
+        note: (passed && !bit_identical).then(|| super::tolerance_note(tolerance)),
     })
 }
 

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use super::svg::{self, esc, Plot, Point, Series};
 use super::Source;
 use crate::inspect::diff::DiffOptions;
-use crate::inspect::drift::{candidate_drift, Drift};
+use crate::inspect::drift::{candidate_drift, trained_from, Drift};
 use crate::inspect::rounds::{round_rows, RoundRow, RoundsError, STAGES};
 use crate::inspect::{InspectError, RoundTree};
 use bat_contract::pack::Pack;
@@ -89,8 +89,9 @@ pub struct Arm {
     pub source: Source,
     /// Rounds, oldest first.
     pub rows: Vec<RoundRow>,
-    /// Drift of each round's candidate from the previous round's (same
-    /// index as `rows`; `None` for the first round and where unavailable).
+    /// Drift of each round's candidate from the checkpoint it trained from
+    /// (same index as `rows`; `None` for rounds that trained from the
+    /// initial checkpoint and where unavailable).
     pub drift: Vec<Option<Drift>>,
     /// Reproduction facts.
     pub facts: ArmFacts,
@@ -206,14 +207,13 @@ pub fn collect(
         }
         let mut drift = vec![None; rows.len()];
         if opts.drift {
-            for i in 1..rows.len() {
-                drift[i] = candidate_drift(
-                    ledger,
-                    rows[i - 1].commit,
-                    rows[i].commit,
-                    &diff_opts,
-                    &crate::Ctx::quiet(),
-                )?;
+            // Against what each round trained from (the promoted chain).
+            let commits: Vec<_> = rows.iter().map(|r| r.commit).collect();
+            for (i, base) in trained_from(ledger, &commits)?.into_iter().enumerate() {
+                if let Some(base) = base {
+                    let quiet = crate::Ctx::quiet();
+                    drift[i] = candidate_drift(ledger, base, rows[i].commit, &diff_opts, &quiet)?;
+                }
             }
         }
         let facts = facts(ledger, &rows)?;
@@ -450,7 +450,7 @@ fn drift_plots(arms: &[Arm]) -> Vec<Plot> {
     vec![
         plot(
             "plot-drift-fraction",
-            "Checkpoint drift: fraction of elements changed vs the previous round's candidate",
+            "Checkpoint drift: fraction of elements changed vs the checkpoint the round trained from",
             arms,
             "no safetensors candidates to compare",
             |a, i, _| {
@@ -462,7 +462,7 @@ fn drift_plots(arms: &[Arm]) -> Vec<Plot> {
         ),
         plot(
             "plot-drift-l2",
-            "Checkpoint drift: L2 norm of the update vs the previous round's candidate",
+            "Checkpoint drift: L2 norm of the update vs the checkpoint the round trained from",
             arms,
             "no safetensors candidates to compare",
             |a, i, _| arms[idx(a)].drift[i].as_ref().map(|d| (d.l2, "")),
