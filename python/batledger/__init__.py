@@ -52,7 +52,8 @@ class Ledger(_native.Ledger):
 
     Reading: :meth:`log`, :meth:`show`, :meth:`files`, :meth:`read`,
     :meth:`checkout`, :meth:`diff`, :meth:`stats`, :meth:`branches`,
-    :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`.
+    :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`,
+    :meth:`metrics`, :meth:`metrics_frame`.
     Writing: :meth:`commit`, :meth:`commit_round`, :meth:`eval_attach`,
     :meth:`tag`, :meth:`branch`.
     """
@@ -74,3 +75,35 @@ class Ledger(_native.Ledger):
             return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns})
         raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
 
+    def metrics_frame(self, branch: str = "main", backend: str = "pandas") -> Any:
+        """:meth:`metrics` as a data frame: one row per round that has any
+        metric, in campaign order, with columns ``commit``, ``round_id`` and
+        then one per metric key in ``bat export``'s order (``health.<path>``,
+        ``eval.track.<name>``, ``eval.stage.<S>``); missing values are None."""
+        records = self.metrics(branch)
+        order: list[str] = []
+        table: dict[str, dict[str, Any]] = {}
+        for r in records:
+            row = table.get(r["commit"])
+            if row is None:
+                order.append(r["commit"])
+                row = table[r["commit"]] = {"commit": r["commit"], "round_id": r["round_id"]}
+            row[r["key"]] = r["value"]
+        columns = ["commit", "round_id"] + sorted({r["key"] for r in records}, key=_metric_order)
+        if backend == "pandas":
+            import pandas as pd
+
+            return pd.DataFrame.from_records([table[c] for c in order], columns=columns)
+        if backend == "polars":
+            import polars as pl
+
+            return pl.DataFrame({k: [table[c].get(k) for c in order] for k in columns})
+        raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
+
+
+def _metric_order(key: str) -> tuple[int, str]:
+    """``bat export``'s metric column order: health, tracks, stages, each by name."""
+    for i, prefix in enumerate(("health.", "eval.track.", "eval.stage.")):
+        if key.startswith(prefix):
+            return (i, key[len(prefix):])
+    return (3, key)

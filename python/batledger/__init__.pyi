@@ -16,3 +16,5 @@ def looks_like_round(path: Any) -> bool: ...
 class Ledger(_native.Ledger):
     def rounds_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
         """One row per round as a pandas (or polars) DataFrame."""
+    def metrics_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
+        """One row per round, one column per custom metric (health.*, eval.track.*, eval.stage.*)."""

@@ -337,6 +337,35 @@ impl PyLedger {
         })
     }
 
+    /// The custom metrics of every round commit reachable from `branch`
+    /// (any revision), oldest first, long form: one record per round and
+    /// metric (`commit`, `branch`, `round_id`, `round_number`, `source`,
+    /// `key`, `value`), the rows of `bat query`'s `metrics` table. Keys are
+    /// `health.<path>` (numbers of the training-health file, nested keys
+    /// joined with dots), `eval.track.<name>` and `eval.stage.<S>`.
+    #[pyo3(signature = (branch = "main"))]
+    fn metrics(&self, py: Python<'_>, branch: &str) -> PyResult<Py<PyAny>> {
+        self.with_json(py, |l| {
+            let start = resolve(l, branch)?;
+            let mut out = Vec::new();
+            for row in bat::inspect::rounds::RoundRows::new(l, branch, start)? {
+                let row = row?;
+                for (k, v) in bat::report::metrics::round_metrics(l, row.commit)? {
+                    out.push(serde_json::json!({
+                        "commit": row.commit.to_string(),
+                        "branch": row.branch,
+                        "round_id": row.round_id,
+                        "round_number": row.round_number,
+                        "source": k.source.as_str(),
+                        "key": k.to_string(),
+                        "value": v,
+                    }));
+                }
+            }
+            Ok(Value::Array(out))
+        })
+    }
+
     /// Create tag `name` at `rev`; returns the commit id.
     #[pyo3(signature = (name, rev = "HEAD"))]
     fn tag(&self, py: Python<'_>, name: &str, rev: &str) -> PyResult<String> {

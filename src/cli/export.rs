@@ -8,14 +8,19 @@ use clap::{Args, ValueEnum};
 use super::error::stdout_error;
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use bat::inspect::rounds::RoundRows;
-use bat::report::export::{Format, RowWriter};
+use bat::report::export::{export_rows, row_object, Format, RowWriter};
 use bat::report::sources;
 
 /// Write one row per round commit, per branch, oldest first: the columns
 /// documented in docs/rounds.md (round id, commit, target stage, gate,
 /// Overall, task, agentic, S1–S5, audit gap, reward mode, ablation,
 /// compute, checkpoint, …), the same as `bat query`'s `rounds` table.
+///
+/// After those columns come the custom metrics, sorted: every number of
+/// the round's training-health file (`health.<key>`, nested objects
+/// flattened with dots), then the gating evaluation's per-track
+/// (`eval.track.<name>`) and per-stage (`eval.stage.<S>`) scores. With
+/// `--json` and no `-o`, stdout is one JSON array of row objects.
 ///
 /// Parquet is not offered: the arrow/parquet crates would add minutes of
 /// build time and dozens of dependencies for a format one pandas call makes
@@ -55,33 +60,37 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
     };
+    let (keys, rows) = export_rows(&l, &srcs)?;
     match &args.output {
+        // `--json` asks for JSON on stdout: one array of row objects,
+        // whatever `--format` says.
+        None if g.json => {
+            let objects: Vec<_> = rows.iter().map(|r| row_object(r, &keys)).collect();
+            print_json(&objects)?;
+        }
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
-            let mut w = RowWriter::new(out, format);
+            let mut w = RowWriter::new(out, format, keys);
             w.start().map_err(stdout_error)?;
-            for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip)? {
-                    w.row(&row?).map_err(stdout_error)?;
-                }
+            for row in &rows {
+                w.row(row).map_err(stdout_error)?;
             }
             w.finish().map_err(stdout_error)?;
         }
         Some(path) => {
             let what = path.display().to_string();
-            let mut w = RowWriter::new(Vec::new(), format);
-            let mut n = 0usize;
-            for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip)? {
-                    w.row(&row?).map_err(io_err(&what))?;
-                    n += 1;
-                }
+            let n_metrics = keys.len();
+            let mut w = RowWriter::new(Vec::new(), format, keys);
+            for row in &rows {
+                w.row(row).map_err(io_err(&what))?;
             }
             let bytes = w.finish().map_err(io_err(&what))?;
             bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
+            let n = rows.len();
             if g.json {
                 print_json(&serde_json::json!({
-                    "output": path, "rows": n, "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
+                    "output": path, "rows": n, "metric_columns": n_metrics,
+                    "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
                 }))?;
             } else {
                 eprintln!("wrote {n} rounds of {} branches to {what}", srcs.len());

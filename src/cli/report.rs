@@ -37,6 +37,15 @@ pub struct ReportArgs {
     /// slow part on real models).
     #[arg(long)]
     pub no_drift: bool,
+    /// Add a plot of a custom metric per round, one curve per arm
+    /// (repeatable): a number of the training-health file
+    /// (`health.<key>`, nested keys joined with dots, e.g.
+    /// `health.sim.kl_to_reference`), a track score (`eval.track.<name>`)
+    /// or a stage score (`eval.stage.S1`). An unknown key is an error that
+    /// lists the known ones; `bat query "SELECT DISTINCT key FROM metrics"`
+    /// lists them too.
+    #[arg(long = "metric", value_name = "KEY")]
+    pub metrics: Vec<String>,
 }
 
 /// Run `bat report`.
@@ -63,6 +72,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         drift: !args.no_drift,
         ledger_location: location.display().to_string(),
         generated: fmt_time(now),
+        metrics: args.metrics.clone(),
     };
     let data = collect(&l, &srcs, &opts)?;
     let html = render(&data);
@@ -74,7 +84,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         print_json(&serde_json::json!({
             "output": args.output, "bytes": html.len(), "rounds": rounds,
             "arms": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
-            "drift": !args.no_drift, "seconds": secs,
+            "drift": !args.no_drift, "metrics": args.metrics, "seconds": secs,
         }))?;
     } else {
         outln!(

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use bat_ledger::Ledger;
 use serde::Deserialize;
 
+use super::metrics::{round_metrics, union_keys, MetricKey, Metrics};
 use super::svg::{self, esc, Plot, Point, Series};
 use super::Source;
 use crate::inspect::diff::DiffOptions;
@@ -37,6 +38,14 @@ pub enum ReportError {
         /// The branch or revision.
         name: String,
     },
+    /// `--metric KEY` names a metric no reported round has.
+    #[error("no round of the reported arms has the metric {key}")]
+    UnknownMetric {
+        /// The key as given.
+        key: String,
+        /// Every metric key the reported rounds have, sorted.
+        known: Vec<String>,
+    },
 }
 
 impl bat_ledger::Diagnostic for ReportError {
@@ -44,6 +53,7 @@ impl bat_ledger::Diagnostic for ReportError {
         match self {
             ReportError::Rounds(e) => e.kind(),
             ReportError::Inspect(e) => e.kind(),
+            ReportError::UnknownMetric { .. } => bat_ledger::ErrorKind::Usage,
             _ => bat_ledger::ErrorKind::User,
         }
     }
@@ -52,6 +62,13 @@ impl bat_ledger::Diagnostic for ReportError {
         match self {
             ReportError::Rounds(e) => e.hint(),
             ReportError::Inspect(e) => e.hint(),
+            ReportError::UnknownMetric { known, .. } if known.is_empty() => Some(
+                "these rounds record no health file numbers and no per-track or per-stage scores"
+                    .to_string(),
+            ),
+            ReportError::UnknownMetric { known, .. } => {
+                Some(format!("known metrics: {}", known.join(", ")))
+            }
             _ => None,
         }
     }
@@ -80,6 +97,9 @@ pub struct ReportOptions {
     pub ledger_location: String,
     /// When the page was generated (shown, not used otherwise).
     pub generated: String,
+    /// Custom metrics to plot, one curve per arm each (`health.<key>`,
+    /// `eval.track.<name>`, `eval.stage.<S>`; see [`super::metrics`]).
+    pub metrics: Vec<String>,
 }
 
 /// One arm: a listed branch and its rounds.
@@ -94,6 +114,9 @@ pub struct Arm {
     pub drift: Vec<Option<Drift>>,
     /// Reproduction facts.
     pub facts: ArmFacts,
+    /// The custom metrics of each round (same index as `rows`); empty
+    /// when no `--metric` was asked for.
+    pub metrics: Vec<Metrics>,
 }
 
 /// What a reviewer needs to reproduce an arm.
@@ -217,18 +240,76 @@ pub fn collect(
             }
         }
         let facts = facts(ledger, &rows)?;
+        let metrics = if opts.metrics.is_empty() {
+            Vec::new()
+        } else {
+            rows.iter()
+                .map(|r| round_metrics(ledger, r.commit))
+                .collect::<Result<Vec<Metrics>, InspectError>>()?
+        };
         arms.push(Arm {
             source: s.clone(),
             rows,
             drift,
             facts,
+            metrics,
         });
     }
+    check_metrics(&arms, &opts.metrics)?;
     Ok(ReportData {
         arms,
         drift: opts.drift,
         options: opts.clone(),
     })
+}
+
+/// Every `--metric` key must name a metric some reported round has.
+fn check_metrics(arms: &[Arm], wanted: &[String]) -> Result<(), ReportError> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<MetricKey> = union_keys(arms.iter().flat_map(|a| &a.metrics));
+    for key in wanted {
+        if !MetricKey::parse(key).is_some_and(|k| known.contains(&k)) {
+            return Err(ReportError::UnknownMetric {
+                key: key.clone(),
+                known: known.iter().map(ToString::to_string).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One plot per `--metric` key, each arm a curve.
+fn metric_plots(arms: &[Arm], wanted: &[String]) -> Vec<Plot> {
+    wanted
+        .iter()
+        .filter_map(|key| MetricKey::parse(key).map(|k| (key, k)))
+        .map(|(key, k)| {
+            let series = arms
+                .iter()
+                .map(|a| {
+                    series_of(a, |i, _| {
+                        a.metrics.get(i).and_then(|m| m.get(&k)).map(|v| (*v, ""))
+                    })
+                })
+                .collect();
+            Plot {
+                id: format!("plot-metric-{}", metric_slug(key)),
+                title: key.clone(),
+                y_ticks: None,
+                series,
+                empty_note: "no round has this metric".into(),
+            }
+        })
+        .collect()
+}
+
+/// A key as an element id part: letters, digits and `-`.
+fn metric_slug(key: &str) -> String {
+    key.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 const STYLE: &str = "
@@ -632,7 +713,15 @@ pub fn render(d: &ReportData) -> String {
         ),
         &mut out,
     );
-    out.push_str("</div><h2 id=\"compute\">Compute</h2>");
+    out.push_str("</div>");
+    if !d.options.metrics.is_empty() {
+        out.push_str("<h2 id=\"metrics\">Custom metrics (--metric)</h2><div class=\"grid2\">");
+        for p in metric_plots(arms, &d.options.metrics) {
+            svg::render(&p, &mut out);
+        }
+        out.push_str("</div>");
+    }
+    out.push_str("<h2 id=\"compute\">Compute</h2>");
     compute_totals(arms, &mut out);
     out.push_str("<div class=\"grid2\">");
     for p in compute_plots(arms) {

@@ -1,10 +1,12 @@
-//! Seeing a campaign: round rows written as files ([`export`]), read-only
+//! Seeing a campaign: round rows written as files ([`export`]), the
+//! custom metrics of each round ([`metrics`]), read-only
 //! SQL over a campaign ([`query`]) and the self-contained HTML report
 //! ([`html`], with its inline SVG plots in [`svg`]). Everything here reads
 //! the ledger and returns or writes bytes; the CLI prints.
 
 pub mod export;
 pub mod html;
+pub mod metrics;
 pub mod query;
 pub mod svg;
 

@@ -1,6 +1,6 @@
 //! `bat query`: read-only SQL over a campaign, in an in-memory SQLite
 //! database built from the ledger for one query. The catalog's own tables
-//! are never exposed: the database holds four documented tables
+//! are never exposed: the database holds five documented tables
 //! (`docs/rounds.md` has the `rounds` columns, `docs/query.md` the rest):
 //!
 //! - `rounds`: one row per round per listed branch ([`RoundRow`]);
@@ -13,7 +13,10 @@
 //! - `evals`: the audit evaluations attached to those round commits
 //!   (`commit`, `round_id`, `protocol_id`, `audit_commit`, `overall`,
 //!   `task`, `agentic`, `S1`…`S5`, `gating_overall`, `gap`: audit − gating
-//!   Overall).
+//!   Overall);
+//! - `metrics`: the custom metrics of every round in `rounds`, long form
+//!   (`commit`, `branch`, `round_id`, `round_number`, `source`, `key`,
+//!   `value`; see [`super::metrics`]).
 //!
 //! The user's statement runs with `PRAGMA query_only=ON`, at most one
 //! statement, refused unless SQLite reports it read-only, and with
@@ -32,6 +35,7 @@ use crate::inspect::audit::audit_gap;
 use crate::inspect::rounds::{RoundRows, RoundsError, COLUMNS};
 use crate::inspect::InspectError;
 
+use super::metrics::round_metrics;
 use super::Source;
 
 /// Errors of `bat query`.
@@ -64,12 +68,12 @@ impl bat_ledger::Diagnostic for QueryError {
     fn hint(&self) -> Option<String> {
         match self {
             QueryError::Rounds(e) => e.hint(),
-            QueryError::Sql { .. } => {
-                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
-            }
-            QueryError::NotReadOnly => {
-                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
-            }
+            QueryError::Sql { .. } => Some(
+                "tables: rounds, commits, files, evals, metrics (see docs/query.md)".to_string(),
+            ),
+            QueryError::NotReadOnly => Some(
+                "tables: rounds, commits, files, evals, metrics (see docs/query.md)".to_string(),
+            ),
             _ => None,
         }
     }
@@ -138,6 +142,8 @@ CREATE TABLE files (\"commit\" TEXT NOT NULL, path TEXT NOT NULL, size INTEGER N
 CREATE TABLE evals (\"commit\" TEXT NOT NULL, round_id TEXT, protocol_id TEXT NOT NULL,
   audit_commit TEXT NOT NULL, overall REAL, task REAL, agentic REAL,
   S1 REAL, S2 REAL, S3 REAL, S4 REAL, S5 REAL, gating_overall REAL, gap REAL);
+CREATE TABLE metrics (\"commit\" TEXT NOT NULL, branch TEXT NOT NULL, round_id TEXT NOT NULL,
+  round_number INTEGER, source TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL);
 ";
 
 /// SQL type of each round column (`docs/rounds.md`).
@@ -213,6 +219,9 @@ pub fn build(
         let mut ins_file = tx
             .prepare("INSERT INTO files VALUES (?,?,?,?,?)")
             .map_err(QueryError::Build)?;
+        let mut ins_metric = tx
+            .prepare("INSERT INTO metrics VALUES (?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
         let mut ins_eval = tx
             .prepare("INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
             .map_err(QueryError::Build)?;
@@ -223,6 +232,19 @@ pub fn build(
                 ins_round
                     .execute(params_from_iter(vals))
                     .map_err(QueryError::Build)?;
+                for (k, v) in round_metrics(ledger, row.commit)? {
+                    ins_metric
+                        .execute(rusqlite::params![
+                            row.commit.to_string(),
+                            row.branch,
+                            row.round_id,
+                            row.round_number,
+                            k.source.as_str(),
+                            k.to_string(),
+                            v,
+                        ])
+                        .map_err(QueryError::Build)?;
+                }
             }
             for item in ledger.history(s.tip, None)? {
                 let (id, c) = item?;
@@ -316,6 +338,43 @@ fn strip_leading_comments(mut s: &str) -> &str {
     }
 }
 
+/// PRAGMAs that take an argument in parentheses and only read: the schema
+/// introspection ones. Any other PRAGMA with an argument sets something
+/// (`query_only(0)` is `query_only=0`) and is refused.
+const READING_PRAGMAS_WITH_ARGUMENT: [&str; 7] = [
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+];
+
+/// Whether a PRAGMA statement (the text after the keyword) only reads:
+/// `PRAGMA name` reads a setting, `PRAGMA name(arg)` is allowed for the
+/// introspection PRAGMAs, `PRAGMA name = v` is always refused.
+fn pragma_reads(rest: &str) -> bool {
+    let rest = rest.trim_start();
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(rest.len());
+    let (name, tail) = rest.split_at(name_len);
+    // A schema prefix (`main.table_info`) names the same PRAGMA.
+    let name = name.rsplit('.').next().unwrap_or(name).to_ascii_lowercase();
+    let tail = strip_leading_comments(tail);
+    let tail = tail.trim_end().trim_end_matches(';').trim_end();
+    if name.is_empty() {
+        return false;
+    }
+    if tail.is_empty() {
+        return true;
+    }
+    tail.starts_with('(')
+        && !tail.contains('=')
+        && READING_PRAGMAS_WITH_ARGUMENT.contains(&name.as_str())
+}
+
 /// Statements a query may be: reads. SQLite calls `PRAGMA x = v` and
 /// `ATTACH` read-only (they change the connection, not a file), so the
 /// statement kind is checked too: a PRAGMA may only read.
@@ -328,7 +387,7 @@ fn allowed_kind(sql: &str) -> bool {
         .to_ascii_uppercase();
     match word.as_str() {
         "SELECT" | "WITH" | "VALUES" | "EXPLAIN" => true,
-        "PRAGMA" => !s.contains(['=', '(']),
+        "PRAGMA" => pragma_reads(&s[word.len()..]),
         _ => false,
     }
 }
@@ -373,8 +432,16 @@ mod tests {
         assert!(allowed_kind("  -- note\n/* x */ select 1"));
         assert!(allowed_kind("WITH a AS (SELECT 1) SELECT * FROM a"));
         assert!(allowed_kind("PRAGMA table_info"));
+        assert!(allowed_kind("PRAGMA table_info(rounds)"));
+        assert!(allowed_kind("pragma main.table_xinfo( 'metrics' );"));
+        assert!(allowed_kind("PRAGMA index_list(rounds)"));
+        assert!(allowed_kind("PRAGMA query_only;"));
         assert!(!allowed_kind("PRAGMA query_only=OFF"));
+        assert!(!allowed_kind("PRAGMA query_only = 0"));
         assert!(!allowed_kind("pragma query_only(0)"));
+        assert!(!allowed_kind("PRAGMA main.query_only(false)"));
+        assert!(!allowed_kind("PRAGMA table_info(rounds) = 1"));
+        assert!(!allowed_kind("PRAGMA"));
         assert!(!allowed_kind("ATTACH 'x' AS y"));
         assert!(!allowed_kind("/* select */ DELETE FROM rounds"));
     }
