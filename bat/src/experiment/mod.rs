@@ -4,11 +4,14 @@
 //! - [`arms`]: an arm named on the command line (`'bat/*'`, `a,b`, one
 //!   branch or revision) resolved to an [`arms::ArmGroup`] — one group is
 //!   one arm, its branches its seeds.
-//! - `stats`: the rliable-style estimators (mean, IQM, stratified
+//! - [`stats`]: the rliable-style estimators (mean, IQM, stratified
 //!   bootstrap confidence intervals, probability of improvement) on
 //!   (stratum × run) score matrices. Pure functions, seeded, deterministic.
 
 pub mod arms;
+pub mod cells;
+pub mod compare;
+pub mod stats;
 
 use bat_ledger::{Diagnostic, ErrorKind};
 
