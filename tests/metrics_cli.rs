@@ -283,3 +283,191 @@ fn report_plots_chosen_metrics_and_refuses_unknown_ones_listing_the_known() {
     assert!(err.contains("health.sim.kl_to_reference"), "{err}");
     assert!(err.contains("eval.track."), "{err}");
 }
+
+/// Attach to each round of `main` an audit whose every cell is `0.1 × (n −
+/// k)` above the gating one at round k of n (capped at 1): the audit gap
+/// (gating − audit) rises by about 0.1 per round, far more than the
+/// bootstrap's noise on 84 cells.
+fn rising_audits(dir: &Path, tmp: &Path) {
+    let rounds = jsonl_rows(dir, "main");
+    for (k, r) in rounds.iter().enumerate() {
+        let commit = r["commit"].as_str().expect("commit");
+        let mut s = cat_json(dir, commit, "candidate-eval/summary.json");
+        let d = 0.1 * (rounds.len() - 1 - k) as f64;
+        for c in s["cells"].as_array_mut().expect("cells") {
+            for f in ["overall_score", "task_score", "agentic_score"] {
+                let v = c[f].as_f64().expect("a score");
+                c[f] = (v + d).min(1.0).into();
+            }
+        }
+        let o = s["means"]["overall"].as_f64().expect("overall");
+        s["means"]["overall"] = (o + d).min(1.0).into();
+        let f = tmp.join(format!("audit-{k}.json"));
+        std::fs::write(&f, serde_json::to_vec(&s).expect("encode")).expect("write");
+        common::ok(
+            dir,
+            &[
+                "eval",
+                "attach",
+                commit,
+                "--summary",
+                common::utf8(&f),
+                "--role",
+                "audit",
+                "--protocol-id",
+                "audit-b",
+            ],
+        );
+    }
+}
+
+#[test]
+fn arm_groups_and_confidence_intervals_in_export_query_report_and_log() {
+    let env = TestEnv::new();
+    let demo = env.demo("demo", 3);
+    let dir = &demo.dir;
+    let replay = demo.replay_branch.as_str();
+    let glob = format!("{}*", &replay[..replay.len() - 2]);
+
+    // An arm group stands for its branches in export.
+    let rows = common::json(dir, &["export", glob.as_str()]);
+    let branches: Vec<&str> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["branch"].as_str())
+        .collect();
+    assert!(
+        !branches.is_empty() && branches.iter().all(|b| *b == replay),
+        "{branches:?}"
+    );
+    let (code, err) = common::fails(dir, &["export", "nomatch/*"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nomatch/*"), "{err}");
+
+    // CI rows: one arm per name, the bootstrap stated in every row.
+    let group = format!("main,{replay}");
+    let ci_args = [
+        "export",
+        "--ci",
+        "--resamples",
+        "400",
+        "main",
+        group.as_str(),
+    ];
+    let ci = common::json(dir, &ci_args);
+    let ci = ci.as_array().expect("rows");
+    let again = common::json(dir, &ci_args);
+    assert_eq!(again.as_array(), Some(ci), "same flags, same intervals");
+    let per_round: Vec<&Value> = ci
+        .iter()
+        .filter(|r| r["arm"] == "main" && r["score"] == "overall" && !r["round"].is_null())
+        .collect();
+    assert_eq!(per_round.len(), 3);
+    for (k, r) in per_round.iter().enumerate() {
+        assert_eq!(r["round"], (k + 1) as i64);
+        assert_eq!(r["scheme"], "runs");
+        assert_eq!(r["resamples"], 400);
+        assert_eq!(r["seed"], 0);
+        let (lo, m, hi) = (
+            r["ci_low"].as_f64().expect("low"),
+            r["mean"].as_f64().expect("mean"),
+            r["ci_high"].as_f64().expect("high"),
+        );
+        assert!(lo <= m && m <= hi && lo < hi, "{r}");
+    }
+    let members: Vec<&Value> = ci.iter().map(|r| &r["members"]).collect();
+    assert!(
+        members.contains(&&Value::from(group.clone())),
+        "{members:?}"
+    );
+    assert!(ci
+        .iter()
+        .any(|r| r["arm"] == "main" && r["round"].is_null() && r["score"] == "S3"));
+    // The CSV has the same rows; the query table too.
+    let csv = common::ok(
+        dir,
+        &[
+            "export",
+            "--ci",
+            "--resamples",
+            "400",
+            "main",
+            group.as_str(),
+        ],
+    );
+    assert!(csv.starts_with("arm,members,round,round_ids,score,mean,ci_low,ci_high,iqm,runs,scheme,resamples,seed,level\n"));
+    assert_eq!(csv.lines().count(), ci.len() + 1);
+    let q = common::json(
+        dir,
+        &[
+            "query",
+            "--resamples",
+            "400",
+            "SELECT * FROM arm_scores ORDER BY rowid",
+            "main",
+            group.as_str(),
+        ],
+    );
+    assert_eq!(q.as_array().map(Vec::len), Some(ci.len()));
+    for (a, b) in q.as_array().expect("rows").iter().zip(ci) {
+        assert_eq!(a["mean"], b["mean"]);
+        assert_eq!(a["ci_low"], b["ci_low"]);
+        assert_eq!(a["score"], b["score"]);
+    }
+
+    // Report: one band per arm, the bootstrap named.
+    let file = env.path("arms.html");
+    let f = common::utf8(&file);
+    common::ok(
+        dir,
+        &[
+            "report",
+            "--no-drift",
+            "--resamples",
+            "400",
+            "main",
+            group.as_str(),
+            "-o",
+            f,
+        ],
+    );
+    let html = std::fs::read_to_string(&file).expect("the report");
+    assert!(
+        html.contains(r#"id="plot-arms-overall" class="plot" data-points="6""#),
+        "two arms × 3 rounds"
+    );
+    assert_eq!(html.matches(r#"<polygon class="band""#).count(), 2);
+    assert!(html.contains("scheme <code>runs</code>, 400 resamples, seed 0"));
+    assert!(!html.contains("data-rising=\"true\""));
+
+    // A rising audit gap is flagged in report and log, with its figure.
+    rising_audits(dir, env.root());
+    let text = common::ok(
+        dir,
+        &[
+            "report",
+            "--no-drift",
+            "--resamples",
+            "400",
+            "main",
+            "-o",
+            f,
+        ],
+    );
+    assert!(
+        text.contains("audit gap rising in main: slope +0."),
+        "{text}"
+    );
+    assert!(text.contains("per round, 95% CI [+0."), "{text}");
+    let html = std::fs::read_to_string(&file).expect("the report");
+    assert!(
+        html.contains(r#"<tr data-arm="main" data-rising="true">"#),
+        "the slope row is flagged"
+    );
+    let log = common::ok(dir, &["log", "main"]);
+    assert!(log.contains("audit gap rising: slope +0."), "{log}");
+    assert!(log.contains("10000 resamples, seed 0"), "{log}");
+    let log = common::ok(dir, &["log", replay]);
+    assert!(!log.contains("audit gap rising"), "{log}");
+}

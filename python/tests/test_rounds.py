@@ -57,3 +57,24 @@ def test_metrics_are_the_health_file_numbers_and_the_eval_scores(demo):
             assert df.loc[df["commit"] == r["commit"], f"eval.stage.{s}"].item() == r[s]
     with pytest.raises(ValueError):
         ledger.metrics_frame(backend="spark")
+
+
+def test_arm_scores_frame_has_intervals_and_arm_groups(demo):
+    ledger = bat.Ledger(demo)
+    replay = [b for b in ledger.branches() if b != "main"][0]
+    group = "main," + replay
+    df = ledger.arm_scores_frame(["main", group], resamples=300)
+    assert list(df.columns) == bat.ARM_SCORE_COLUMNS
+    assert set(df["arm"]) == {"main", group} or len(set(df["arm"])) == 2
+    per_round = df[(df["arm"] == "main") & (df["score"] == "overall") & df["round"].notna()]
+    assert list(per_round["round"]) == list(range(1, 11))
+    assert (per_round["ci_low"] <= per_round["mean"]).all()
+    assert (per_round["mean"] <= per_round["ci_high"]).all()
+    assert set(df["resamples"]) == {300} and set(df["scheme"]) == {"runs"}
+    again = ledger.arm_scores_frame(["main", group], resamples=300)
+    assert df.equals(again)
+    # An arm group stands for its branches wherever a branch is named.
+    rows = ledger.rounds(group)
+    assert {r["branch"] for r in rows} == {"main", replay}
+    with pytest.raises(bat.NotFound):
+        ledger.rounds("nomatch/*")

@@ -143,6 +143,38 @@ impl<W: Write> RowWriter<W> {
     }
 }
 
+/// Objects with the members `columns` as CSV (with a header) or JSON
+/// Lines, in memory (small tables such as arm scores).
+pub fn table_bytes(
+    columns: &[&str],
+    rows: &[serde_json::Map<String, serde_json::Value>],
+    format: Format,
+) -> Vec<u8> {
+    let mut out = String::new();
+    match format {
+        Format::Csv => {
+            let header: Vec<String> = columns.iter().map(|c| csv_field(c)).collect();
+            out.push_str(&header.join(","));
+            out.push('\n');
+            for r in rows {
+                let cells: Vec<String> = columns
+                    .iter()
+                    .map(|c| csv_cell(r.get(*c).unwrap_or(&serde_json::Value::Null)))
+                    .collect();
+                out.push_str(&cells.join(","));
+                out.push('\n');
+            }
+        }
+        Format::Jsonl => {
+            for r in rows {
+                out.push_str(&serde_json::Value::Object(r.clone()).to_string());
+                out.push('\n');
+            }
+        }
+    }
+    out.into_bytes()
+}
+
 /// A JSON value as a CSV cell: null is empty, strings are quoted when they
 /// need it, numbers and booleans as JSON writes them.
 fn csv_cell(v: &serde_json::Value) -> String {

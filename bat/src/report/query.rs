@@ -1,6 +1,6 @@
 //! `bat query`: read-only SQL over a campaign, in an in-memory SQLite
 //! database built from the ledger for one query. The catalog's own tables
-//! are never exposed: the database holds five documented tables
+//! are never exposed: the database holds six documented tables
 //! (`docs/rounds.md` has the `rounds` columns, `docs/query.md` the rest):
 //!
 //! - `rounds`: one row per round per listed branch ([`RoundRow`]);
@@ -16,7 +16,10 @@
 //!   Overall);
 //! - `metrics`: the custom metrics of every round in `rounds`, long form
 //!   (`commit`, `branch`, `round_id`, `round_number`, `source`, `key`,
-//!   `value`; see [`super::metrics`]).
+//!   `value`; see [`super::metrics`]);
+//! - `arm_scores`: per arm group, per round and for the final checkpoint,
+//!   each score's mean and bootstrap interval ([`super::arm_scores`]),
+//!   filled when [`BuildOptions::arm_scores`] asks for it.
 //!
 //! The user's statement runs with `PRAGMA query_only=ON`, at most one
 //! statement, refused unless SQLite reports it read-only, and with
@@ -35,8 +38,10 @@ use crate::inspect::audit::audit_gap;
 use crate::inspect::rounds::{RoundRows, RoundsError, COLUMNS};
 use crate::inspect::InspectError;
 
+use super::arm_scores::arm_scores;
 use super::metrics::round_metrics;
 use super::Source;
+use crate::experiment::stats::Bootstrap;
 
 /// Errors of `bat query`.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +55,9 @@ pub enum QueryError {
     /// The statement is not valid SQL for these tables.
     #[error("{0}")]
     Sql(rusqlite::Error),
+    /// The arms of `arm_scores` could not be read (boxed: large, rare).
+    #[error(transparent)]
+    Arms(Box<crate::experiment::ExperimentError>),
     /// The statement would change data.
     #[error("only read-only statements are allowed (SELECT, WITH … SELECT, read-only PRAGMA)")]
     NotReadOnly,
@@ -59,6 +67,7 @@ impl bat_ledger::Diagnostic for QueryError {
     fn kind(&self) -> bat_ledger::ErrorKind {
         match self {
             QueryError::Rounds(e) => e.kind(),
+            QueryError::Arms(e) => e.kind(),
             QueryError::Sql { .. } => bat_ledger::ErrorKind::Usage,
             QueryError::NotReadOnly => bat_ledger::ErrorKind::Usage,
             _ => bat_ledger::ErrorKind::User,
@@ -69,10 +78,12 @@ impl bat_ledger::Diagnostic for QueryError {
         match self {
             QueryError::Rounds(e) => e.hint(),
             QueryError::Sql { .. } => Some(
-                "tables: rounds, commits, files, evals, metrics (see docs/query.md)".to_string(),
+                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                    .to_string(),
             ),
             QueryError::NotReadOnly => Some(
-                "tables: rounds, commits, files, evals, metrics (see docs/query.md)".to_string(),
+                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                    .to_string(),
             ),
             _ => None,
         }
@@ -81,6 +92,7 @@ impl bat_ledger::Diagnostic for QueryError {
     fn code(&self) -> Option<String> {
         match self {
             QueryError::Rounds(e) => e.code(),
+            QueryError::Arms(e) => e.code(),
             _ => None,
         }
     }
@@ -103,6 +115,10 @@ impl From<InspectError> for QueryError {
 pub struct BuildOptions {
     /// Leave the `files` table empty (large trees, many commits).
     pub skip_files: bool,
+    /// Fill `arm_scores` for these arms (arm specifications, one arm
+    /// each); `None` leaves it empty (the bootstrap is the slow part, so
+    /// the CLI fills it only when the statement names it).
+    pub arm_scores: Option<(Vec<String>, Bootstrap)>,
 }
 
 /// The result of a query: column names and rows of SQLite values as JSON
@@ -142,6 +158,10 @@ CREATE TABLE files (\"commit\" TEXT NOT NULL, path TEXT NOT NULL, size INTEGER N
 CREATE TABLE evals (\"commit\" TEXT NOT NULL, round_id TEXT, protocol_id TEXT NOT NULL,
   audit_commit TEXT NOT NULL, overall REAL, task REAL, agentic REAL,
   S1 REAL, S2 REAL, S3 REAL, S4 REAL, S5 REAL, gating_overall REAL, gap REAL);
+CREATE TABLE arm_scores (arm TEXT NOT NULL, members TEXT NOT NULL, round INTEGER,
+  round_ids TEXT, score TEXT NOT NULL, mean REAL, ci_low REAL, ci_high REAL, iqm REAL,
+  runs INTEGER, scheme TEXT NOT NULL, resamples INTEGER NOT NULL, seed INTEGER NOT NULL,
+  level REAL NOT NULL);
 CREATE TABLE metrics (\"commit\" TEXT NOT NULL, branch TEXT NOT NULL, round_id TEXT NOT NULL,
   round_number INTEGER, source TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL);
 ";
@@ -313,6 +333,18 @@ pub fn build(
                     }
                 }
             }
+        }
+    }
+    if let Some((arms, cfg)) = &opts.arm_scores {
+        let rows = arm_scores(ledger, arms, cfg, &crate::Ctx::quiet())
+            .map_err(|e| QueryError::Arms(Box::new(e)))?;
+        let mut ins = tx
+            .prepare("INSERT INTO arm_scores VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
+        for r in rows {
+            let vals: Vec<_> = r.values().iter().map(json_to_sql).collect();
+            ins.execute(params_from_iter(vals))
+                .map_err(QueryError::Build)?;
         }
     }
     tx.commit().map_err(QueryError::Build)?;
