@@ -37,6 +37,7 @@ mod ledger_roundtrip;
 mod loop_cli;
 mod loop_conformance;
 mod loop_toy;
+mod metrics_cli;
 mod partial_clone;
 mod python_api;
 mod remote_cli;

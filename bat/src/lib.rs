@@ -12,6 +12,7 @@ pub use ctx::Ctx;
 pub mod clone;
 pub mod demo;
 pub mod engine;
+pub mod experiment;
 pub mod inspect;
 pub mod remote;
 pub mod replay;

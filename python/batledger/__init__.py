@@ -52,7 +52,10 @@ class Ledger(_native.Ledger):
 
     Reading: :meth:`log`, :meth:`show`, :meth:`files`, :meth:`read`,
     :meth:`checkout`, :meth:`diff`, :meth:`stats`, :meth:`branches`,
-    :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`.
+    :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`,
+    :meth:`metrics`, :meth:`metrics_frame`, :meth:`arm_scores`,
+    :meth:`arm_scores_frame`. Where a branch is named for data, an arm group
+    (a glob such as ``"bat/*"`` or a comma list) stands for its branches.
     Writing: :meth:`commit`, :meth:`commit_round`, :meth:`eval_attach`,
     :meth:`tag`, :meth:`branch`.
     """
@@ -74,3 +77,67 @@ class Ledger(_native.Ledger):
             return pl.DataFrame({c: [r.get(c) for r in rows] for c in columns})
         raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
 
+    def arm_scores_frame(self, arms: Any, resamples: int = 10_000, seed: int = 0,
+                         scheme: str = "runs", backend: str = "pandas") -> Any:
+        """:meth:`arm_scores` as a data frame: one row per arm and score, per
+        round (``round`` 1, 2, …: Overall and the audit gap) and at the final
+        checkpoint (``round`` missing: every score), plus ``audit_gap_slope``;
+        ``mean``, ``ci_low``, ``ci_high`` and the bootstrap that made them
+        (``scheme``, ``resamples``, ``seed``, ``level``). ``arms`` is one arm or
+        a list of arms; each is a branch, a glob such as ``"bat/*"`` or a comma
+        list, and a group's branches are its seeds."""
+        if isinstance(arms, str):
+            arms = [arms]
+        records = self.arm_scores(list(arms), resamples, seed, scheme)
+        return _frame(records, ARM_SCORE_COLUMNS, backend)
+
+    def metrics_frame(self, branch: str = "main", backend: str = "pandas") -> Any:
+        """:meth:`metrics` as a data frame: one row per round that has any
+        metric, in campaign order, with columns ``commit``, ``round_id`` and
+        then one per metric key in ``bat export``'s order (``health.<path>``,
+        ``eval.track.<name>``, ``eval.stage.<S>``); missing values are None."""
+        records = self.metrics(branch)
+        order: list[str] = []
+        table: dict[str, dict[str, Any]] = {}
+        for r in records:
+            row = table.get(r["commit"])
+            if row is None:
+                order.append(r["commit"])
+                row = table[r["commit"]] = {"commit": r["commit"], "round_id": r["round_id"]}
+            row[r["key"]] = r["value"]
+        columns = ["commit", "round_id"] + sorted({r["key"] for r in records}, key=_metric_order)
+        if backend == "pandas":
+            import pandas as pd
+
+            return pd.DataFrame.from_records([table[c] for c in order], columns=columns)
+        if backend == "polars":
+            import polars as pl
+
+            return pl.DataFrame({k: [table[c].get(k) for c in order] for k in columns})
+        raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
+
+
+def _frame(records: list[dict[str, Any]], columns: list[str], backend: str) -> Any:
+    if backend == "pandas":
+        import pandas as pd
+
+        return pd.DataFrame.from_records(records, columns=columns)
+    if backend == "polars":
+        import polars as pl
+
+        return pl.DataFrame({c: [r.get(c) for r in records] for c in columns})
+    raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
+
+
+ARM_SCORE_COLUMNS = [
+    "arm", "members", "round", "round_ids", "score", "mean", "ci_low", "ci_high",
+    "iqm", "runs", "scheme", "resamples", "seed", "level",
+]
+
+
+def _metric_order(key: str) -> tuple[int, str]:
+    """``bat export``'s metric column order: health, tracks, stages, each by name."""
+    for i, prefix in enumerate(("health.", "eval.track.", "eval.stage.")):
+        if key.startswith(prefix):
+            return (i, key[len(prefix):])
+    return (3, key)

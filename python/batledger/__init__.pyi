@@ -16,3 +16,9 @@ def looks_like_round(path: Any) -> bool: ...
 class Ledger(_native.Ledger):
     def rounds_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
         """One row per round as a pandas (or polars) DataFrame."""
+    def metrics_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
+        """One row per round, one column per custom metric (health.*, eval.track.*, eval.stage.*)."""
+    def arm_scores_frame(self, arms: str | list[str], resamples: int = 10000, seed: int = 0,
+                         scheme: Literal["runs", "tasks"] = "runs",
+                         backend: Literal["pandas", "polars"] = "pandas") -> Any:
+        """Arm scores with bootstrap confidence intervals as a data frame."""

@@ -78,6 +78,11 @@ class Ledger:
         """Tags: name to commit id."""
     def rounds(self, branch: str = "main") -> list[dict[str, Any]]:
         """One record per round of ``branch`` in campaign order (docs/rounds.md)."""
+    def arm_scores(self, arms: list[str], resamples: int = 10000, seed: int = 0,
+                   scheme: str = "runs") -> list[dict[str, Any]]:
+        """Arm scores with bootstrap confidence intervals (bat export --ci)."""
+    def metrics(self, branch: str = "main") -> list[dict[str, Any]]:
+        """Custom metrics of each round, long form (bat query's ``metrics`` table)."""
     def tag(self, name: str, rev: str = "HEAD") -> str: ...
     def branch(self, name: str, rev: str = "HEAD") -> str: ...
     def commit(

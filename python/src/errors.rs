@@ -188,3 +188,28 @@ impl From<bat::inspect::rounds::RoundsError> for Failure {
         }
     }
 }
+
+impl From<bat::experiment::ExperimentError> for Failure {
+    fn from(e: bat::experiment::ExperimentError) -> Self {
+        use bat::experiment::ExperimentError as E;
+        let class = match &e {
+            E::Ledger(le) => ledger_class(le),
+            E::NoMatch { .. } | E::UnknownRevision { .. } => Class::NotFound,
+            _ => Class::Base,
+        };
+        Failure::from_library(class, &e)
+    }
+}
+
+impl From<bat::report::html::ReportError> for Failure {
+    fn from(e: bat::report::html::ReportError) -> Self {
+        use bat::report::html::ReportError as E;
+        match e {
+            E::Rounds(r) => r.into(),
+            E::Inspect(i) => (*i).into(),
+            E::Revision(r) => (*r).into(),
+            E::Arms(a) => (*a).into(),
+            other => Failure::from_library(Class::Base, &other),
+        }
+    }
+}

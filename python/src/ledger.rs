@@ -328,12 +328,83 @@ impl PyLedger {
     /// One record per round commit reachable from `branch` (any
     /// revision), oldest first: the shared round rows of `bat export`
     /// (`bat::inspect::rounds`; columns in docs/rounds.md).
+    /// `branch` may be an arm group (a glob such as `'bat/*'` or a comma
+    /// list): its branches' rows, branch by branch.
     #[pyo3(signature = (branch = "main"))]
     fn rounds(&self, py: Python<'_>, branch: &str) -> PyResult<Py<PyAny>> {
         self.with_json(py, |l| {
-            let start = resolve(l, branch)?;
-            let rows = bat::inspect::rounds::round_rows(l, branch, start)?;
+            let mut rows = Vec::new();
+            for s in bat::report::sources(l, &[branch.to_string()])? {
+                rows.extend(bat::inspect::rounds::round_rows(l, &s.name, s.tip)?);
+            }
             serde_json::to_value(rows).map_err(|e| Failure::msg(e.to_string()))
+        })
+    }
+
+    /// Arm scores with confidence intervals (`bat export --ci`, `bat
+    /// query`'s `arm_scores`): each element of `arms` is one arm (a branch,
+    /// a glob such as `'bat/*'` or a comma list; its branches are the
+    /// seeds). One record per arm and score, per round (Overall, audit
+    /// gap) and at the final checkpoint (every score), plus the audit gap's
+    /// slope: arm, members, round, round_ids, score, mean, ci_low, ci_high,
+    /// iqm, runs, scheme, resamples, seed, level.
+    #[pyo3(signature = (arms, resamples = 10_000, seed = 0, scheme = "runs"))]
+    fn arm_scores(
+        &self,
+        py: Python<'_>,
+        arms: Vec<String>,
+        resamples: usize,
+        seed: u64,
+        scheme: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let scheme = bat::experiment::stats::Scheme::parse(scheme).ok_or_else(|| {
+            usage(
+                format!("unknown resampling scheme {scheme:?}"),
+                "scheme is \"runs\" (within each (track, task) stratum) or \"tasks\"",
+            )
+            .into_py(py)
+        })?;
+        let cfg = bat::experiment::stats::Bootstrap {
+            resamples: resamples.max(1),
+            seed,
+            scheme,
+            ..bat::experiment::stats::Bootstrap::default()
+        };
+        self.with_json(py, move |l| {
+            let rows = bat::report::arm_scores::arm_scores(l, &arms, &cfg, &bat::Ctx::quiet())?;
+            serde_json::to_value(rows).map_err(|e| Failure::msg(e.to_string()))
+        })
+    }
+
+    /// The custom metrics of every round commit reachable from `branch`
+    /// (any revision), oldest first, long form: one record per round and
+    /// metric (`commit`, `branch`, `round_id`, `round_number`, `source`,
+    /// `key`, `value`), the rows of `bat query`'s `metrics` table. Keys are
+    /// `health.<path>` (numbers of the training-health file, nested keys
+    /// joined with dots), `eval.track.<name>` and `eval.stage.<S>`.
+    /// `branch` may be an arm group (a glob or a comma list).
+    #[pyo3(signature = (branch = "main"))]
+    fn metrics(&self, py: Python<'_>, branch: &str) -> PyResult<Py<PyAny>> {
+        self.with_json(py, |l| {
+            let mut out = Vec::new();
+            let rows = bat::report::sources(l, &[branch.to_string()])?
+                .into_iter()
+                .map(|s| bat::inspect::rounds::round_rows(l, &s.name, s.tip))
+                .collect::<Result<Vec<_>, _>>()?;
+            for row in rows.into_iter().flatten() {
+                for (k, v) in bat::report::metrics::round_metrics(l, row.commit)? {
+                    out.push(serde_json::json!({
+                        "commit": row.commit.to_string(),
+                        "branch": row.branch,
+                        "round_id": row.round_id,
+                        "round_number": row.round_number,
+                        "source": k.source.as_str(),
+                        "key": k.to_string(),
+                        "value": v,
+                    }));
+                }
+            }
+            Ok(Value::Array(out))
         })
     }
 

@@ -3,6 +3,8 @@ the API, as records and as data frames."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import batledger as bat
@@ -37,3 +39,42 @@ def test_rounds_records_and_polars(demo):
     assert frame["overall"].to_list() == [r["overall"] for r in rows]
     with pytest.raises(ValueError):
         ledger.rounds_frame(backend="spark")
+
+
+def test_metrics_are_the_health_file_numbers_and_the_eval_scores(demo):
+    ledger = bat.Ledger(demo)
+    records = ledger.metrics("main")
+    rounds = ledger.rounds("main")
+    assert {r["source"] for r in records} == {"health", "eval.track", "eval.stage"}
+    df = ledger.metrics_frame("main")
+    assert list(df["commit"]) == [r["commit"] for r in rounds]
+    keys = list(df.columns[2:])
+    assert keys[0].startswith("health.") and keys[-1] == "eval.stage.S5"
+    for r in rounds:
+        health = json.loads(ledger.read(r["commit"], "training-health.json"))
+        assert df.loc[df["commit"] == r["commit"], "health.sim.kl_to_reference"].item() == health["sim"]["kl_to_reference"]
+        for s in ("S1", "S2", "S3", "S4", "S5"):
+            assert df.loc[df["commit"] == r["commit"], f"eval.stage.{s}"].item() == r[s]
+    with pytest.raises(ValueError):
+        ledger.metrics_frame(backend="spark")
+
+
+def test_arm_scores_frame_has_intervals_and_arm_groups(demo):
+    ledger = bat.Ledger(demo)
+    replay = [b for b in ledger.branches() if b != "main"][0]
+    group = "main," + replay
+    df = ledger.arm_scores_frame(["main", group], resamples=300)
+    assert list(df.columns) == bat.ARM_SCORE_COLUMNS
+    assert set(df["arm"]) == {"main", group} or len(set(df["arm"])) == 2
+    per_round = df[(df["arm"] == "main") & (df["score"] == "overall") & df["round"].notna()]
+    assert list(per_round["round"]) == list(range(1, 11))
+    assert (per_round["ci_low"] <= per_round["mean"]).all()
+    assert (per_round["mean"] <= per_round["ci_high"]).all()
+    assert set(df["resamples"]) == {300} and set(df["scheme"]) == {"runs"}
+    again = ledger.arm_scores_frame(["main", group], resamples=300)
+    assert df.equals(again)
+    # An arm group stands for its branches wherever a branch is named.
+    rows = ledger.rounds(group)
+    assert {r["branch"] for r in rows} == {"main", replay}
+    with pytest.raises(bat.NotFound):
+        ledger.rounds("nomatch/*")

@@ -8,8 +8,10 @@ use clap::{Args, ValueEnum};
 use super::error::stdout_error;
 use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
-use bat::inspect::rounds::RoundRows;
-use bat::report::export::{Format, RowWriter};
+use bat::experiment::stats::{Bootstrap, Scheme, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use bat::report::arm_scores::{arm_scores, ARM_SCORE_COLUMNS};
+use bat::report::export::{export_rows, row_object, table_bytes, Format, RowWriter};
+use bat::report::html::ReportError;
 use bat::report::sources;
 
 /// Write one row per round commit, per branch, oldest first: the columns
@@ -17,12 +19,20 @@ use bat::report::sources;
 /// Overall, task, agentic, S1–S5, audit gap, reward mode, ablation,
 /// compute, checkpoint, …), the same as `bat query`'s `rounds` table.
 ///
+/// After those columns come the custom metrics, sorted: every number of
+/// the round's training-health file (`health.<key>`, nested objects
+/// flattened with dots), then the gating evaluation's per-track
+/// (`eval.track.<name>`) and per-stage (`eval.stage.<S>`) scores. With
+/// `--json` and no `-o`, stdout is one JSON array of row objects.
+///
 /// Parquet is not offered: the arrow/parquet crates would add minutes of
 /// build time and dozens of dependencies for a format one pandas call makes
 /// from the CSV or JSONL (`pd.read_csv(f).to_parquet(p)`).
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Branches or revisions to export (default: every local branch).
+    /// Branches, revisions or arm groups to export (a glob such as
+    /// 'bat/*' or a comma list stands for its branches; default: every
+    /// local branch).
     pub branches: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
@@ -30,6 +40,114 @@ pub struct ExportArgs {
     /// Write to FILE (atomically) instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write arm scores with confidence intervals instead of round rows:
+    /// each argument is one arm (a branch, a glob such as 'bat/*' or a
+    /// comma list; its branches are the seeds), and each row is one score
+    /// of one arm at one round (Overall, audit gap) or at the final
+    /// checkpoint (every score), or the audit gap's slope per round: arm,
+    /// members, round, round_ids, score, mean, ci_low, ci_high, iqm, runs,
+    /// and the bootstrap that made the interval (scheme, resamples, seed,
+    /// level), the statistics of `bat compare`.
+    #[arg(long)]
+    pub ci: bool,
+    /// The bootstrap of confidence intervals.
+    #[command(flatten)]
+    pub bootstrap: BootstrapArgs,
+}
+
+/// The bootstrap of confidence intervals (`export --ci`, `query`'s
+/// `arm_scores`).
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// Bootstrap resamples for confidence intervals.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+    /// Bootstrap seed (the same seed and data give the same intervals).
+    #[arg(long = "bootstrap-seed", value_name = "SEED", default_value_t = DEFAULT_SEED)]
+    pub bootstrap_seed: u64,
+    /// What a resample redraws: `runs` within each (track, task) stratum
+    /// (rliable's default) or `tasks` within each track as well.
+    #[arg(long, value_name = "SCHEME", default_value = "runs", value_parser = ["runs", "tasks"])]
+    pub resample: String,
+}
+
+impl BootstrapArgs {
+    /// The settings.
+    pub fn bootstrap(&self) -> Bootstrap {
+        Bootstrap {
+            resamples: self.resamples.max(1),
+            seed: self.bootstrap_seed,
+            scheme: Scheme::parse(&self.resample).unwrap_or(Scheme::Runs),
+            ..Bootstrap::default()
+        }
+    }
+}
+
+/// Every local branch when no arm is named (each its own arm).
+pub fn arms_or_branches(l: &bat_ledger::Ledger, given: &[String]) -> Result<Vec<String>, CliError> {
+    if !given.is_empty() {
+        return Ok(given.to_vec());
+    }
+    Ok(sources(l, &[])
+        .map_err(CliError::from)?
+        .into_iter()
+        .map(|s| s.name)
+        .collect())
+}
+
+fn run_ci(args: &ExportArgs, g: &Session) -> CliResult {
+    let l = open(g)?;
+    let arms = arms_or_branches(&l, &args.branches)?;
+    let cfg = args.bootstrap.bootstrap();
+    let rows = arm_scores(&l, &arms, &cfg, &bat::Ctx::quiet())
+        .map_err(|e| CliError::from(ReportError::from(e)))?;
+    let objects: Vec<serde_json::Map<String, serde_json::Value>> = rows
+        .iter()
+        .map(|r| {
+            ARM_SCORE_COLUMNS
+                .iter()
+                .map(|c| c.to_string())
+                .zip(r.values())
+                .collect()
+        })
+        .collect();
+    let format = match args.format {
+        ExportFormat::Csv => Format::Csv,
+        ExportFormat::Jsonl => Format::Jsonl,
+    };
+    if args.output.is_none() && g.json {
+        print_json(&objects)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bytes = table_bytes(&ARM_SCORE_COLUMNS, &objects, format);
+    match &args.output {
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes).map_err(stdout_error)?;
+            out.flush().map_err(stdout_error)?;
+        }
+        Some(path) => {
+            let what = path.display().to_string();
+            bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
+            if g.json {
+                print_json(&serde_json::json!({
+                    "output": path, "rows": rows.len(), "arms": arms,
+                    "bootstrap": {"scheme": cfg.scheme.as_str(), "resamples": cfg.resamples, "seed": cfg.seed, "level": cfg.level},
+                }))?;
+            } else {
+                eprintln!(
+                    "wrote {} arm-score rows of {} arms to {what} (bootstrap: {} scheme, {} resamples, seed {})",
+                    rows.len(),
+                    arms.len(),
+                    cfg.scheme.as_str(),
+                    cfg.resamples,
+                    cfg.seed
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--format` values.
@@ -47,6 +165,9 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> CliError + '_ {
 
 /// Run `bat export`.
 pub fn run(args: ExportArgs, g: &Session) -> CliResult {
+    if args.ci {
+        return run_ci(&args, g);
+    }
     let l = open(g)?;
     let srcs = sources(&l, &args.branches)
         .map_err(CliError::from)
@@ -55,33 +176,37 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
     };
+    let (keys, rows) = export_rows(&l, &srcs)?;
     match &args.output {
+        // `--json` asks for JSON on stdout: one array of row objects,
+        // whatever `--format` says.
+        None if g.json => {
+            let objects: Vec<_> = rows.iter().map(|r| row_object(r, &keys)).collect();
+            print_json(&objects)?;
+        }
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
-            let mut w = RowWriter::new(out, format);
+            let mut w = RowWriter::new(out, format, keys);
             w.start().map_err(stdout_error)?;
-            for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip)? {
-                    w.row(&row?).map_err(stdout_error)?;
-                }
+            for row in &rows {
+                w.row(row).map_err(stdout_error)?;
             }
             w.finish().map_err(stdout_error)?;
         }
         Some(path) => {
             let what = path.display().to_string();
-            let mut w = RowWriter::new(Vec::new(), format);
-            let mut n = 0usize;
-            for s in &srcs {
-                for row in RoundRows::new(&l, &s.name, s.tip)? {
-                    w.row(&row?).map_err(io_err(&what))?;
-                    n += 1;
-                }
+            let n_metrics = keys.len();
+            let mut w = RowWriter::new(Vec::new(), format, keys);
+            for row in &rows {
+                w.row(row).map_err(io_err(&what))?;
             }
             let bytes = w.finish().map_err(io_err(&what))?;
             bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
+            let n = rows.len();
             if g.json {
                 print_json(&serde_json::json!({
-                    "output": path, "rows": n, "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
+                    "output": path, "rows": n, "metric_columns": n_metrics,
+                    "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
                 }))?;
             } else {
                 eprintln!("wrote {n} rounds of {} branches to {what}", srcs.len());

@@ -23,7 +23,9 @@ use bat::round::meta::Headline;
 /// Otherwise it prints commits git style. Dates are UTC (`2026-03-01
 /// 14:05`), the same on every machine. `--graph` draws the branch and
 /// merge lanes on the left. `--json` adds an `audit` member to audited
-/// rounds.
+/// rounds. When the audit gap (gating − audit Overall) rises over the
+/// rounds, with its bootstrap interval above zero, a line after the table
+/// says so with the slope and interval.
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Where to start (default HEAD).
@@ -52,6 +54,7 @@ pub fn run(args: LogArgs, g: &Session) -> CliResult {
         write_json(&l, start, args.n, &mut w)
     } else if any_round_like(&l, start, args.n)? {
         write_table(&l, start, view, &mut w)
+            .and_then(|()| write_audit_trend(&l, args.rev.as_deref().unwrap_or("HEAD"), &mut w))
     } else {
         write_plain(&l, start, view, &mut w)
     };
@@ -341,6 +344,40 @@ fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> 
     }
     if !t.is_empty() || rows == 0 {
         flush(&mut t, w)?;
+    }
+    Ok(())
+}
+
+/// After the table of an audited history: the audit gap's slope over
+/// rounds (gating − audit Overall, a bootstrap interval as `bat compare`
+/// computes it) when its interval lies above zero — the gating scorer's
+/// lead over the audit grows, a sign of scorer overfitting. Nothing is
+/// written otherwise, and a history the statistics cannot read is left
+/// without the line rather than failing the log.
+fn write_audit_trend(l: &Ledger, rev: &str, w: &mut impl Write) -> Result<(), Stop> {
+    if Audits::load(l)?.0.is_empty() {
+        return Ok(());
+    }
+    let cfg = bat::experiment::stats::Bootstrap::default();
+    let Ok(rows) =
+        bat::report::arm_scores::arm_scores(l, &[rev.to_string()], &cfg, &bat::Ctx::quiet())
+    else {
+        return Ok(());
+    };
+    for r in rows
+        .iter()
+        .filter(|r| r.score == "audit_gap_slope" && r.above_zero())
+    {
+        writeln!(
+            w,
+            "\naudit gap rising: slope {:+.4} per round, {:.0}% CI [{:+.4}, {:+.4}] (gating − audit Overall; {} resamples, seed {}): the gating scorer may be overfit",
+            r.mean.unwrap_or(f64::NAN),
+            r.level * 100.0,
+            r.ci_low.unwrap_or(f64::NAN),
+            r.ci_high.unwrap_or(f64::NAN),
+            r.resamples,
+            r.seed,
+        )?;
     }
     Ok(())
 }

@@ -16,7 +16,13 @@ use bat::report::sources;
 /// docs/rounds.md), `commits` (id, parents, first_parent, author, time,
 /// message, kind, round_id, branch), `files` (commit, path, size,
 /// object_id, mode), `evals` (audits: commit, round_id, protocol_id,
-/// audit_commit, overall, task, agentic, S1–S5, gating_overall, gap).
+/// audit_commit, overall, task, agentic, S1–S5, gating_overall, gap),
+/// `metrics` (custom metrics, long form: commit, branch, round_id,
+/// round_number, source, key, value) and `arm_scores` (each name given is
+/// one arm, a glob or comma list its seeds: arm, members, round,
+/// round_ids, score, mean, ci_low, ci_high, iqm, runs, scheme, resamples,
+/// seed, level; computed only when the statement names it). A name may be
+/// an arm group ('bat/*', a,b): the other tables list its branches.
 ///
 /// Statements that would write (INSERT, UPDATE, CREATE, ATTACH, …) are
 /// refused. Text output is a table sized to its content; --json prints an
@@ -25,11 +31,15 @@ use bat::report::sources;
 pub struct QueryArgs {
     /// The SQL statement, e.g. "SELECT round_id, overall FROM rounds".
     pub sql: String,
-    /// Branches or revisions to load (default: every local branch).
+    /// Branches, revisions or arm groups to load (a glob such as 'bat/*'
+    /// or a comma list; default: every local branch).
     pub branches: Vec<String>,
     /// Leave the `files` table empty (faster on long histories).
     #[arg(long)]
     pub no_files: bool,
+    /// The bootstrap of confidence intervals.
+    #[command(flatten)]
+    pub bootstrap: super::export::BootstrapArgs,
 }
 
 /// Run `bat query`.
@@ -38,11 +48,22 @@ pub fn run(args: QueryArgs, g: &Session) -> CliResult {
     let srcs = sources(&l, &args.branches)
         .map_err(CliError::from)
         .map_err(CliError::usage)?;
+    // The bootstrap runs only for a statement that reads its table; each
+    // name given is one arm (a glob or comma list is a group of seeds).
+    let arm_scores = if args.sql.to_ascii_lowercase().contains("arm_scores") {
+        Some((
+            super::export::arms_or_branches(&l, &args.branches)?,
+            args.bootstrap.bootstrap(),
+        ))
+    } else {
+        None
+    };
     let conn = build(
         &l,
         &srcs,
         &BuildOptions {
             skip_files: args.no_files,
+            arm_scores,
         },
     )?;
     let res = run_sql(&conn, &args.sql)?;

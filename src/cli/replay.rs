@@ -289,6 +289,11 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
             "seed": s, "branch": branch, "head": head, "report": report,
         }));
     }
+    if a.work_dir.is_none() {
+        // Each seed's folder went after its success; the folder that held
+        // them is empty now (an error leaves it, and what failed, in place).
+        let _ = std::fs::remove_dir(&work_root);
+    }
     if g.json {
         print_json(&serde_json::json!({"replay_branch": base, "arms": rows}))?;
     }

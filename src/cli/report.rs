@@ -22,8 +22,12 @@ use bat::report::sources;
 /// or font, so it opens offline and can go into a paper's supplement.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Branches or revisions to show, overlaid (default: every local
-    /// branch).
+    /// Branches, revisions or arm groups to show, overlaid (default: every
+    /// local branch). An arm group (a glob such as 'bat/*' or a comma list)
+    /// is one arm whose branches are its seeds: its curves show each
+    /// branch, and the "Arms with confidence intervals" section shows the
+    /// group's per-round Overall with a bootstrap band and flags an arm
+    /// whose audit-gap slope lies above zero.
     pub revs: Vec<String>,
     /// The HTML file to write.
     #[arg(
@@ -37,6 +41,18 @@ pub struct ReportArgs {
     /// slow part on real models).
     #[arg(long)]
     pub no_drift: bool,
+    /// Add a plot of a custom metric per round, one curve per arm
+    /// (repeatable): a number of the training-health file
+    /// (`health.<key>`, nested keys joined with dots, e.g.
+    /// `health.sim.kl_to_reference`), a track score (`eval.track.<name>`)
+    /// or a stage score (`eval.stage.S1`). An unknown key is an error that
+    /// lists the known ones; `bat query "SELECT DISTINCT key FROM metrics"`
+    /// lists them too.
+    #[arg(long = "metric", value_name = "KEY")]
+    pub metrics: Vec<String>,
+    /// The bootstrap of confidence intervals.
+    #[command(flatten)]
+    pub bootstrap: super::export::BootstrapArgs,
 }
 
 /// Run `bat report`.
@@ -63,6 +79,8 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         drift: !args.no_drift,
         ledger_location: location.display().to_string(),
         generated: fmt_time(now),
+        metrics: args.metrics.clone(),
+        bootstrap: args.bootstrap.bootstrap(),
     };
     let data = collect(&l, &srcs, &opts)?;
     let html = render(&data);
@@ -73,8 +91,15 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
     if g.json {
         print_json(&serde_json::json!({
             "output": args.output, "bytes": html.len(), "rounds": rounds,
+            "branches": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
             "arms": srcs.iter().map(|s| &s.name).collect::<Vec<_>>(),
-            "drift": !args.no_drift, "seconds": secs,
+            "drift": !args.no_drift, "metrics": args.metrics, "seconds": secs,
+            "bootstrap": {"scheme": opts.bootstrap.scheme.as_str(), "resamples": opts.bootstrap.resamples,
+                          "seed": opts.bootstrap.seed, "level": opts.bootstrap.level},
+            "rising_audit_gap": data.arm_scores.as_ref().map(|rows| rows.iter()
+                .filter(|r| r.score == "audit_gap_slope" && r.above_zero())
+                .map(|r| serde_json::json!({"arm": r.arm, "slope": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}))
+                .collect::<Vec<_>>()).unwrap_or_default(),
         }))?;
     } else {
         outln!(
@@ -83,6 +108,21 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
             html.len(),
             srcs.len()
         );
+        if let Ok(rows) = &data.arm_scores {
+            for r in rows
+                .iter()
+                .filter(|r| r.score == "audit_gap_slope" && r.above_zero())
+            {
+                outln!(
+                    "audit gap rising in {}: slope {:+.4} per round, {:.0}% CI [{:+.4}, {:+.4}] (scorer overfitting)",
+                    r.arm,
+                    r.mean.unwrap_or(f64::NAN),
+                    r.level * 100.0,
+                    r.ci_low.unwrap_or(f64::NAN),
+                    r.ci_high.unwrap_or(f64::NAN)
+                );
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

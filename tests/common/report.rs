@@ -198,5 +198,11 @@ pub fn assert_points_match_rounds(c: &Campaign, plots: &BTreeMap<String, PlotPoi
     let a = &plots["plot-audit-gap"];
     assert_eq!(a.per_series.get("main"), Some(&1));
     assert_eq!(a.per_series.get(c.replay.as_str()), Some(&0));
-    assert_eq!(plots.len(), PER_ROUND.len() + 3, "{:?}", plots.keys());
+    // Arms with confidence intervals: one point per round of each arm.
+    let b = &plots["plot-arms-overall"];
+    assert_eq!(b.stated, b.circles, "plot-arms-overall");
+    for (name, log) in arms {
+        assert_eq!(b.per_series.get(name), Some(&log.len()), "bands {name}");
+    }
+    assert_eq!(plots.len(), PER_ROUND.len() + 4, "{:?}", plots.keys());
 }

@@ -1,13 +1,69 @@
 //! Round rows as files: CSV (RFC 4180, a header of
-//! [`COLUMNS`](crate::inspect::rounds::COLUMNS)) and JSON Lines (one object
-//! per row, members named as the columns). Values are written exactly as
+//! [`COLUMNS`](crate::inspect::rounds::COLUMNS) followed by the custom
+//! metric columns of [`super::metrics`]) and JSON Lines (one object per
+//! row, members named as the columns). Values are written exactly as
 //! serde_json formats them (shortest round-trip form for floats), so
 //! reading a CSV cell or a JSONL member back gives the same `f64` as
 //! `bat log --json`.
 
 use std::io::Write;
 
-use crate::inspect::rounds::{RoundRow, COLUMNS};
+use bat_ledger::Ledger;
+
+use super::metrics::{round_metrics, union_keys, MetricKey, Metrics};
+use super::Source;
+use crate::inspect::rounds::{RoundRow, RoundRows, RoundsError, COLUMNS};
+
+/// One exported round: its row and its custom metrics.
+#[derive(Debug, Clone)]
+pub struct ExportRow {
+    /// The round's fixed columns.
+    pub row: RoundRow,
+    /// Its health and per-track/per-stage metrics.
+    pub metrics: Metrics,
+}
+
+/// The rows of every source (oldest first within a source, sources in the
+/// order given) and the metric columns they have between them, sorted.
+/// The metric column set is only known after every round is read, so the
+/// rows are held (their files are not).
+pub fn export_rows(
+    ledger: &Ledger,
+    sources: &[Source],
+) -> Result<(Vec<MetricKey>, Vec<ExportRow>), RoundsError> {
+    let mut rows = Vec::new();
+    for s in sources {
+        for row in RoundRows::new(ledger, &s.name, s.tip)? {
+            let row = row?;
+            let metrics = round_metrics(ledger, row.commit)?;
+            rows.push(ExportRow { row, metrics });
+        }
+    }
+    let keys = union_keys(rows.iter().map(|r| &r.metrics));
+    Ok((keys, rows))
+}
+
+/// A row as one JSON object: the fixed columns, then one member per
+/// metric column (`null` where the round has no such value).
+pub fn row_object(
+    r: &ExportRow,
+    metric_columns: &[MetricKey],
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m: serde_json::Map<String, serde_json::Value> = COLUMNS
+        .iter()
+        .map(|c| c.to_string())
+        .zip(r.row.values())
+        .collect();
+    for k in metric_columns {
+        m.insert(
+            k.to_string(),
+            r.metrics
+                .get(k)
+                .map_or(serde_json::Value::Null, |v| serde_json::json!(v)),
+        );
+    }
+    m
+}
 
 /// Output formats of `bat export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,15 +79,18 @@ pub struct RowWriter<W: Write> {
     out: W,
     format: Format,
     started: bool,
+    metric_columns: Vec<MetricKey>,
 }
 
 impl<W: Write> RowWriter<W> {
-    /// A writer over `out`.
-    pub fn new(out: W, format: Format) -> Self {
+    /// A writer over `out` with the fixed columns and `metric_columns`
+    /// after them.
+    pub fn new(out: W, format: Format, metric_columns: Vec<MetricKey>) -> Self {
         RowWriter {
             out,
             format,
             started: false,
+            metric_columns,
         }
     }
 
@@ -39,7 +98,12 @@ impl<W: Write> RowWriter<W> {
     /// row follows, so an empty export still names its columns.
     pub fn start(&mut self) -> std::io::Result<()> {
         if !self.started && self.format == Format::Csv {
-            let header: Vec<String> = COLUMNS.iter().map(|c| csv_field(c)).collect();
+            let header: Vec<String> = COLUMNS
+                .iter()
+                .map(|c| c.to_string())
+                .chain(self.metric_columns.iter().map(ToString::to_string))
+                .map(|c| csv_field(&c))
+                .collect();
             writeln!(self.out, "{}", header.join(","))?;
         }
         self.started = true;
@@ -47,15 +111,25 @@ impl<W: Write> RowWriter<W> {
     }
 
     /// Write one row.
-    pub fn row(&mut self, r: &RoundRow) -> std::io::Result<()> {
+    pub fn row(&mut self, r: &ExportRow) -> std::io::Result<()> {
         self.start()?;
         match self.format {
             Format::Jsonl => {
-                serde_json::to_writer(&mut self.out, r)?;
+                serde_json::to_writer(&mut self.out, &row_object(r, &self.metric_columns))?;
                 writeln!(self.out)
             }
             Format::Csv => {
-                let cells: Vec<String> = r.values().iter().map(csv_cell).collect();
+                let cells: Vec<String> = r
+                    .row
+                    .values()
+                    .iter()
+                    .map(csv_cell)
+                    .chain(self.metric_columns.iter().map(|k| {
+                        r.metrics
+                            .get(k)
+                            .map_or_else(String::new, |v| serde_json::json!(v).to_string())
+                    }))
+                    .collect();
                 writeln!(self.out, "{}", cells.join(","))
             }
         }
@@ -67,6 +141,38 @@ impl<W: Write> RowWriter<W> {
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// Objects with the members `columns` as CSV (with a header) or JSON
+/// Lines, in memory (small tables such as arm scores).
+pub fn table_bytes(
+    columns: &[&str],
+    rows: &[serde_json::Map<String, serde_json::Value>],
+    format: Format,
+) -> Vec<u8> {
+    let mut out = String::new();
+    match format {
+        Format::Csv => {
+            let header: Vec<String> = columns.iter().map(|c| csv_field(c)).collect();
+            out.push_str(&header.join(","));
+            out.push('\n');
+            for r in rows {
+                let cells: Vec<String> = columns
+                    .iter()
+                    .map(|c| csv_cell(r.get(*c).unwrap_or(&serde_json::Value::Null)))
+                    .collect();
+                out.push_str(&cells.join(","));
+                out.push('\n');
+            }
+        }
+        Format::Jsonl => {
+            for r in rows {
+                out.push_str(&serde_json::Value::Object(r.clone()).to_string());
+                out.push('\n');
+            }
+        }
+    }
+    out.into_bytes()
 }
 
 /// A JSON value as a CSV cell: null is empty, strings are quoted when they
@@ -103,11 +209,21 @@ mod tests {
 
     #[test]
     fn an_empty_csv_export_still_has_its_header() {
-        let w = RowWriter::new(Vec::new(), Format::Csv);
+        let w = RowWriter::new(Vec::new(), Format::Csv, Vec::new());
         let out = w.finish().expect("in memory");
         let text = String::from_utf8(out).expect("utf-8");
         assert_eq!(text.trim_end().split(',').count(), COLUMNS.len());
-        let w = RowWriter::new(Vec::new(), Format::Jsonl);
+        let keys: Vec<MetricKey> = ["health.kl", "eval.stage.S1"]
+            .iter()
+            .filter_map(|k| MetricKey::parse(k))
+            .collect();
+        let w = RowWriter::new(Vec::new(), Format::Csv, keys);
+        let text = String::from_utf8(w.finish().expect("in memory")).expect("utf-8");
+        assert!(
+            text.trim_end().ends_with(",health.kl,eval.stage.S1"),
+            "{text}"
+        );
+        let w = RowWriter::new(Vec::new(), Format::Jsonl, Vec::new());
         assert!(w.finish().expect("in memory").is_empty());
     }
 }

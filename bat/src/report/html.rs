@@ -13,8 +13,11 @@ use std::fmt::Write as _;
 use bat_ledger::Ledger;
 use serde::Deserialize;
 
+use super::arm_scores::{arm_scores, ArmScoreRow};
+use super::metrics::{round_metrics, union_keys, MetricKey, Metrics};
 use super::svg::{self, esc, Plot, Point, Series};
 use super::Source;
+use crate::experiment::stats::Bootstrap;
 use crate::inspect::diff::DiffOptions;
 use crate::inspect::drift::{candidate_drift, trained_from, Drift};
 use crate::inspect::rounds::{round_rows, RoundRow, RoundsError, STAGES};
@@ -37,6 +40,20 @@ pub enum ReportError {
         /// The branch or revision.
         name: String,
     },
+    /// A branch or revision named does not resolve (boxed: large, rare).
+    #[error(transparent)]
+    Revision(Box<crate::round::RoundError>),
+    /// An arm group names nothing or something unknown (boxed: large, rare).
+    #[error(transparent)]
+    Arms(Box<crate::experiment::ExperimentError>),
+    /// `--metric KEY` names a metric no reported round has.
+    #[error("no round of the reported arms has the metric {key}")]
+    UnknownMetric {
+        /// The key as given.
+        key: String,
+        /// Every metric key the reported rounds have, sorted.
+        known: Vec<String>,
+    },
 }
 
 impl bat_ledger::Diagnostic for ReportError {
@@ -44,6 +61,9 @@ impl bat_ledger::Diagnostic for ReportError {
         match self {
             ReportError::Rounds(e) => e.kind(),
             ReportError::Inspect(e) => e.kind(),
+            ReportError::Revision(e) => e.kind(),
+            ReportError::Arms(e) => e.kind(),
+            ReportError::UnknownMetric { .. } => bat_ledger::ErrorKind::Usage,
             _ => bat_ledger::ErrorKind::User,
         }
     }
@@ -52,6 +72,15 @@ impl bat_ledger::Diagnostic for ReportError {
         match self {
             ReportError::Rounds(e) => e.hint(),
             ReportError::Inspect(e) => e.hint(),
+            ReportError::Revision(e) => e.hint(),
+            ReportError::Arms(e) => e.hint(),
+            ReportError::UnknownMetric { known, .. } if known.is_empty() => Some(
+                "these rounds record no health file numbers and no per-track or per-stage scores"
+                    .to_string(),
+            ),
+            ReportError::UnknownMetric { known, .. } => {
+                Some(format!("known metrics: {}", known.join(", ")))
+            }
             _ => None,
         }
     }
@@ -60,8 +89,22 @@ impl bat_ledger::Diagnostic for ReportError {
         match self {
             ReportError::Rounds(e) => e.code(),
             ReportError::Inspect(e) => e.code(),
+            ReportError::Revision(e) => e.code(),
+            ReportError::Arms(e) => e.code(),
             _ => None,
         }
+    }
+}
+
+impl From<crate::round::RoundError> for ReportError {
+    fn from(e: crate::round::RoundError) -> Self {
+        ReportError::Revision(Box::new(e))
+    }
+}
+
+impl From<crate::experiment::ExperimentError> for ReportError {
+    fn from(e: crate::experiment::ExperimentError) -> Self {
+        ReportError::Arms(Box::new(e))
     }
 }
 
@@ -80,6 +123,12 @@ pub struct ReportOptions {
     pub ledger_location: String,
     /// When the page was generated (shown, not used otherwise).
     pub generated: String,
+    /// The bootstrap of the arm statistics (per-round Overall bands and
+    /// the audit-gap slope flag).
+    pub bootstrap: Bootstrap,
+    /// Custom metrics to plot, one curve per arm each (`health.<key>`,
+    /// `eval.track.<name>`, `eval.stage.<S>`; see [`super::metrics`]).
+    pub metrics: Vec<String>,
 }
 
 /// One arm: a listed branch and its rounds.
@@ -95,6 +144,9 @@ pub struct Arm {
     pub drift: Vec<Option<Drift>>,
     /// Reproduction facts.
     pub facts: ArmFacts,
+    /// The custom metrics of each round (same index as `rows`); empty
+    /// when no `--metric` was asked for.
+    pub metrics: Vec<Metrics>,
 }
 
 /// What a reviewer needs to reproduce an arm.
@@ -119,6 +171,9 @@ pub struct ArmFacts {
 /// Everything the page shows.
 #[derive(Debug, Clone)]
 pub struct ReportData {
+    /// Arm statistics (one arm per name given; a group's branches are its
+    /// seeds), or why they could not be computed.
+    pub arm_scores: Result<Vec<ArmScoreRow>, String>,
     /// The arms, in the order given.
     pub arms: Vec<Arm>,
     /// Options used.
@@ -217,18 +272,183 @@ pub fn collect(
             }
         }
         let facts = facts(ledger, &rows)?;
+        let metrics = if opts.metrics.is_empty() {
+            Vec::new()
+        } else {
+            rows.iter()
+                .map(|r| round_metrics(ledger, r.commit))
+                .collect::<Result<Vec<Metrics>, InspectError>>()?
+        };
         arms.push(Arm {
             source: s.clone(),
             rows,
             drift,
             facts,
+            metrics,
         });
     }
+    check_metrics(&arms, &opts.metrics)?;
+    let mut specs: Vec<String> = Vec::new();
+    for s in sources {
+        if !specs.contains(&s.arm) {
+            specs.push(s.arm.clone());
+        }
+    }
+    // The statistics read every evaluation cell; a ledger whose rounds
+    // lack them still gets its report, with the reason in place of the
+    // bands.
+    let arm_scores = arm_scores(ledger, &specs, &opts.bootstrap, &crate::Ctx::quiet())
+        .map_err(|e| e.to_string());
     Ok(ReportData {
+        arm_scores,
         arms,
         drift: opts.drift,
         options: opts.clone(),
     })
+}
+
+/// Per-round Overall of each arm group: the mean over its seeds as the
+/// line, the bootstrap interval as a band.
+fn arm_band_plot(rows: &[ArmScoreRow]) -> Plot {
+    let mut series: Vec<Series> = Vec::new();
+    for r in rows.iter().filter(|r| r.score == "overall") {
+        let (Some(round), Some(mean)) = (r.round, r.mean) else {
+            continue;
+        };
+        if series.last().is_none_or(|s| s.name != r.arm) {
+            series.push(Series {
+                name: r.arm.clone(),
+                points: Vec::new(),
+                line: true,
+                band: Vec::new(),
+            });
+        }
+        let s = series.last_mut().expect("pushed above");
+        let x = round as f64;
+        s.points.push(Point {
+            x,
+            y: mean,
+            label: format!(
+                "round {round} ({}) {} [{}, {}]",
+                r.round_ids.as_deref().unwrap_or(""),
+                fmt_num(mean),
+                opt(r.ci_low),
+                opt(r.ci_high)
+            ),
+            class: "",
+        });
+        if let (Some(lo), Some(hi)) = (r.ci_low, r.ci_high) {
+            s.band.push((x, lo, hi));
+        }
+    }
+    Plot {
+        id: "plot-arms-overall".into(),
+        title: "Overall per round: mean over each arm's seeds, with its confidence interval".into(),
+        y_ticks: None,
+        series,
+        empty_note: "no evaluation cells to resample".into(),
+    }
+}
+
+/// The arm-statistics section: bands, the bootstrap used, and the
+/// audit-gap slope of each arm with its flag.
+fn arms_section(d: &ReportData, out: &mut String) {
+    out.push_str("<h2 id=\"arms\">Arms with confidence intervals</h2>");
+    let rows = match &d.arm_scores {
+        Ok(rows) => rows,
+        Err(why) => {
+            let _ = write!(out, "<p class=\"muted\">Not computed: {}</p>", esc(why));
+            return;
+        }
+    };
+    let b = &d.options.bootstrap;
+    let _ = write!(
+        out,
+        "<p class=\"muted\" id=\"bootstrap\">{:.0}% stratified bootstrap intervals: scheme <code>{}</code>, {} resamples, seed {} (the statistics of <code>bat compare</code>).</p><div class=\"grid2\">",
+        b.level * 100.0,
+        b.scheme.as_str(),
+        b.resamples,
+        b.seed
+    );
+    svg::render(&arm_band_plot(rows), out);
+    out.push_str("</div>");
+    let slopes: Vec<&ArmScoreRow> = rows
+        .iter()
+        .filter(|r| r.score == "audit_gap_slope")
+        .collect();
+    if slopes.is_empty() {
+        out.push_str(
+            "<p class=\"muted\">Audit-gap slope: fewer than two audited rounds in every arm.</p>",
+        );
+        return;
+    }
+    out.push_str("<table class=\"slopes\"><thead><tr><th class=\"l\">arm</th><th>audit-gap slope per round</th><th>CI low</th><th>CI high</th><th class=\"l\">flag</th></tr></thead><tbody>");
+    for r in slopes {
+        let flag = if r.above_zero() {
+            "RISING: the gating scorer's lead over the audit grows (scorer overfitting)"
+        } else {
+            "–"
+        };
+        let _ = write!(
+            out,
+            "<tr data-arm=\"{a}\" data-rising=\"{}\"><td class=\"l\">{a}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{flag}</td></tr>",
+            r.above_zero(),
+            r.mean.map(|v| format!("{v:+.4}")).unwrap_or_else(|| "–".into()),
+            opt(r.ci_low),
+            opt(r.ci_high),
+            a = esc(&r.arm),
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+/// Every `--metric` key must name a metric some reported round has.
+fn check_metrics(arms: &[Arm], wanted: &[String]) -> Result<(), ReportError> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<MetricKey> = union_keys(arms.iter().flat_map(|a| &a.metrics));
+    for key in wanted {
+        if !MetricKey::parse(key).is_some_and(|k| known.contains(&k)) {
+            return Err(ReportError::UnknownMetric {
+                key: key.clone(),
+                known: known.iter().map(ToString::to_string).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One plot per `--metric` key, each arm a curve.
+fn metric_plots(arms: &[Arm], wanted: &[String]) -> Vec<Plot> {
+    wanted
+        .iter()
+        .filter_map(|key| MetricKey::parse(key).map(|k| (key, k)))
+        .map(|(key, k)| {
+            let series = arms
+                .iter()
+                .map(|a| {
+                    series_of(a, |i, _| {
+                        a.metrics.get(i).and_then(|m| m.get(&k)).map(|v| (*v, ""))
+                    })
+                })
+                .collect();
+            Plot {
+                id: format!("plot-metric-{}", metric_slug(key)),
+                title: key.clone(),
+                y_ticks: None,
+                series,
+                empty_note: "no round has this metric".into(),
+            }
+        })
+        .collect()
+}
+
+/// A key as an element id part: letters, digits and `-`.
+fn metric_slug(key: &str) -> String {
+    key.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 const STYLE: &str = "
@@ -272,6 +492,7 @@ fn series_of(arm: &Arm, f: impl Fn(usize, &RoundRow) -> Option<(f64, &'static st
         name: arm.source.name.clone(),
         points,
         line: true,
+        band: Vec::new(),
     }
 }
 
@@ -632,7 +853,16 @@ pub fn render(d: &ReportData) -> String {
         ),
         &mut out,
     );
-    out.push_str("</div><h2 id=\"compute\">Compute</h2>");
+    out.push_str("</div>");
+    if !d.options.metrics.is_empty() {
+        out.push_str("<h2 id=\"metrics\">Custom metrics (--metric)</h2><div class=\"grid2\">");
+        for p in metric_plots(arms, &d.options.metrics) {
+            svg::render(&p, &mut out);
+        }
+        out.push_str("</div>");
+    }
+    arms_section(d, &mut out);
+    out.push_str("<h2 id=\"compute\">Compute</h2>");
     compute_totals(arms, &mut out);
     out.push_str("<div class=\"grid2\">");
     for p in compute_plots(arms) {

@@ -1,6 +1,6 @@
 //! `bat query`: read-only SQL over a campaign, in an in-memory SQLite
 //! database built from the ledger for one query. The catalog's own tables
-//! are never exposed: the database holds four documented tables
+//! are never exposed: the database holds six documented tables
 //! (`docs/rounds.md` has the `rounds` columns, `docs/query.md` the rest):
 //!
 //! - `rounds`: one row per round per listed branch ([`RoundRow`]);
@@ -13,7 +13,13 @@
 //! - `evals`: the audit evaluations attached to those round commits
 //!   (`commit`, `round_id`, `protocol_id`, `audit_commit`, `overall`,
 //!   `task`, `agentic`, `S1`…`S5`, `gating_overall`, `gap`: audit − gating
-//!   Overall).
+//!   Overall);
+//! - `metrics`: the custom metrics of every round in `rounds`, long form
+//!   (`commit`, `branch`, `round_id`, `round_number`, `source`, `key`,
+//!   `value`; see [`super::metrics`]);
+//! - `arm_scores`: per arm group, per round and for the final checkpoint,
+//!   each score's mean and bootstrap interval ([`super::arm_scores`]),
+//!   filled when [`BuildOptions::arm_scores`] asks for it.
 //!
 //! The user's statement runs with `PRAGMA query_only=ON`, at most one
 //! statement, refused unless SQLite reports it read-only, and with
@@ -32,7 +38,10 @@ use crate::inspect::audit::audit_gap;
 use crate::inspect::rounds::{RoundRows, RoundsError, COLUMNS};
 use crate::inspect::InspectError;
 
+use super::arm_scores::arm_scores;
+use super::metrics::round_metrics;
 use super::Source;
+use crate::experiment::stats::Bootstrap;
 
 /// Errors of `bat query`.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +55,9 @@ pub enum QueryError {
     /// The statement is not valid SQL for these tables.
     #[error("{0}")]
     Sql(rusqlite::Error),
+    /// The arms of `arm_scores` could not be read (boxed: large, rare).
+    #[error(transparent)]
+    Arms(Box<crate::experiment::ExperimentError>),
     /// The statement would change data.
     #[error("only read-only statements are allowed (SELECT, WITH … SELECT, read-only PRAGMA)")]
     NotReadOnly,
@@ -55,6 +67,7 @@ impl bat_ledger::Diagnostic for QueryError {
     fn kind(&self) -> bat_ledger::ErrorKind {
         match self {
             QueryError::Rounds(e) => e.kind(),
+            QueryError::Arms(e) => e.kind(),
             QueryError::Sql { .. } => bat_ledger::ErrorKind::Usage,
             QueryError::NotReadOnly => bat_ledger::ErrorKind::Usage,
             _ => bat_ledger::ErrorKind::User,
@@ -64,12 +77,14 @@ impl bat_ledger::Diagnostic for QueryError {
     fn hint(&self) -> Option<String> {
         match self {
             QueryError::Rounds(e) => e.hint(),
-            QueryError::Sql { .. } => {
-                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
-            }
-            QueryError::NotReadOnly => {
-                Some("tables: rounds, commits, files, evals (see docs/query.md)".to_string())
-            }
+            QueryError::Sql { .. } => Some(
+                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                    .to_string(),
+            ),
+            QueryError::NotReadOnly => Some(
+                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                    .to_string(),
+            ),
             _ => None,
         }
     }
@@ -77,6 +92,7 @@ impl bat_ledger::Diagnostic for QueryError {
     fn code(&self) -> Option<String> {
         match self {
             QueryError::Rounds(e) => e.code(),
+            QueryError::Arms(e) => e.code(),
             _ => None,
         }
     }
@@ -99,6 +115,10 @@ impl From<InspectError> for QueryError {
 pub struct BuildOptions {
     /// Leave the `files` table empty (large trees, many commits).
     pub skip_files: bool,
+    /// Fill `arm_scores` for these arms (arm specifications, one arm
+    /// each); `None` leaves it empty (the bootstrap is the slow part, so
+    /// the CLI fills it only when the statement names it).
+    pub arm_scores: Option<(Vec<String>, Bootstrap)>,
 }
 
 /// The result of a query: column names and rows of SQLite values as JSON
@@ -138,6 +158,12 @@ CREATE TABLE files (\"commit\" TEXT NOT NULL, path TEXT NOT NULL, size INTEGER N
 CREATE TABLE evals (\"commit\" TEXT NOT NULL, round_id TEXT, protocol_id TEXT NOT NULL,
   audit_commit TEXT NOT NULL, overall REAL, task REAL, agentic REAL,
   S1 REAL, S2 REAL, S3 REAL, S4 REAL, S5 REAL, gating_overall REAL, gap REAL);
+CREATE TABLE arm_scores (arm TEXT NOT NULL, members TEXT NOT NULL, round INTEGER,
+  round_ids TEXT, score TEXT NOT NULL, mean REAL, ci_low REAL, ci_high REAL, iqm REAL,
+  runs INTEGER, scheme TEXT NOT NULL, resamples INTEGER NOT NULL, seed INTEGER NOT NULL,
+  level REAL NOT NULL);
+CREATE TABLE metrics (\"commit\" TEXT NOT NULL, branch TEXT NOT NULL, round_id TEXT NOT NULL,
+  round_number INTEGER, source TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL);
 ";
 
 /// SQL type of each round column (`docs/rounds.md`).
@@ -213,6 +239,9 @@ pub fn build(
         let mut ins_file = tx
             .prepare("INSERT INTO files VALUES (?,?,?,?,?)")
             .map_err(QueryError::Build)?;
+        let mut ins_metric = tx
+            .prepare("INSERT INTO metrics VALUES (?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
         let mut ins_eval = tx
             .prepare("INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
             .map_err(QueryError::Build)?;
@@ -223,6 +252,19 @@ pub fn build(
                 ins_round
                     .execute(params_from_iter(vals))
                     .map_err(QueryError::Build)?;
+                for (k, v) in round_metrics(ledger, row.commit)? {
+                    ins_metric
+                        .execute(rusqlite::params![
+                            row.commit.to_string(),
+                            row.branch,
+                            row.round_id,
+                            row.round_number,
+                            k.source.as_str(),
+                            k.to_string(),
+                            v,
+                        ])
+                        .map_err(QueryError::Build)?;
+                }
             }
             for item in ledger.history(s.tip, None)? {
                 let (id, c) = item?;
@@ -293,6 +335,18 @@ pub fn build(
             }
         }
     }
+    if let Some((arms, cfg)) = &opts.arm_scores {
+        let rows = arm_scores(ledger, arms, cfg, &crate::Ctx::quiet())
+            .map_err(|e| QueryError::Arms(Box::new(e)))?;
+        let mut ins = tx
+            .prepare("INSERT INTO arm_scores VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
+        for r in rows {
+            let vals: Vec<_> = r.values().iter().map(json_to_sql).collect();
+            ins.execute(params_from_iter(vals))
+                .map_err(QueryError::Build)?;
+        }
+    }
     tx.commit().map_err(QueryError::Build)?;
     // From here on the database is the user's to read, never to change.
     conn.execute_batch("PRAGMA query_only=ON;")
@@ -316,6 +370,43 @@ fn strip_leading_comments(mut s: &str) -> &str {
     }
 }
 
+/// PRAGMAs that take an argument in parentheses and only read: the schema
+/// introspection ones. Any other PRAGMA with an argument sets something
+/// (`query_only(0)` is `query_only=0`) and is refused.
+const READING_PRAGMAS_WITH_ARGUMENT: [&str; 7] = [
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+];
+
+/// Whether a PRAGMA statement (the text after the keyword) only reads:
+/// `PRAGMA name` reads a setting, `PRAGMA name(arg)` is allowed for the
+/// introspection PRAGMAs, `PRAGMA name = v` is always refused.
+fn pragma_reads(rest: &str) -> bool {
+    let rest = rest.trim_start();
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(rest.len());
+    let (name, tail) = rest.split_at(name_len);
+    // A schema prefix (`main.table_info`) names the same PRAGMA.
+    let name = name.rsplit('.').next().unwrap_or(name).to_ascii_lowercase();
+    let tail = strip_leading_comments(tail);
+    let tail = tail.trim_end().trim_end_matches(';').trim_end();
+    if name.is_empty() {
+        return false;
+    }
+    if tail.is_empty() {
+        return true;
+    }
+    tail.starts_with('(')
+        && !tail.contains('=')
+        && READING_PRAGMAS_WITH_ARGUMENT.contains(&name.as_str())
+}
+
 /// Statements a query may be: reads. SQLite calls `PRAGMA x = v` and
 /// `ATTACH` read-only (they change the connection, not a file), so the
 /// statement kind is checked too: a PRAGMA may only read.
@@ -328,7 +419,7 @@ fn allowed_kind(sql: &str) -> bool {
         .to_ascii_uppercase();
     match word.as_str() {
         "SELECT" | "WITH" | "VALUES" | "EXPLAIN" => true,
-        "PRAGMA" => !s.contains(['=', '(']),
+        "PRAGMA" => pragma_reads(&s[word.len()..]),
         _ => false,
     }
 }
@@ -373,8 +464,16 @@ mod tests {
         assert!(allowed_kind("  -- note\n/* x */ select 1"));
         assert!(allowed_kind("WITH a AS (SELECT 1) SELECT * FROM a"));
         assert!(allowed_kind("PRAGMA table_info"));
+        assert!(allowed_kind("PRAGMA table_info(rounds)"));
+        assert!(allowed_kind("pragma main.table_xinfo( 'metrics' );"));
+        assert!(allowed_kind("PRAGMA index_list(rounds)"));
+        assert!(allowed_kind("PRAGMA query_only;"));
         assert!(!allowed_kind("PRAGMA query_only=OFF"));
+        assert!(!allowed_kind("PRAGMA query_only = 0"));
         assert!(!allowed_kind("pragma query_only(0)"));
+        assert!(!allowed_kind("PRAGMA main.query_only(false)"));
+        assert!(!allowed_kind("PRAGMA table_info(rounds) = 1"));
+        assert!(!allowed_kind("PRAGMA"));
         assert!(!allowed_kind("ATTACH 'x' AS y"));
         assert!(!allowed_kind("/* select */ DELETE FROM rounds"));
     }

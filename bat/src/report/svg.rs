@@ -44,6 +44,9 @@ pub struct Series {
     pub points: Vec<Point>,
     /// Join the points with a line.
     pub line: bool,
+    /// A shaded interval around the line: (x, low, high) in x order
+    /// (empty: none). Bands are not points: `data-points` counts circles.
+    pub band: Vec<(f64, f64, f64)>,
 }
 
 /// One plot.
@@ -142,6 +145,10 @@ pub fn render(p: &Plot, out: &mut String) {
         );
         return;
     }
+    for (_, lo, hi) in p.series.iter().flat_map(|s| &s.band) {
+        y0 = y0.min(*lo);
+        y1 = y1.max(*hi);
+    }
     if let Some(t) = &p.y_ticks {
         for (v, _) in t {
             y0 = y0.min(*v);
@@ -209,6 +216,16 @@ pub fn render(p: &Plot, out: &mut String) {
             esc(&s.name),
             s.points.len()
         );
+        if s.band.len() > 1 {
+            out.push_str(r#"<polygon class="band" stroke="none" fill-opacity="0.18" points=""#);
+            for (x, _, hi) in &s.band {
+                let _ = write!(out, "{:.1},{:.1} ", sx(*x), sy(*hi));
+            }
+            for (x, lo, _) in s.band.iter().rev() {
+                let _ = write!(out, "{:.1},{:.1} ", sx(*x), sy(*lo));
+            }
+            out.push_str(r#""/>"#);
+        }
         if s.line && s.points.len() > 1 {
             out.push_str(r#"<polyline fill="none" points=""#);
             for q in &s.points {
@@ -271,11 +288,13 @@ mod tests {
                     name: "main".into(),
                     points: vec![pt(1.0, 0.2), pt(2.0, 0.3), pt(3.0, 0.25)],
                     line: true,
+                    band: vec![(1.0, 0.1, 0.3), (2.0, 0.2, 0.4), (3.0, 0.2, 0.3)],
                 },
                 Series {
                     name: "replay/x".into(),
                     points: vec![pt(1.0, 0.1)],
                     line: true,
+                    band: Vec::new(),
                 },
             ],
             empty_note: String::new(),
@@ -283,6 +302,7 @@ mod tests {
         let mut s = String::new();
         render(&p, &mut s);
         assert_eq!(s.matches(r#"<circle class="pt""#).count(), 4);
+        assert_eq!(s.matches(r#"<polygon class="band""#).count(), 1);
         assert!(s.contains(r#"id="plot-x" class="plot" data-points="4""#));
         assert!(s.contains(r#"data-series="replay/x" data-points="1""#));
         assert!(s.contains("X &lt;y&gt;"));

@@ -1,0 +1,693 @@
+//! `bat compare ARM ARM [ARM…]`: N arms, each a group of seeds, judged with
+//! the statistics of [`super::stats`] on the cells of [`super::cells`].
+//!
+//! For every arm and every score (Overall, task, agentic, each stage, each
+//! track) on the final checkpoint: mean, IQM and their bootstrap intervals.
+//! For every pair of arms (in the order given: the first against each
+//! later one): the difference of means with its interval, the probability
+//! of improvement (its interval for Overall only — the pairwise resampling
+//! is the costly part), and the verdict. Per round (the checkpoint after
+//! round k, rounds aligned by position): each arm's Overall mean with its
+//! interval and IQM, and each pair's Overall difference and verdict. Per
+//! round with audits: the audit gap (gating minus audit Overall) with its
+//! interval, and its least-squares slope over rounds with an interval from
+//! the same resamples; an arm whose slope interval lies above zero is
+//! flagged (its gating score pulls away from the audit: scorer
+//! overfitting). Comparability ([`Field`]): what the arms must share.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bat_ledger::Ledger;
+use serde::Serialize;
+
+use super::arms::resolve_str;
+use super::cells::{gather, matrix, ArmCells, Evaluation, Score};
+use super::stats::{
+    self, bootstrap, pairwise, probability_of_improvement, stream_of, Bootstrap, Distribution,
+    Estimate, Pairwise, ScoreMatrix, Verdict,
+};
+use super::ExperimentError;
+use crate::Ctx;
+
+/// What the arms of a comparison must share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Field {
+    /// The evaluation protocol id.
+    Protocol,
+    /// The benchmark pack (its file, or the embedded default).
+    Pack,
+    /// The evaluated (track, task) set and the repeats of each.
+    Tasks,
+    /// The runtime tool format.
+    RuntimeToolFormat,
+    /// The evaluator's argv template.
+    Evaluator,
+    /// The checkpoint the first round trained from.
+    BaseCheckpoint,
+    /// Each round's compute budget.
+    Budget,
+}
+
+impl Field {
+    /// Every field, in output order.
+    pub const ALL: [Field; 7] = [
+        Field::Protocol,
+        Field::Pack,
+        Field::Tasks,
+        Field::RuntimeToolFormat,
+        Field::Evaluator,
+        Field::BaseCheckpoint,
+        Field::Budget,
+    ];
+
+    /// The name used by `--allow-difference`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::Protocol => "protocol",
+            Field::Pack => "pack",
+            Field::Tasks => "tasks",
+            Field::RuntimeToolFormat => "runtime-tool-format",
+            Field::Evaluator => "evaluator",
+            Field::BaseCheckpoint => "base-checkpoint",
+            Field::Budget => "budget",
+        }
+    }
+
+    /// Parse a field name.
+    pub fn parse(s: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+}
+
+/// What a comparison is asked to do.
+#[derive(Debug, Clone)]
+pub struct CompareRequest {
+    /// The arms as written (two or more).
+    pub arms: Vec<String>,
+    /// The bootstrap's settings.
+    pub bootstrap: Bootstrap,
+    /// Differences the caller accepts.
+    pub allow: Vec<Field>,
+}
+
+/// One score of one arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreStats {
+    /// The score.
+    pub score: Score,
+    /// Mean with its interval.
+    pub mean: Estimate,
+    /// IQM with its interval.
+    pub iqm: Estimate,
+    /// Strata ((track, task) pairs).
+    pub strata: usize,
+    /// Scores pooled (seeds × repeats × strata).
+    pub runs: usize,
+}
+
+/// One round of one arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundStats {
+    /// Position (1-based) of the round in every member.
+    pub round: usize,
+    /// The members' round ids at that position.
+    pub round_ids: Vec<String>,
+    /// Overall of the checkpoint after this round: mean with interval.
+    pub overall: Estimate,
+    /// Its IQM (point only).
+    pub overall_iqm: f64,
+    /// Gating minus audit Overall with its interval (`None`: no audit).
+    pub audit_gap: Option<Estimate>,
+}
+
+/// The audit gap's trend of one arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditTrend {
+    /// The audit protocol used (the first, by name, of each round).
+    pub protocol_id: String,
+    /// Rounds with both a gating and an audit evaluation.
+    pub rounds: usize,
+    /// Least-squares slope of the gap per round, with its interval.
+    pub slope: Estimate,
+    /// The slope's interval lies above zero.
+    pub rising: bool,
+}
+
+/// One arm's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArmStats {
+    /// Label in tables.
+    pub label: String,
+    /// The spec as written.
+    pub spec: String,
+    /// The members (seeds).
+    pub members: Vec<String>,
+    /// Per member, the round whose candidate is final (`None`: the base).
+    pub final_rounds: Vec<Option<String>>,
+    /// The final checkpoint's scores.
+    pub scores: Vec<ScoreStats>,
+    /// Per round.
+    pub rounds: Vec<RoundStats>,
+    /// The audit gap's trend (`None`: fewer than two audited rounds).
+    pub audit: Option<AuditTrend>,
+}
+
+/// One score of one pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairScore {
+    /// The score.
+    pub score: Score,
+    /// Difference, P(A > B) and verdict. P(A > B)'s interval is `NaN`
+    /// (JSON `null`) for scores other than Overall.
+    #[serde(flatten)]
+    pub pairwise: Pairwise,
+}
+
+/// One round of one pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairRound {
+    /// Position (1-based).
+    pub round: usize,
+    /// Overall difference A − B with its interval.
+    pub difference: Estimate,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// A pair of arms.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairStats {
+    /// Arm A's label.
+    pub a: String,
+    /// Arm B's label.
+    pub b: String,
+    /// Final checkpoint, per score.
+    pub scores: Vec<PairScore>,
+    /// The Overall verdict in words ("bat ahead").
+    pub verdict: String,
+    /// Per round, Overall.
+    pub rounds: Vec<PairRound>,
+}
+
+/// One field on which the arms differ.
+#[derive(Debug, Clone, Serialize)]
+pub struct Difference {
+    /// The field.
+    pub field: Field,
+    /// Per arm label, its distinct values.
+    pub values: Vec<(String, Vec<String>)>,
+    /// Named by `--allow-difference`.
+    pub allowed: bool,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Experiment {
+    /// The bootstrap's settings.
+    pub bootstrap: Bootstrap,
+    /// The arms, in the order given.
+    pub arms: Vec<ArmStats>,
+    /// The pairs: the first arm against each later one, then the second
+    /// against each later one, and so on.
+    pub pairs: Vec<PairStats>,
+    /// Every difference found.
+    pub differences: Vec<Difference>,
+    /// No difference, or only allowed ones.
+    pub comparable: bool,
+}
+
+impl Experiment {
+    /// The differences not allowed.
+    pub fn refused(&self) -> impl Iterator<Item = &Difference> {
+        self.differences.iter().filter(|d| !d.allowed)
+    }
+}
+
+/// Compare arms read from the ledger.
+pub fn compare_arms(
+    ledger: &Ledger,
+    req: &CompareRequest,
+    ctx: &Ctx,
+) -> Result<Experiment, ExperimentError> {
+    if req.arms.len() < 2 {
+        return Err(ExperimentError::TooFewArms {
+            given: req.arms.len(),
+        });
+    }
+    let mut arms = Vec::with_capacity(req.arms.len());
+    ctx.progress
+        .start("reading arms", Some(req.arms.len() as u64));
+    for spec in &req.arms {
+        check(ctx)?;
+        let group = resolve_str(ledger, spec)?;
+        arms.push(gather(ledger, &group)?);
+        ctx.progress.inc(1);
+    }
+    ctx.progress.finish();
+    compare_cells(&arms, &req.bootstrap, &req.allow, ctx)
+}
+
+fn check(ctx: &Ctx) -> Result<(), ExperimentError> {
+    if ctx.cancelled() {
+        Err(ExperimentError::Ledger(bat_ledger::Error::Cancelled))
+    } else {
+        Ok(())
+    }
+}
+
+/// An arm's inputs to the statistics, ledger-free.
+#[derive(Debug, Clone)]
+pub struct ArmInput {
+    /// Label.
+    pub label: String,
+    /// Spec.
+    pub spec: String,
+    /// Member names (the resampling stream is derived from them).
+    pub members: Vec<String>,
+    /// Per member, the round whose candidate is final.
+    pub final_rounds: Vec<Option<String>>,
+    /// Per member, the final checkpoint's evaluation.
+    pub finals: Vec<Evaluation>,
+    /// Per round position, per member: round id and the evaluation of the
+    /// checkpoint after it.
+    pub rounds: Vec<Vec<(String, Evaluation)>>,
+    /// Per round position, per member: the gating evaluation and the
+    /// audit's (protocol id, evaluation), when audited.
+    pub audits: Vec<Vec<(Evaluation, String, Evaluation)>>,
+}
+
+impl ArmInput {
+    /// Build from cells read from the ledger.
+    pub fn from_cells(a: &ArmCells) -> ArmInput {
+        let mut finals = Vec::new();
+        let mut final_rounds = Vec::new();
+        for m in &a.members {
+            let (r, e) = m.final_checkpoint();
+            final_rounds.push(r.map(str::to_string));
+            finals.push(e.cloned().unwrap_or_default());
+        }
+        let n = a.members.iter().map(|m| m.rounds.len()).max().unwrap_or(0);
+        let mut rounds = Vec::with_capacity(n);
+        let mut audits = Vec::with_capacity(n);
+        for k in 0..n {
+            let mut at = Vec::new();
+            let mut au = Vec::new();
+            for m in &a.members {
+                let idx = k.min(m.rounds.len().saturating_sub(1));
+                let Some(r) = m.rounds.get(idx) else { continue };
+                let (_, e) = m.checkpoint_after(idx);
+                at.push((r.round_id.clone(), e.cloned().unwrap_or_default()));
+                if k < m.rounds.len() {
+                    if let (Some(g), Some(audit)) = (&r.candidate, r.audits.first()) {
+                        au.push((
+                            g.clone(),
+                            audit.protocol_id.clone(),
+                            audit.evaluation.clone(),
+                        ));
+                    }
+                }
+            }
+            rounds.push(at);
+            audits.push(au);
+        }
+        ArmInput {
+            label: a.group.label.clone(),
+            spec: a.group.spec.clone(),
+            members: a.members.iter().map(|m| m.name.clone()).collect(),
+            final_rounds,
+            finals,
+            rounds,
+            audits,
+        }
+    }
+}
+
+/// Compare arms already read (the part [`compare_arms`] times in the
+/// benchmark): statistics and comparability.
+pub fn compare_cells(
+    arms: &[ArmCells],
+    cfg: &Bootstrap,
+    allow: &[Field],
+    ctx: &Ctx,
+) -> Result<Experiment, ExperimentError> {
+    let inputs: Vec<ArmInput> = arms.iter().map(ArmInput::from_cells).collect();
+    let mut out = compare_inputs(&inputs, cfg, ctx)?;
+    out.differences = comparability(arms, allow);
+    out.comparable = out.differences.iter().all(|d| d.allowed);
+    Ok(out)
+}
+
+/// The statistics of ledger-free inputs (no comparability check).
+pub fn compare_inputs(
+    inputs: &[ArmInput],
+    cfg: &Bootstrap,
+    ctx: &Ctx,
+) -> Result<Experiment, ExperimentError> {
+    let scores = Score::all_of(inputs.iter().flat_map(|a| a.finals.iter()));
+    let streams: Vec<u64> = inputs
+        .iter()
+        .map(|a| stream_of(a.members.iter().map(String::as_str)))
+        .collect();
+    // Final checkpoint: every score of every arm, jointly resampled.
+    let mut finals: Vec<(Vec<ScoreMatrix>, Vec<Distribution>)> = Vec::new();
+    ctx.progress
+        .start("resampling", Some(2 * inputs.len() as u64));
+    for (i, a) in inputs.iter().enumerate() {
+        check(ctx)?;
+        ctx.progress.inc(1);
+        let ms: Vec<ScoreMatrix> = scores.iter().map(|s| matrix(&a.finals, s)).collect();
+        let refs: Vec<&ScoreMatrix> = ms.iter().collect();
+        let d = bootstrap(&refs, &vec![true; refs.len()], cfg, streams[i]);
+        finals.push((ms, d));
+    }
+    // Per round: Overall of every arm.
+    let n_rounds = inputs.iter().map(|a| a.rounds.len()).max().unwrap_or(0);
+    let mut per_round: Vec<Vec<(ScoreMatrix, Distribution)>> = Vec::new();
+    for (i, a) in inputs.iter().enumerate() {
+        check(ctx)?;
+        ctx.progress.inc(1);
+        let mut v = Vec::with_capacity(n_rounds);
+        for k in 0..n_rounds {
+            let evals: Vec<&Evaluation> = a
+                .rounds
+                .get(k)
+                .or(a.rounds.last())
+                .map(|r| r.iter().map(|(_, e)| e).collect())
+                .unwrap_or_default();
+            let m = matrix(evals, &Score::Overall);
+            let d = bootstrap(&[&m], &[false], cfg, streams[i] ^ round_key(k))
+                .pop()
+                .expect("one matrix in, one distribution out");
+            v.push((m, d));
+        }
+        per_round.push(v);
+    }
+    let mut arms_out = Vec::with_capacity(inputs.len());
+    for (i, a) in inputs.iter().enumerate() {
+        let (ms, ds) = &finals[i];
+        let score_stats = scores
+            .iter()
+            .zip(ms)
+            .zip(ds)
+            .map(|((s, m), d)| ScoreStats {
+                score: s.clone(),
+                mean: d.mean_estimate(cfg.level),
+                iqm: d.iqm_estimate(cfg.level),
+                strata: m.strata.len(),
+                runs: m.len(),
+            })
+            .collect();
+        let (gaps, audit) = audit_trend(a, cfg, streams[i]);
+        let rounds = (0..n_rounds)
+            .map(|k| {
+                let (m, d) = &per_round[i][k];
+                RoundStats {
+                    round: k + 1,
+                    round_ids: a
+                        .rounds
+                        .get(k)
+                        .map(|r| r.iter().map(|(id, _)| id.clone()).collect())
+                        .unwrap_or_default(),
+                    overall: d.mean_estimate(cfg.level),
+                    overall_iqm: stats::iqm(m),
+                    audit_gap: gaps.get(k).copied().flatten(),
+                }
+            })
+            .collect();
+        arms_out.push(ArmStats {
+            label: a.label.clone(),
+            spec: a.spec.clone(),
+            members: a.members.clone(),
+            final_rounds: a.final_rounds.clone(),
+            scores: score_stats,
+            rounds,
+            audit,
+        });
+    }
+    ctx.progress.finish();
+    let mut pairs = Vec::new();
+    for i in 0..inputs.len() {
+        for j in i + 1..inputs.len() {
+            check(ctx)?;
+            pairs.push(pair(
+                (&inputs[i], &finals[i], &per_round[i], streams[i]),
+                (&inputs[j], &finals[j], &per_round[j], streams[j]),
+                &scores,
+                cfg,
+            ));
+        }
+    }
+    Ok(Experiment {
+        bootstrap: *cfg,
+        arms: arms_out,
+        pairs,
+        differences: Vec::new(),
+        comparable: true,
+    })
+}
+
+fn round_key(k: usize) -> u64 {
+    (k as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)
+}
+
+type Side<'a> = (
+    &'a ArmInput,
+    &'a (Vec<ScoreMatrix>, Vec<Distribution>),
+    &'a Vec<(ScoreMatrix, Distribution)>,
+    u64,
+);
+
+fn pair(a: Side<'_>, b: Side<'_>, scores: &[Score], cfg: &Bootstrap) -> PairStats {
+    let (ia, (ma, da), ra, sa) = a;
+    let (ib, (mb, db), rb, sb) = b;
+    let mut out = Vec::with_capacity(scores.len());
+    for (k, s) in scores.iter().enumerate() {
+        let p = if *s == Score::Overall {
+            pairwise(&ma[k], &mb[k], &da[k], &db[k], cfg, (sa, sb))
+        } else {
+            let mut diffs: Vec<f64> = da[k]
+                .means
+                .iter()
+                .zip(&db[k].means)
+                .map(|(x, y)| x - y)
+                .collect();
+            let difference = Estimate::from_dist(da[k].mean - db[k].mean, &mut diffs, cfg.level);
+            Pairwise {
+                difference,
+                improvement: Estimate {
+                    point: probability_of_improvement(&ma[k], &mb[k]),
+                    lo: f64::NAN,
+                    hi: f64::NAN,
+                },
+                verdict: Verdict::of(&difference),
+            }
+        };
+        out.push(PairScore {
+            score: s.clone(),
+            pairwise: p,
+        });
+    }
+    let verdict = out
+        .first()
+        .map(|p| p.pairwise.verdict.sentence(&ia.label, &ib.label))
+        .unwrap_or_default();
+    let rounds = ra
+        .iter()
+        .zip(rb)
+        .enumerate()
+        .map(|(k, ((_, x), (_, y)))| {
+            let mut diffs: Vec<f64> = x.means.iter().zip(&y.means).map(|(p, q)| p - q).collect();
+            let difference = Estimate::from_dist(x.mean - y.mean, &mut diffs, cfg.level);
+            PairRound {
+                round: k + 1,
+                difference,
+                verdict: Verdict::of(&difference),
+            }
+        })
+        .collect();
+    PairStats {
+        a: ia.label.clone(),
+        b: ib.label.clone(),
+        scores: out,
+        verdict,
+        rounds,
+    }
+}
+
+/// Per round the audit gap (gating − audit Overall) with its interval, and
+/// the slope of the gap over the audited rounds.
+fn audit_trend(
+    a: &ArmInput,
+    cfg: &Bootstrap,
+    stream: u64,
+) -> (Vec<Option<Estimate>>, Option<AuditTrend>) {
+    let mut gaps = Vec::with_capacity(a.audits.len());
+    let mut xs = Vec::new();
+    let mut dists: Vec<Vec<f64>> = Vec::new();
+    let mut points = Vec::new();
+    let mut protocol = BTreeSet::new();
+    for (k, round) in a.audits.iter().enumerate() {
+        if round.is_empty() {
+            gaps.push(None);
+            continue;
+        }
+        let gating = matrix(round.iter().map(|(g, _, _)| g), &Score::Overall);
+        let audit = matrix(round.iter().map(|(_, _, e)| e), &Score::Overall);
+        protocol.extend(round.iter().map(|(_, p, _)| p.clone()));
+        let dg = bootstrap(&[&gating], &[false], cfg, stream ^ round_key(k) ^ 0x6a7e)
+            .pop()
+            .expect("one distribution");
+        let dau = bootstrap(&[&audit], &[false], cfg, stream ^ round_key(k) ^ 0xa0d1)
+            .pop()
+            .expect("one distribution");
+        let dist: Vec<f64> = dg
+            .means
+            .iter()
+            .zip(&dau.means)
+            .map(|(g, x)| g - x)
+            .collect();
+        let point = dg.mean - dau.mean;
+        gaps.push(Some(Estimate::from_dist(
+            point,
+            &mut dist.clone(),
+            cfg.level,
+        )));
+        xs.push((k + 1) as f64);
+        points.push(point);
+        dists.push(dist);
+    }
+    if xs.len() < 2 {
+        return (gaps, None);
+    }
+    let slope_point = stats::slope(&xs, &points);
+    let mut slopes: Vec<f64> = (0..cfg.resamples)
+        .map(|r| {
+            let ys: Vec<f64> = dists.iter().map(|d| d[r]).collect();
+            stats::slope(&xs, &ys)
+        })
+        .collect();
+    let slope = Estimate::from_dist(slope_point, &mut slopes, cfg.level);
+    let trend = AuditTrend {
+        protocol_id: protocol.into_iter().collect::<Vec<_>>().join(","),
+        rounds: xs.len(),
+        slope,
+        rising: slope.above_zero(),
+    };
+    (gaps, Some(trend))
+}
+
+/// The values of every [`Field`] per arm, and the fields where they differ.
+pub fn comparability(arms: &[ArmCells], allow: &[Field]) -> Vec<Difference> {
+    let mut out = Vec::new();
+    for field in Field::ALL {
+        let values: Vec<(String, Vec<String>)> = arms
+            .iter()
+            .map(|a| {
+                (
+                    a.group.label.clone(),
+                    field_values(a, field).into_iter().collect(),
+                )
+            })
+            .collect();
+        // Seeds may legitimately vary within an arm (the simulator's seed
+        // is also its initial policy's): arms differ when their sets of
+        // values differ.
+        let differs = values.windows(2).any(|w| w[0].1 != w[1].1);
+        if differs {
+            out.push(Difference {
+                field,
+                values,
+                allowed: allow.contains(&field),
+            });
+        }
+    }
+    out
+}
+
+fn field_values(a: &ArmCells, field: Field) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for m in &a.members {
+        match field {
+            Field::Tasks => {
+                let evals = m
+                    .base
+                    .iter()
+                    .chain(m.rounds.iter().filter_map(|r| r.candidate.as_ref()));
+                for e in evals {
+                    out.insert(task_fingerprint(e));
+                }
+            }
+            Field::BaseCheckpoint => {
+                if let Some(r) = m.rounds.first() {
+                    out.insert(or_unrecorded(&r.meta.trained_from_checkpoint_sha256));
+                }
+            }
+            Field::Budget => {
+                for r in &m.rounds {
+                    out.insert(if r.meta.budget.is_null() {
+                        "unrecorded".to_string()
+                    } else {
+                        r.meta.budget.to_string()
+                    });
+                }
+            }
+            Field::Protocol | Field::Pack | Field::RuntimeToolFormat | Field::Evaluator => {
+                for r in &m.rounds {
+                    out.insert(match &r.meta.loop_meta {
+                        Some(l) => campaign_value(&l.campaign, field),
+                        None => "unrecorded".to_string(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A field recorded in the campaign of a round (`bat run`'s metadata).
+fn campaign_value(c: &crate::round::campaign::Campaign, field: Field) -> String {
+    match field {
+        Field::Protocol => or_unrecorded(&c.protocol_id),
+        Field::Pack => match &c.pack {
+            Some(p) => format!("file {}", p.display()),
+            None => "embedded default pack".to_string(),
+        },
+        Field::RuntimeToolFormat => or_unrecorded(&c.runtime_tool_format),
+        Field::Evaluator => or_unrecorded(&c.evaluator.join(" ")),
+        Field::Tasks | Field::BaseCheckpoint | Field::Budget => {
+            "recorded outside the campaign".to_string()
+        }
+    }
+}
+
+fn or_unrecorded(s: &str) -> String {
+    if s.is_empty() {
+        "unrecorded".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// "N tasks × R repeats (digest)" or, with uneven repeats, the count of
+/// cells; the digest (FNV-1a of the sorted (track, task, repeats) list)
+/// tells two task sets of the same size apart.
+pub fn task_fingerprint(e: &Evaluation) -> String {
+    let reps: BTreeMap<(String, String), usize> = e.repeats();
+    let key: Vec<String> = reps
+        .iter()
+        .map(|((t, k), n)| format!("{t}/{k}×{n}"))
+        .collect();
+    let digest = stream_of(key.iter().map(String::as_str));
+    let counts: BTreeSet<usize> = reps.values().copied().collect();
+    let shape = if counts.len() == 1 {
+        format!(
+            "{} tasks × {} repeats",
+            reps.len(),
+            counts.iter().next().copied().unwrap_or(0)
+        )
+    } else {
+        format!("{} tasks, {} cells", reps.len(), e.cells.len())
+    };
+    format!("{shape} ({digest:016x})")
+}

@@ -1,0 +1,240 @@
+use super::*;
+use proptest::prelude::*;
+
+fn matrix(strata: &[(&str, &str, &[f64])]) -> ScoreMatrix {
+    ScoreMatrix {
+        strata: strata
+            .iter()
+            .map(|(t, k, r)| Stratum {
+                track: t.to_string(),
+                task: k.to_string(),
+                runs: r.to_vec(),
+            })
+            .collect(),
+    }
+}
+
+fn cfg(resamples: usize) -> Bootstrap {
+    Bootstrap {
+        resamples,
+        ..Bootstrap::default()
+    }
+}
+
+#[test]
+fn mean_and_iqm_by_hand() {
+    let m = matrix(&[
+        ("a", "t1", &[0.1, 0.9]),
+        ("a", "t2", &[0.5, 0.3]),
+        ("b", "t3", &[0.2, 0.4, 0.6, 0.8]),
+    ]);
+    assert!((mean(&m) - 3.8 / 8.0).abs() < 1e-12);
+    // sorted: .1 .2 .3 .4 .5 .6 .8 .9 ; cut 2 each side -> .3 .4 .5 .6
+    assert!((iqm(&m) - 0.45).abs() < 1e-12);
+    assert_eq!(iqm(&matrix(&[("a", "t", &[0.7])])), 0.7);
+    // three values: floor(3/4) = 0, nothing dropped
+    assert!((iqm(&matrix(&[("a", "t", &[0.0, 0.3, 0.9])])) - 0.4).abs() < 1e-12);
+    assert!(mean(&ScoreMatrix::default()).is_nan());
+}
+
+#[test]
+fn improvement_counts_ties_half_and_sums_to_one() {
+    let a = matrix(&[("x", "t1", &[0.5, 0.7]), ("x", "t2", &[0.1])]);
+    let b = matrix(&[
+        ("x", "t1", &[0.5, 0.6, 0.9]),
+        ("x", "t2", &[0.1]),
+        ("x", "t3", &[1.0]),
+    ]);
+    // t1: pairs (0.5: tie .5, lose, lose) (0.7: win, win, lose) = (0.5 + 2)/6; t2: tie 0.5
+    let want = ((2.5 / 6.0) + 0.5) / 2.0;
+    assert!((probability_of_improvement(&a, &b) - want).abs() < 1e-12);
+    assert!(
+        (probability_of_improvement(&a, &b) + probability_of_improvement(&b, &a) - 1.0).abs()
+            < 1e-12
+    );
+    assert_eq!(probability_of_improvement(&a, &a), 0.5);
+    assert!(probability_of_improvement(&a, &matrix(&[("y", "t", &[0.1])])).is_nan());
+}
+
+#[test]
+fn percentile_matches_numpy_linear() {
+    let mut d: Vec<f64> = (0..=100).rev().map(f64::from).collect();
+    let (lo, hi) = percentile_interval(&mut d, 0.95);
+    assert!((lo - 2.5).abs() < 1e-12 && (hi - 97.5).abs() < 1e-12);
+    let mut d = vec![1.0, 2.0, 3.0, 4.0];
+    // numpy.percentile([1,2,3,4], [2.5, 97.5]) = [1.075, 3.925]
+    let (lo, hi) = percentile_interval(&mut d, 0.95);
+    assert!((lo - 1.075).abs() < 1e-12 && (hi - 3.925).abs() < 1e-12);
+}
+
+#[test]
+fn splitmix_matches_the_published_sequence_and_below_is_in_range() {
+    // SplitMix64 seeded with 0 (state then advanced by the constant):
+    // the first output of the reference implementation.
+    let mut g = SplitMix64 { state: 0 };
+    assert_eq!(g.next_u64(), 0xe220_a839_7b1d_cdaf);
+    let mut g = SplitMix64::for_resample(7, 1, 2);
+    let mut seen = [0u32; 3];
+    for _ in 0..3000 {
+        seen[g.below(3) as usize] += 1;
+    }
+    assert!(seen.iter().all(|&c| c > 800), "{seen:?}");
+}
+
+#[test]
+fn resampled_trimmed_mean_equals_the_expanded_multiset() {
+    let v: [f64; 7] = [0.3, 0.1, 0.9, 0.5, 0.5, 0.2, 0.8];
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+    let mut g = SplitMix64::for_resample(1, 2, 3);
+    for _ in 0..200 {
+        let counts: Vec<u32> = (0..v.len()).map(|_| g.below(4) as u32).collect();
+        let total: u32 = counts.iter().sum();
+        if total == 0 {
+            continue;
+        }
+        let mut expanded: Vec<f64> = counts
+            .iter()
+            .zip(&v)
+            .flat_map(|(c, x)| std::iter::repeat_n(*x, *c as usize))
+            .collect();
+        let want = trimmed_mean(&mut expanded);
+        let got = weighted_trimmed_mean(&order, &v, &counts, total);
+        assert!((want - got).abs() < 1e-12, "{counts:?}: {want} vs {got}");
+    }
+}
+
+#[test]
+fn tasks_scheme_draws_whole_tracks() {
+    let m = matrix(&[
+        ("a", "t1", &[0.0, 0.0]),
+        ("a", "t2", &[1.0, 1.0]),
+        ("b", "t3", &[0.5]),
+    ]);
+    let layout = Layout::of(&m);
+    let mut counts = vec![0; layout.cells()];
+    let mut spread = Vec::new();
+    for r in 0..200 {
+        let mut g = SplitMix64::for_resample(0, 9, r);
+        let total = layout.draw(Scheme::Tasks, &mut g, &mut counts);
+        assert_eq!(total, 5, "two tasks of two runs in track a, one in b");
+        assert_eq!(counts[4], 1);
+        spread.push(counts[0] + counts[1]);
+        let mut g = SplitMix64::for_resample(0, 9, r);
+        assert_eq!(layout.draw(Scheme::Runs, &mut g, &mut counts), 5);
+        assert_eq!(counts[0] + counts[1], 2);
+    }
+    // Under the tasks scheme t1 is drawn 0, 1 or 2 times.
+    assert!(spread.contains(&0) && spread.contains(&2) && spread.contains(&4));
+}
+
+#[test]
+fn constant_scores_give_a_point_interval_and_no_verdict() {
+    let a = matrix(&[("x", "t1", &[0.5, 0.5]), ("x", "t2", &[0.5, 0.5])]);
+    let d = &bootstrap(&[&a], &[true], &cfg(500), 1)[0];
+    let e = d.mean_estimate(0.95);
+    assert_eq!((e.point, e.lo, e.hi), (0.5, 0.5, 0.5));
+    let p = pairwise(&a, &a, d, d, &cfg(500), (1, 1));
+    assert_eq!(p.verdict, Verdict::NotDistinguishable);
+    assert_eq!(p.improvement.point, 0.5);
+    assert_eq!(p.improvement.lo, 0.5);
+}
+
+#[test]
+fn clearly_separated_arms_get_a_verdict() {
+    let lo: Vec<f64> = (0..5).map(|i| 0.2 + 0.01 * f64::from(i)).collect();
+    let hi: Vec<f64> = (0..5).map(|i| 0.6 + 0.01 * f64::from(i)).collect();
+    let a = matrix(&[("x", "t1", &hi), ("x", "t2", &hi)]);
+    let b = matrix(&[("x", "t1", &lo), ("x", "t2", &lo)]);
+    let c = cfg(2000);
+    let da = &bootstrap(&[&a], &[false], &c, 1)[0];
+    let db = &bootstrap(&[&b], &[false], &c, 2)[0];
+    let p = pairwise(&a, &b, da, db, &c, (1, 2));
+    assert_eq!(p.verdict, Verdict::AAhead);
+    assert_eq!(p.improvement.point, 1.0);
+    let q = pairwise(&b, &a, db, da, &c, (2, 1));
+    assert_eq!(q.verdict, Verdict::BAhead);
+    assert!(
+        (p.difference.lo + q.difference.hi).abs() < 1e-12,
+        "mirrored intervals"
+    );
+    assert_eq!(Verdict::AAhead.sentence("bat", "grpo"), "bat ahead");
+}
+
+#[test]
+fn slope_by_hand() {
+    assert!((slope(&[0.0, 1.0, 2.0], &[1.0, 3.0, 5.0]) - 2.0).abs() < 1e-12);
+    assert!(slope(&[1.0], &[1.0]).is_nan());
+    assert!(slope(&[1.0, 1.0], &[0.0, 2.0]).is_nan());
+}
+
+fn arb_matrix(runs: std::ops::Range<usize>) -> impl Strategy<Value = ScoreMatrix> {
+    (1usize..5, runs).prop_flat_map(|(tasks, n)| {
+        prop::collection::vec(prop::collection::vec(0u8..=20, n), tasks).prop_map(|rows| {
+            ScoreMatrix {
+                strata: rows
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| Stratum {
+                        track: if i % 2 == 0 { "a".into() } else { "b".into() },
+                        task: format!("t{i}"),
+                        runs: r.into_iter().map(|x| f64::from(x) / 20.0).collect(),
+                    })
+                    .collect(),
+            }
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn intervals_contain_their_point(a in arb_matrix(1..6), b in arb_matrix(1..6), seed in 0u64..1000, tasks in any::<bool>()) {
+        let c = Bootstrap { resamples: 400, seed, scheme: if tasks { Scheme::Tasks } else { Scheme::Runs }, level: 0.95 };
+        let da = &bootstrap(&[&a], &[true], &c, 1)[0];
+        let e = da.mean_estimate(0.95);
+        prop_assert!(e.lo <= e.point + 1e-12 && e.point <= e.hi + 1e-12, "{e:?}");
+        let db = &bootstrap(&[&b], &[false], &c, 2)[0];
+        let p = pairwise(&a, &b, da, db, &c, (1, 2));
+        prop_assert!(p.difference.lo <= p.difference.point + 1e-12 && p.difference.point <= p.difference.hi + 1e-12);
+    }
+
+    #[test]
+    fn improvement_is_complementary(a in arb_matrix(1..6), b in arb_matrix(1..6), seed in 0u64..1000) {
+        let pab = probability_of_improvement(&a, &b);
+        let pba = probability_of_improvement(&b, &a);
+        if !pab.is_nan() {
+            prop_assert!((pab + pba - 1.0).abs() < 1e-12);
+        }
+        let c = Bootstrap { resamples: 50, seed, ..Bootstrap::default() };
+        let x = improvement_dist(&a, &b, &c, (3, 4));
+        let y = improvement_dist(&b, &a, &c, (4, 3));
+        for (p, q) in x.iter().zip(&y) {
+            prop_assert!((p + q - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn same_flags_same_output(a in arb_matrix(1..5), seed in 0u64..1000) {
+        let c = Bootstrap { resamples: 100, seed, ..Bootstrap::default() };
+        let x = bootstrap(&[&a], &[true], &c, 5);
+        let y = bootstrap(&[&a], &[true], &c, 5);
+        prop_assert_eq!(&x[0].means, &y[0].means);
+        prop_assert_eq!(&x[0].iqms, &y[0].iqms);
+    }
+
+    #[test]
+    fn more_seeds_narrow_the_interval(base in prop::collection::vec(prop::collection::vec(0u8..=20, 2), 2..5)) {
+        // The same score distribution per task, with 2 and with 8 runs (the
+        // two runs repeated four times): the interval narrows.
+        let make = |k: usize| ScoreMatrix { strata: base.iter().enumerate().map(|(i, r)| Stratum {
+            track: "a".into(), task: format!("t{i}"),
+            runs: r.iter().cycle().take(2 * k).map(|x| f64::from(*x) / 20.0).collect(),
+        }).collect() };
+        let c = Bootstrap { resamples: 2000, ..Bootstrap::default() };
+        let few = bootstrap(&[&make(1)], &[false], &c, 1)[0].mean_estimate(0.95);
+        let many = bootstrap(&[&make(4)], &[false], &c, 1)[0].mean_estimate(0.95);
+        prop_assert!(many.hi - many.lo <= few.hi - few.lo + 1e-12, "{few:?} {many:?}");
+    }
+}
