@@ -392,8 +392,15 @@ fn budget_changes_are_refused_unless_allowed() {
     assert_eq!(x["compute"]["budget"]["data"]["batches"], 3);
     let branch = r["branch"].as_str().expect("branch");
     assert!(branch.ends_with("-batches-3"), "{branch}");
-    let cmp = json_of(&in_ledger(&c, &["--json", "compare", "main", branch]));
+    // Arms at other budgets are not comparable: exit 1 unless allowed.
+    let out = in_ledger(&c, &["--json", "compare", "main", branch]);
+    assert_eq!(out.status.code(), Some(1));
+    let cmp = json_of(&in_ledger(
+        &c,
+        &["--json", "compare", "main", branch, "--allow-difference", "budget"],
+    ));
     assert_eq!(cmp["same_budget"], false);
+    assert_eq!(cmp["differences"][0]["field"], "budget");
 }
 
 #[test]

@@ -12,6 +12,8 @@ mod common;
 mod architecture;
 mod backend_trl;
 mod backend_verl;
+mod compare_arms;
+mod compare_rliable;
 mod config_cli;
 mod contract_round_cli;
 mod contract_round_conformance;

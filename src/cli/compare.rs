@@ -1,36 +1,122 @@
-//! `bat compare A B [--json]`
+//! `bat compare ARM ARM [ARM…] [--json]`
 
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::compare_text::render;
-use super::ledger_common::open;
+use super::compare_text::{render, render_experiment};
+use super::ledger_common::{open, Bars};
 use super::{print_json, CliError, CliResult, Session};
-use bat::replay::compare::compare;
+use bat::experiment::arms::ArmSpec;
+use bat::experiment::compare::{compare_arms, CompareRequest, Experiment, Field};
+use bat::experiment::stats::{Bootstrap, Scheme, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use bat::replay::compare::{compare, Comparison};
 
-/// Compare two arms (branches or revisions, e.g. a campaign and its
-/// replay ablation) round by round and final, in the shape of the BaT
-/// paper's headline table: base → final Overall per arm, task, agentic and
-/// the per-stage view S1–S5, with each arm's measured compute.
+/// Compare arms — each a branch, a comma list of branches or a quoted glob
+/// (`'bat/*'`), whose branches are the arm's seeds — on their recorded
+/// evaluation cells: for each score (Overall, task, agentic, S1–S5, every
+/// track) the mean and the interquartile mean with 95% stratified
+/// bootstrap intervals; for each pair of arms the difference of means, the
+/// probability of improvement and a verdict ("A ahead", "B ahead", "not
+/// distinguishable": the difference's interval excludes zero or not).
+/// Exits 1 when the arms differ in protocol, pack, tasks, runtime tool
+/// format, evaluator, base checkpoint or budget, unless every difference
+/// is named with --allow-difference. Two single-branch arms also get the
+/// round-by-round table (base → final per arm, compute, budget).
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Arm A (branch, tag or commit).
-    pub a: String,
-    /// Arm B.
-    pub b: String,
+    /// The arms (two or more): `BRANCH`, `A,B,…` or `'GLOB'`.
+    #[arg(required = true, num_args = 2.., value_name = "ARM")]
+    pub arms: Vec<String>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = DEFAULT_RESAMPLES, value_name = "N")]
+    pub resamples: usize,
+    /// Seed of the bootstrap's generator (the same seed gives the same
+    /// intervals).
+    #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S")]
+    pub bootstrap_seed: u64,
+    /// What a resample redraws: `runs` within each (track, task) (rliable's
+    /// default), or `tasks` within each track and then their runs (for
+    /// claims meant to hold over other tasks).
+    #[arg(long, default_value = "runs", value_name = "runs|tasks", value_parser = ["runs", "tasks"])]
+    pub resample: String,
+    /// Accept a difference between the arms (repeatable): protocol, pack,
+    /// tasks, runtime-tool-format, evaluator, base-checkpoint, budget.
+    #[arg(long = "allow-difference", value_name = "FIELD")]
+    pub allow_difference: Vec<String>,
+    /// Show the per-round table (always in --json).
+    #[arg(long)]
+    pub per_round: bool,
+}
+
+/// `bat compare --json`: the statistics, plus the round-by-round summary
+/// of two single-branch arms (`a`, `b`, `same_budget`) as before.
+#[derive(serde::Serialize)]
+struct JsonOut<'a> {
+    #[serde(flatten)]
+    experiment: &'a Experiment,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    legacy: Option<&'a Comparison>,
 }
 
 /// Run `bat compare`.
 pub fn run(args: CompareArgs, g: &Session) -> CliResult {
-    let l = open(g)?;
-    let c = compare(&l, &args.a, &args.b)
-        .map_err(CliError::from)
-        .map_err(CliError::usage)?;
-    if g.json {
-        print_json(&c)?;
-    } else {
-        out!("{}", render(&c, g.paint));
+    let mut allow = Vec::new();
+    for f in &args.allow_difference {
+        let field = Field::parse(f).ok_or_else(|| {
+            CliError::usage_error(format!("--allow-difference {f}: not a comparability field"))
+                .with_hint(format!(
+                    "one of: {}",
+                    Field::ALL.map(Field::as_str).join(", ")
+                ))
+        })?;
+        allow.push(field);
     }
-    Ok(ExitCode::SUCCESS)
+    if args.resamples == 0 {
+        return Err(CliError::usage_error("--resamples must be at least 1"));
+    }
+    let l = open(g)?;
+    let req = CompareRequest {
+        arms: args.arms.clone(),
+        bootstrap: Bootstrap {
+            resamples: args.resamples,
+            seed: args.bootstrap_seed,
+            scheme: Scheme::parse(&args.resample).unwrap_or(Scheme::Runs),
+            ..Bootstrap::default()
+        },
+        allow,
+    };
+    let bars = Bars::new(g);
+    let ctx = bat::Ctx::new(&bars, g.cancel());
+    let e = compare_arms(&l, &req, &ctx).map_err(CliError::from)?;
+    let singles = args.arms.len() == 2
+        && args
+            .arms
+            .iter()
+            .all(|a| matches!(ArmSpec::parse(a), Ok(ArmSpec::One(_))));
+    let legacy = if singles {
+        Some(
+            compare(&l, &args.arms[0], &args.arms[1])
+                .map_err(CliError::from)
+                .map_err(CliError::usage)?,
+        )
+    } else {
+        None
+    };
+    if g.json {
+        print_json(&JsonOut {
+            experiment: &e,
+            legacy: legacy.as_ref(),
+        })?;
+    } else {
+        if let Some(c) = &legacy {
+            out!("{}\n", render(c, g.paint));
+        }
+        out!("{}", render_experiment(&e, args.per_round, g.paint));
+    }
+    if e.comparable {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(super::error::EXIT_FAILURE))
+    }
 }

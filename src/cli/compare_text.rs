@@ -3,6 +3,8 @@
 
 use super::table::{Align, Cell, Table};
 use super::term::{Paint, Role};
+use bat::experiment::compare::{Experiment, PairScore};
+use bat::experiment::stats::{Estimate, Scheme, Verdict};
 use bat::replay::compare::{ArmSummary, Comparison};
 
 fn label(x: &ArmSummary) -> String {
@@ -135,5 +137,254 @@ pub fn render(c: &Comparison, paint: Paint) -> String {
         paint.paint(Role::Bad, "DIFFERS between the arms (or is not recorded)")
     };
     out.push_str(&format!("budget per round: {budget}\n"));
+    out
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        "-".into()
+    }
+}
+
+fn signed(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:+.4}")
+    } else {
+        "-".into()
+    }
+}
+
+fn interval(e: &Estimate, f: fn(f64) -> String) -> String {
+    if e.lo.is_finite() && e.hi.is_finite() {
+        format!("[{}, {}]", f(e.lo), f(e.hi))
+    } else {
+        "-".into()
+    }
+}
+
+fn verdict_cell(v: Verdict, a: &str, b: &str) -> Cell {
+    let role = match v {
+        Verdict::NotDistinguishable => None,
+        _ => Some(Role::Good),
+    };
+    Cell::styled(v.sentence(a, b), role)
+}
+
+fn pair_row(p: &PairScore, first: bool, a: &str, b: &str) -> Vec<Cell> {
+    let x = &p.pairwise;
+    vec![
+        if first {
+            format!("{a} vs {b}").into()
+        } else {
+            "".into()
+        },
+        p.score.name().into(),
+        signed(x.difference.point).into(),
+        interval(&x.difference, signed).into(),
+        num(x.improvement.point).into(),
+        interval(&x.improvement, num).into(),
+        verdict_cell(x.verdict, a, b),
+    ]
+}
+
+/// Render an N-arm comparison: the bootstrap's settings, per-score
+/// statistics of each arm, pairwise differences, the audit-gap trend, the
+/// per-round view (with `per_round`) and comparability.
+pub fn render_experiment(e: &Experiment, per_round: bool, paint: Paint) -> String {
+    let b = &e.bootstrap;
+    let scheme = match b.scheme {
+        Scheme::Runs => "runs resampled within each (track, task)",
+        Scheme::Tasks => "tasks resampled within each track, then their runs",
+    };
+    let mut out = format!(
+        "bootstrap: {} resamples, seed {}, scheme {} ({scheme}), {:.0}% percentile intervals\n",
+        b.resamples,
+        b.seed,
+        b.scheme.as_str(),
+        b.level * 100.0
+    );
+    for a in &e.arms {
+        let finals: Vec<&str> = a
+            .final_rounds
+            .iter()
+            .map(|r| r.as_deref().unwrap_or("base"))
+            .collect();
+        out.push_str(&format!(
+            "arm {}: {} seed{} ({}); final from {}\n",
+            a.label,
+            a.members.len(),
+            if a.members.len() == 1 { "" } else { "s" },
+            a.members.join(", "),
+            finals.join(", ")
+        ));
+    }
+    out.push('\n');
+    let mut t = Table::with_header(&[
+        ("score", Align::Left),
+        ("arm", Align::Left),
+        ("runs", Align::Right),
+        ("mean", Align::Right),
+        ("95% CI", Align::Left),
+        ("IQM", Align::Right),
+        ("95% CI", Align::Left),
+    ]);
+    let n_scores = e.arms.first().map(|a| a.scores.len()).unwrap_or(0);
+    for k in 0..n_scores {
+        for (i, a) in e.arms.iter().enumerate() {
+            let Some(s) = a.scores.get(k) else { continue };
+            t.row(vec![
+                if i == 0 {
+                    s.score.name().into()
+                } else {
+                    "".into()
+                },
+                a.label.as_str().into(),
+                s.runs.to_string().into(),
+                num(s.mean.point).into(),
+                interval(&s.mean, num).into(),
+                num(s.iqm.point).into(),
+                interval(&s.iqm, num).into(),
+            ]);
+        }
+    }
+    out.push_str("final checkpoint\n");
+    out.push_str(&t.render(paint));
+    let mut t = Table::with_header(&[
+        ("pair", Align::Left),
+        ("score", Align::Left),
+        ("A − B", Align::Right),
+        ("95% CI", Align::Left),
+        ("P(A>B)", Align::Right),
+        ("95% CI", Align::Left),
+        ("verdict", Align::Left),
+    ]);
+    for p in &e.pairs {
+        for (k, s) in p.scores.iter().enumerate() {
+            t.row(pair_row(s, k == 0, &p.a, &p.b));
+        }
+    }
+    out.push_str("\npairs (verdict: the difference's interval excludes 0; P(A>B) interval on overall only)\n");
+    out.push_str(&t.render(paint));
+    for p in &e.pairs {
+        out.push_str(&format!("overall: {}\n", p.verdict));
+    }
+    let audited: Vec<_> = e
+        .arms
+        .iter()
+        .filter_map(|a| a.audit.as_ref().map(|t| (a, t)))
+        .collect();
+    if !audited.is_empty() {
+        out.push_str("\naudit gap (gating − audit overall) slope per round\n");
+        for (a, tr) in audited {
+            let flag = if tr.rising {
+                paint.paint(
+                    Role::Bad,
+                    "RISING: the gating score pulls away from the audit",
+                )
+            } else {
+                "not rising".to_string()
+            };
+            out.push_str(&format!(
+                "  {}: {} {} over {} rounds (audit {}): {flag}\n",
+                a.label,
+                signed(tr.slope.point),
+                interval(&tr.slope, signed),
+                tr.rounds,
+                tr.protocol_id
+            ));
+        }
+    }
+    if per_round {
+        out.push_str(&render_rounds(e, paint));
+    }
+    out.push_str(&render_comparability(e, paint));
+    out
+}
+
+fn render_rounds(e: &Experiment, paint: Paint) -> String {
+    let mut t = Table::with_header(&[
+        ("round", Align::Right),
+        ("arm", Align::Left),
+        ("overall", Align::Right),
+        ("95% CI", Align::Left),
+        ("IQM", Align::Right),
+        ("audit gap", Align::Right),
+        ("95% CI", Align::Left),
+    ]);
+    let n = e.arms.iter().map(|a| a.rounds.len()).max().unwrap_or(0);
+    for k in 0..n {
+        for (i, a) in e.arms.iter().enumerate() {
+            let Some(r) = a.rounds.get(k) else { continue };
+            let (gap, gap_ci) = match &r.audit_gap {
+                Some(g) => (signed(g.point), interval(g, signed)),
+                None => ("-".into(), "-".into()),
+            };
+            t.row(vec![
+                if i == 0 {
+                    r.round.to_string().into()
+                } else {
+                    "".into()
+                },
+                a.label.as_str().into(),
+                num(r.overall.point).into(),
+                interval(&r.overall, num).into(),
+                num(r.overall_iqm).into(),
+                gap.into(),
+                gap_ci.into(),
+            ]);
+        }
+    }
+    let mut out = String::from("\nper round (checkpoint after the round)\n");
+    out.push_str(&t.render(paint));
+    let mut t = Table::with_header(&[
+        ("round", Align::Right),
+        ("pair", Align::Left),
+        ("A − B", Align::Right),
+        ("95% CI", Align::Left),
+        ("verdict", Align::Left),
+    ]);
+    for p in &e.pairs {
+        for r in &p.rounds {
+            t.row(vec![
+                r.round.to_string().into(),
+                format!("{} vs {}", p.a, p.b).into(),
+                signed(r.difference.point).into(),
+                interval(&r.difference, signed).into(),
+                verdict_cell(r.verdict, &p.a, &p.b),
+            ]);
+        }
+    }
+    out.push('\n');
+    out.push_str(&t.render(paint));
+    out
+}
+
+fn render_comparability(e: &Experiment, paint: Paint) -> String {
+    if e.differences.is_empty() {
+        return format!(
+            "\ncomparable: {}\n",
+            paint.paint(Role::Good, "the arms share protocol, pack, tasks, runtime tool format, evaluator, base checkpoint and budget")
+        );
+    }
+    let mut out = if e.comparable {
+        format!(
+            "\ncomparable only with allowed differences: {}\n",
+            paint.paint(Role::Bad, "the arms differ as listed")
+        )
+    } else {
+        format!("\n{}\n", paint.paint(Role::Bad, "NOT COMPARABLE: the arms differ (exit 1); name each difference with --allow-difference FIELD to accept it"))
+    };
+    for d in &e.differences {
+        out.push_str(&format!(
+            "  {} differs{}\n",
+            d.field.as_str(),
+            if d.allowed { " (allowed)" } else { "" }
+        ));
+        for (label, vals) in &d.values {
+            out.push_str(&format!("    {label}: {}\n", vals.join(" | ")));
+        }
+    }
     out
 }

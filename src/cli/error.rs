@@ -268,6 +268,7 @@ from_library!(
     bat::engine::runlock::LockError,
     bat::inspect::InspectError,
     bat::replay::ReplayError,
+    bat::experiment::ExperimentError,
     bat::report::query::QueryError,
     bat::retention::RetentionError,
     bat::round::RoundError,
