@@ -20,6 +20,8 @@ mod contract_round_props;
 mod demo_cli;
 mod diff_plain;
 mod diff_rounds;
+mod docs_errors;
+mod errs_cli;
 mod eval_contract;
 mod eval_vectors;
 mod export_query;

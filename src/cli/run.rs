@@ -143,6 +143,8 @@ struct CliObserver<'a> {
     /// Test hook (`BAT_TEST_CHILD_RECORD_DELAY`): sleep between the spawn
     /// of the child with this label and recording its group in the lock.
     record_delay: Option<(String, std::time::Duration)>,
+    /// Why each round of this process's run held (closing summary).
+    holds: std::collections::BTreeMap<String, String>,
 }
 
 impl OutputSink for CliObserver<'_> {
@@ -202,7 +204,14 @@ impl Observer for CliObserver<'_> {
                 round_id,
                 gate_status,
                 next_target_stage,
-            } => format!("{round_id}: gate {gate_status}, next target {next_target_stage}"),
+                hold_reasons,
+            } => gated_line(
+                &mut self.holds,
+                round_id,
+                *gate_status,
+                next_target_stage,
+                hold_reasons,
+            ),
             LoopEvent::Recorded { round_id, note } => {
                 self.recorded += 1;
                 format!("{round_id}: {note}")
@@ -210,6 +219,32 @@ impl Observer for CliObserver<'_> {
         };
         eprintln!("bat run: {line}");
     }
+}
+
+/// The progress line of a gate decision; a hold says why (and is kept for
+/// the closing summary).
+fn gated_line(
+    holds: &mut std::collections::BTreeMap<String, String>,
+    round_id: &str,
+    gate_status: bat_contract::vocabulary::GateStatus,
+    next_target_stage: &str,
+    hold_reasons: &[String],
+) -> String {
+    let mut line = format!("{round_id}: gate {gate_status}, next target {next_target_stage}");
+    if !hold_reasons.is_empty() {
+        let why = hold_reasons.join("; ");
+        line.push_str(&format!(" (held: {why})"));
+        holds.insert(round_id.to_string(), why);
+    }
+    line
+}
+
+/// `  held: WHY` after a held round of the closing summary, when this run
+/// gated it.
+fn hold_suffix(holds: &std::collections::BTreeMap<String, String>, round_id: &str) -> String {
+    holds
+        .get(round_id)
+        .map_or_else(String::new, |why| format!("  held: {why}"))
 }
 
 /// Read a template file and check its placeholders (`extra`: ones the
@@ -410,6 +445,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             lock: &mut lock,
             recorded: 0,
             record_delay: g.child_record_delay.clone(),
+            holds: Default::default(),
         },
         supervision,
     };
@@ -454,11 +490,12 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         );
         for h in &outcome.history {
             outln!(
-                "  {}  {:<3} {:<8} candidate {}",
+                "  {}  {:<3} {:<8} candidate {}{}",
                 h.round_id,
                 h.target_stage,
                 h.gate_status.map_or("", |s| s.as_str()),
-                h.candidate_checkpoint_sha256.get(..12).unwrap_or("")
+                h.candidate_checkpoint_sha256.get(..12).unwrap_or(""),
+                hold_suffix(&observer.inner.holds, &h.round_id)
             );
         }
         outln!(
