@@ -8,7 +8,7 @@
 use std::process::Command;
 
 use crate::common::round as round_common;
-use crate::common::run::{ok, Toy};
+use crate::common::run::{example, ok, Toy, TOY_TRAINER_ARGS};
 use crate::common::{self, bat, stderr, text, TestEnv};
 
 #[test]
@@ -106,6 +106,9 @@ fn a_round_commit_without_logs_warns_about_nothing() {
 fn two_arms(env: &TestEnv) -> common::BatRunner {
     let l = env.init_ledger("ledger");
     for (name, branch) in [("one", None), ("two", Some("arm-b")), ("three", None)] {
+        // Commit times are in seconds; distinct ones give the walk its
+        // order (newest first).
+        std::thread::sleep(std::time::Duration::from_millis(1100));
         let d = env.path(name);
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::write(d.join("f.txt"), name).expect("write");
@@ -303,7 +306,18 @@ fn held_round_line<'a>(text: &'a str, round: &str) -> Option<&'a str> {
 #[test]
 fn a_held_gate_says_why_in_run_and_show() {
     let toy = Toy::new();
-    let args = toy.run_args(&toy.trainer, &toy.evaluator, 3);
+    // The toy trainer, whose r02 reports failed training health: the gate
+    // holds r02 whatever the scores.
+    let sh = toy.root.join("sick.sh");
+    let script = format!(
+        "'{}' \"$@\" || exit $?\nif [ \"$6\" = r02 ]; then echo '{{\"status\": \"failed\"}}' > \"$4\"; fi\n",
+        example("toy_trainer").display()
+    );
+    std::fs::write(&sh, script).expect("write the trainer script");
+    let mut t = vec![serde_json::json!("sh"), serde_json::json!(sh)];
+    t.extend(TOY_TRAINER_ARGS.iter().map(|s| serde_json::json!(s)));
+    let trainer = common::write_json(&toy.root.join("sick.json"), serde_json::Value::Array(t));
+    let args = toy.run_args(&trainer, &toy.evaluator, 3);
     let out = ok(toy.run(&args));
     let err = stderr(&out);
     let line = held_round_line(&err, "r02").unwrap_or_else(|| panic!("no held r02:\n{err}"));
