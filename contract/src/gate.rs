@@ -6,7 +6,7 @@ use super::fasthash::FastHash;
 use super::json::{Map, Value};
 use super::numeric::{isclose, to_float};
 use super::pack::Pack;
-use super::summary::{finite_stage_scores_at, Detail, StageModel, SummaryError};
+use super::summary::{finite_stage_scores_at, show_value, Detail, StageModel, SummaryError};
 
 /// Why the gate could not be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -311,6 +311,51 @@ fn key_part(v: &Value) -> Result<KeyPart<'_>, GateError> {
 
 type CellKey<'a> = [KeyPart<'a>; 3];
 
+/// `paired_cells_mismatch`, naming the first cell (in file order) that one
+/// summary has and the other lacks.
+fn cells_mismatch(
+    b: &Map,
+    c: &Map,
+    bk: &HashSet<CellKey<'_>, FastHash>,
+    ck: &HashSet<CellKey<'_>, FastHash>,
+) -> GateError {
+    let first_missing = |m: &Map, other: &HashSet<CellKey<'_>, FastHash>| {
+        m.get("cells")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, cell)| {
+                cell.as_object()
+                    .and_then(|o| cell_key(o).ok())
+                    .is_some_and(|k| !other.contains(&k))
+            })
+            .map(|(i, cell)| {
+                let id = |k: &str| cell.get(k).map_or_else(|| "null".into(), show_value);
+                format!(
+                    "cell {i} ({}, {}, repeat {})",
+                    id("track"),
+                    id("task_id"),
+                    id("repeat")
+                )
+            })
+    };
+    let value = match (first_missing(b, ck), first_missing(c, bk)) {
+        (Some(x), _) => format!("the baseline's {x} is not in the candidate"),
+        (None, Some(y)) => format!("the candidate's {y} is not in the baseline"),
+        (None, None) => "the cell sets differ".to_string(),
+    };
+    GateError::Invalid {
+        code: "paired_cells_mismatch".to_string(),
+        detail: Some(Box::new(Detail {
+            cell: None,
+            field: "cells".to_string(),
+            value,
+            allowed: "the same (track, task_id, repeat) cells in both evaluations".to_string(),
+        })),
+    }
+}
+
 fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
     let cells = m
         .get("cells")
@@ -322,15 +367,20 @@ fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
             kind: "TypeError".into(),
             message: "summary cell is not an object".into(),
         })?;
-        let get = |k: &str| -> Result<KeyPart<'_>, GateError> {
-            key_part(c.get(k).ok_or_else(|| GateError::Crash {
-                kind: "KeyError".into(),
-                message: format!("'{k}'"),
-            })?)
-        };
-        out.insert([get("track")?, get("task_id")?, get("repeat")?]);
+        out.insert(cell_key(c)?);
     }
     Ok(out)
+}
+
+/// A summary cell's (track, task_id, repeat).
+fn cell_key(c: &Map) -> Result<CellKey<'_>, GateError> {
+    let get = |k: &str| -> Result<KeyPart<'_>, GateError> {
+        key_part(c.get(k).ok_or_else(|| GateError::Crash {
+            kind: "KeyError".into(),
+            message: format!("'{k}'"),
+        })?)
+    };
+    Ok([get("track")?, get("task_id")?, get("repeat")?])
 }
 
 /// The selection reason of [`select_target`].
@@ -510,8 +560,9 @@ pub fn evaluate_gate(
 ) -> Result<GateOutcome, GateError> {
     let b = accept(baseline, model)?;
     let c = accept(candidate, model)?;
-    if cell_keys(b)? != cell_keys(c)? {
-        return Err(invalid("paired_cells_mismatch"));
+    let (bk, ck) = (cell_keys(b)?, cell_keys(c)?);
+    if bk != ck {
+        return Err(cells_mismatch(b, c, &bk, &ck));
     }
     let mean = |m: &Map, k: &str| -> Result<f64, GateError> {
         float_or_crash(
@@ -531,7 +582,24 @@ pub fn evaluate_gate(
     let bkeys: HashSet<&String> = bt.keys().collect();
     let ckeys: HashSet<&String> = ct.keys().collect();
     if bkeys != ckeys {
-        return Err(invalid("paired_tracks_mismatch"));
+        let only = |x: &HashSet<&String>, y: &HashSet<&String>| {
+            let mut v: Vec<&str> = x.difference(y).map(|s| s.as_str()).collect();
+            v.sort_unstable();
+            v.join(", ")
+        };
+        return Err(GateError::Invalid {
+            code: "paired_tracks_mismatch".to_string(),
+            detail: Some(Box::new(Detail {
+                cell: None,
+                field: "track_scores".to_string(),
+                value: format!(
+                    "tracks only in the baseline: [{}], only in the candidate: [{}]",
+                    only(&bkeys, &ckeys),
+                    only(&ckeys, &bkeys)
+                ),
+                allowed: "the same tracks in both evaluations".to_string(),
+            })),
+        });
     }
     let mut track_drops = Map::new();
     let mut max_track_drop: Option<f64> = None;

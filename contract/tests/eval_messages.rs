@@ -303,3 +303,29 @@ fn a_held_gate_says_which_check_failed_and_by_how_much() {
     let text = hold_reasons(&out.gate).join("; ");
     assert!(text.contains("training health"), "{text}");
 }
+
+#[test]
+fn paired_mismatches_name_the_cell_or_track_that_differs() {
+    let model = GateModel::from_pack(&Pack::default_pack()).expect("pack");
+    let to_value = |v: &serde_json::Value| json::from_serde(v).expect("convert");
+    let other = summarize(&raw(vec![cell("task-a"), cell("task-c")])).expect("valid");
+    let e = evaluate_gate(&to_value(&good_summary()), &other, true, &model)
+        .expect_err("different cells");
+    assert_eq!(e.code().as_deref(), Some("paired_cells_mismatch"));
+    let message = e.to_string();
+    for w in [
+        "the baseline's cell 1",
+        "\"task-b\"",
+        "repeat 0",
+        "same (track, task_id, repeat)",
+    ] {
+        assert!(message.contains(w), "{w:?} missing from {message:?}");
+    }
+    let mut t2 = cell("task-b");
+    t2["track"] = "T2".into();
+    let other = summarize(&raw(vec![cell("task-a"), t2])).expect("valid");
+    let e = evaluate_gate(&to_value(&good_summary()), &other, true, &model)
+        .expect_err("different cells and tracks");
+    // The cells differ first (T1/task-b is not in the candidate).
+    assert_eq!(e.code().as_deref(), Some("paired_cells_mismatch"), "{e}");
+}
