@@ -1,7 +1,8 @@
 //! docs/errors.md lists every error code a user can meet: the codes the
 //! sources can produce are collected (the string literals of every
-//! `Diagnostic::code()` body, and the evaluation and gate codes passed to
-//! `invalid(…)` in contract/src/summary.rs and gate.rs), their `{…}` parts
+//! `Diagnostic::code()` body, and the evaluation and gate codes given to
+//! `invalid(…)` or as `code: "…"` in contract/src/summary.rs and gate.rs),
+//! their `{…}` parts
 //! written as the page writes them (`{round_id}` → `ROUND`, `{rc}` → `RC`,
 //! any other → `N`), and each must appear on the page in backquotes.
 
@@ -72,10 +73,10 @@ fn code_bodies(text: &str) -> Vec<&str> {
 }
 
 /// Literals passed as the first argument of `invalid(` / `invalid_at(`
-/// (directly or through `format!(`).
+/// (directly or through `format!(`), or written as a `code: "…"` field.
 fn invalid_args(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    for call in ["invalid(", "invalid_at("] {
+    for call in ["invalid(", "invalid_at(", "code: "] {
         let mut from = 0;
         while let Some(i) = text[from..].find(call) {
             let mut at = from + i + call.len();
