@@ -68,14 +68,23 @@ fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
 #[test]
 fn demo_text_names_the_ledger_the_table_and_the_next_commands() {
     let env = TestEnv::new();
-    let out = common::succeeded(env.bat().output(&[
-        "demo",
-        common::utf8(&env.path("d")),
-        "--rounds",
-        "2",
-        "--batches",
-        "10",
-    ]));
+    // `bat` on PATH is this binary, so the commands say `bat` (errs_cli
+    // covers a PATH without it).
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink(common::bat_exe(), bin.join("bat")).expect("symlink");
+    let out = common::succeeded(
+        env.bat()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output(&[
+                "demo",
+                common::utf8(&env.path("d")),
+                "--rounds",
+                "2",
+                "--batches",
+                "10",
+            ]),
+    );
     let _filters = common::snapshot_settings().bind_to_scope();
     insta::assert_snapshot!(common::text(&out.stdout), @r"
         BaT campaign (2 rounds, simulator seed 0) vs. terminal-reward GRPO replay at the same compute

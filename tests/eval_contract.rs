@@ -118,7 +118,8 @@ fn cli_summarize_error_exits_1_with_the_code() {
     let a = summarize().assert().code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: evaluation cell 2 is not a valid evaluation cell\n"
+        "error: evaluation cell 2 is not a valid evaluation cell: field `valid` is false; \
+         allowed: true (code evaluation_cell_2_invalid)\n"
     );
     assert!(!tmp.path().join("s.json").exists());
     // Programs read the reference's code from the --json error.
@@ -128,7 +129,8 @@ fn cli_summarize_error_exits_1_with_the_code() {
     assert_eq!(e["code"], "evaluation_cell_2_invalid");
     assert_eq!(
         e["error"],
-        "evaluation cell 2 is not a valid evaluation cell"
+        "evaluation cell 2 is not a valid evaluation cell: field `valid` is false; \
+         allowed: true (code evaluation_cell_2_invalid)"
     );
     assert_eq!(e["kind"], "failure");
 }
@@ -188,7 +190,9 @@ fn cli_gate_reproduces_files_and_stdout() {
         .code(1);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),
-        "error: an evaluation summary does not bind the checkpoint it evaluated\n"
+        "error: an evaluation summary does not bind the checkpoint it evaluated: field \
+         `checkpoint_sha256` is \"abc\"; allowed: the evaluated checkpoint's sha256, 64 hex \
+         characters (code eval_checkpoint_binding_invalid)\n"
     );
 }
 

@@ -23,6 +23,8 @@ mod demo_cli;
 mod diff_plain;
 mod diff_rounds;
 mod docs_commands;
+mod docs_errors;
+mod errs_cli;
 mod eval_contract;
 mod eval_vectors;
 mod export_query;

@@ -69,7 +69,7 @@ fn log_help_snapshot() {
 
         Options:
           -C <DIR>
-                  Run as if bat was started in DIR (the ledger is found by walking up from there). Overrides the BAT_DIR environment variable
+                  Find the ledger from DIR (walking up from there) instead of from the current directory. Overrides the BAT_DIR environment variable. Other paths, given or printed, stay relative to the current working directory (unlike `git -C`)
 
           -n <N>
                   Show at most N commits
@@ -79,6 +79,9 @@ fn log_help_snapshot() {
 
               --json
                   Print exactly one JSON document on stdout instead of text
+
+              --all
+                  Show the history of every branch (all arms of a campaign) in one walk, instead of REV's; with --graph, each branch is a lane
 
               --token <TOKEN>
                   Token for http(s):// remotes (clone/fetch/pull/push, and the files a partial clone fetches on demand). Overrides the BAT_TOKEN environment variable

@@ -6,16 +6,18 @@ use super::fasthash::FastHash;
 use super::json::{Map, Value};
 use super::numeric::{isclose, to_float};
 use super::pack::Pack;
-use super::summary::{finite_stage_scores, StageModel, SummaryError};
+use super::summary::{finite_stage_scores_at, show_value, Detail, StageModel, SummaryError};
 
 /// Why the gate could not be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GateError {
-    /// A contract check failed; the message is the contract's error code.
-    #[error("{}", crate::summary::describe_code(code))]
+    /// A contract check failed; `code` is the contract's error code.
+    #[error("{}", crate::summary::describe(code, detail.as_deref()))]
     Invalid {
         /// The contract's error code, e.g. `paired_cells_mismatch`.
         code: String,
+        /// Where the check failed and what it found, when known.
+        detail: Option<Box<Detail>>,
     },
     /// An input on which the reference crashes (KeyError, TypeError,
     /// OverflowError) rather than raising a contract code.
@@ -41,7 +43,7 @@ impl bat_error::Diagnostic for GateError {
 
     fn code(&self) -> Option<String> {
         match self {
-            GateError::Invalid { code } => Some(code.clone()),
+            GateError::Invalid { code, .. } => Some(code.clone()),
             _ => None,
         }
     }
@@ -50,7 +52,7 @@ impl bat_error::Diagnostic for GateError {
 impl From<SummaryError> for GateError {
     fn from(e: SummaryError) -> Self {
         match e {
-            SummaryError::Invalid { code } => GateError::Invalid { code },
+            SummaryError::Invalid { code, detail } => GateError::Invalid { code, detail },
             SummaryError::Pack { reason } => GateError::Pack { reason },
             SummaryError::Json { reason } => GateError::Crash {
                 kind: "JSONDecodeError".into(),
@@ -63,6 +65,15 @@ impl From<SummaryError> for GateError {
 fn invalid(code: &str) -> GateError {
     GateError::Invalid {
         code: code.to_string(),
+        detail: None,
+    }
+}
+
+/// A contract failure naming the summary field, its value and what is allowed.
+fn invalid_at(code: &str, field: &str, value: Option<&Value>, allowed: &str) -> GateError {
+    GateError::Invalid {
+        code: code.to_string(),
+        detail: Some(Box::new(Detail::new(field, value, allowed))),
     }
 }
 
@@ -161,42 +172,89 @@ fn float_or_crash(v: &Value) -> Result<f64, GateError> {
 /// §E.1 acceptance of one summary.
 fn accept<'a>(value: &'a Value, model: &GateModel) -> Result<&'a Map, GateError> {
     let Some(m) = value.as_object() else {
-        return Err(invalid("eval_summary_invalid"));
+        return Err(invalid_at(
+            "eval_summary_invalid",
+            "(the document)",
+            Some(value),
+            "a bat_eval_summary object",
+        ));
     };
-    if m.get("artifact_kind").and_then(Value::as_str) != Some("bat_eval_summary")
-        || m.get("status").and_then(Value::as_str) != Some("valid")
-    {
-        return Err(invalid("eval_summary_invalid"));
+    for (field, want) in [("artifact_kind", "bat_eval_summary"), ("status", "valid")] {
+        if m.get(field).and_then(Value::as_str) != Some(want) {
+            return Err(invalid_at(
+                "eval_summary_invalid",
+                field,
+                m.get(field),
+                &format!("\"{want}\""),
+            ));
+        }
     }
-    let means = m
-        .get("means")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("eval_means_invalid"))?;
+    let means = m.get("means").and_then(Value::as_object).ok_or_else(|| {
+        invalid_at(
+            "eval_means_invalid",
+            "means",
+            m.get("means"),
+            "an object with numbers task, agentic and overall",
+        )
+    })?;
     for key in ["task", "agentic", "overall"] {
+        let field = format!("means.{key}");
         match means.get(key) {
             Some(v) if is_number(v) => {
                 if !float_or_crash(v)?.is_finite() {
-                    return Err(invalid("eval_means_invalid"));
+                    return Err(invalid_at(
+                        "eval_means_invalid",
+                        &field,
+                        Some(v),
+                        "a finite number",
+                    ));
                 }
             }
-            _ => return Err(invalid("eval_means_invalid")),
+            other => {
+                return Err(invalid_at(
+                    "eval_means_invalid",
+                    &field,
+                    other,
+                    "a finite number",
+                ))
+            }
         }
     }
-    finite_stage_scores(m.get("stage_scores"), &model.stages)?;
+    finite_stage_scores_at(m.get("stage_scores"), &model.stages, "stage_scores")?;
     match m.get("checkpoint_sha256") {
         // Python's len() counts code points.
         Some(Value::Str(s)) if s.chars().count() == 64 => {}
-        _ => return Err(invalid("eval_checkpoint_binding_invalid")),
+        other => {
+            return Err(invalid_at(
+                "eval_checkpoint_binding_invalid",
+                "checkpoint_sha256",
+                other,
+                "the evaluated checkpoint's sha256, 64 hex characters",
+            ))
+        }
     }
     let cells_ok = matches!(m.get("cells"), Some(Value::Array(a)) if !a.is_empty());
-    let tracks = m
+    if !cells_ok {
+        return Err(invalid_at(
+            "eval_pairing_evidence_invalid",
+            "cells",
+            m.get("cells"),
+            "a non-empty list of the summary's cells",
+        ));
+    }
+    let Some(tracks) = m
         .get("track_scores")
         .and_then(Value::as_object)
-        .filter(|t| !t.is_empty());
-    let Some(tracks) = tracks.filter(|_| cells_ok) else {
-        return Err(invalid("eval_pairing_evidence_invalid"));
+        .filter(|t| !t.is_empty())
+    else {
+        return Err(invalid_at(
+            "eval_pairing_evidence_invalid",
+            "track_scores",
+            m.get("track_scores"),
+            "a non-empty object of per-track scores",
+        ));
     };
-    for (_, score) in tracks.iter() {
+    for (track, score) in tracks.iter() {
         let ok = match score {
             Value::Int(_) | Value::BigInt(_) | Value::Float(_) => {
                 float_or_crash(score)?.is_finite()
@@ -204,7 +262,12 @@ fn accept<'a>(value: &'a Value, model: &GateModel) -> Result<&'a Map, GateError>
             _ => false,
         };
         if !ok {
-            return Err(invalid("eval_track_scores_invalid"));
+            return Err(invalid_at(
+                "eval_track_scores_invalid",
+                &format!("track_scores.{track}"),
+                Some(score),
+                "a finite number",
+            ));
         }
     }
     Ok(m)
@@ -248,6 +311,51 @@ fn key_part(v: &Value) -> Result<KeyPart<'_>, GateError> {
 
 type CellKey<'a> = [KeyPart<'a>; 3];
 
+/// `paired_cells_mismatch`, naming the first cell (in file order) that one
+/// summary has and the other lacks.
+fn cells_mismatch(
+    b: &Map,
+    c: &Map,
+    bk: &HashSet<CellKey<'_>, FastHash>,
+    ck: &HashSet<CellKey<'_>, FastHash>,
+) -> GateError {
+    let first_missing = |m: &Map, other: &HashSet<CellKey<'_>, FastHash>| {
+        m.get("cells")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .find(|(_, cell)| {
+                cell.as_object()
+                    .and_then(|o| cell_key(o).ok())
+                    .is_some_and(|k| !other.contains(&k))
+            })
+            .map(|(i, cell)| {
+                let id = |k: &str| cell.get(k).map_or_else(|| "null".into(), show_value);
+                format!(
+                    "cell {i} ({}, {}, repeat {})",
+                    id("track"),
+                    id("task_id"),
+                    id("repeat")
+                )
+            })
+    };
+    let value = match (first_missing(b, ck), first_missing(c, bk)) {
+        (Some(x), _) => format!("the baseline's {x} is not in the candidate"),
+        (None, Some(y)) => format!("the candidate's {y} is not in the baseline"),
+        (None, None) => "the cell sets differ".to_string(),
+    };
+    GateError::Invalid {
+        code: "paired_cells_mismatch".to_string(),
+        detail: Some(Box::new(Detail {
+            cell: None,
+            field: "cells".to_string(),
+            value,
+            allowed: "the same (track, task_id, repeat) cells in both evaluations".to_string(),
+        })),
+    }
+}
+
 fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
     let cells = m
         .get("cells")
@@ -259,15 +367,20 @@ fn cell_keys(m: &Map) -> Result<HashSet<CellKey<'_>, FastHash>, GateError> {
             kind: "TypeError".into(),
             message: "summary cell is not an object".into(),
         })?;
-        let get = |k: &str| -> Result<KeyPart<'_>, GateError> {
-            key_part(c.get(k).ok_or_else(|| GateError::Crash {
-                kind: "KeyError".into(),
-                message: format!("'{k}'"),
-            })?)
-        };
-        out.insert([get("track")?, get("task_id")?, get("repeat")?]);
+        out.insert(cell_key(c)?);
     }
     Ok(out)
+}
+
+/// A summary cell's (track, task_id, repeat).
+fn cell_key(c: &Map) -> Result<CellKey<'_>, GateError> {
+    let get = |k: &str| -> Result<KeyPart<'_>, GateError> {
+        key_part(c.get(k).ok_or_else(|| GateError::Crash {
+            kind: "KeyError".into(),
+            message: format!("'{k}'"),
+        })?)
+    };
+    Ok([get("track")?, get("task_id")?, get("repeat")?])
 }
 
 /// The selection reason of [`select_target`].
@@ -283,8 +396,8 @@ pub fn select_target(
     promoted: bool,
     model: &StageModel,
 ) -> Result<(String, &'static str), GateError> {
-    let b = finite_stage_scores(baseline_stages, model)?;
-    let c = finite_stage_scores(candidate_stages, model)?;
+    let b = finite_stage_scores_at(baseline_stages, model, "baseline stage_scores")?;
+    let c = finite_stage_scores_at(candidate_stages, model, "candidate stage_scores")?;
     Ok(select_target_scores(&b, &c, promoted, model))
 }
 
@@ -333,6 +446,84 @@ pub fn training_healthy(health: &Value) -> bool {
     health.get("status").and_then(Value::as_str) == Some("passed")
 }
 
+/// Why a gate held, one sentence per failed check, read from a `gate.json`
+/// document (its `checks`, `deltas` and `thresholds`): which measure dropped,
+/// by how much, and the allowed drop. Empty when every check passed (or the
+/// document has no checks).
+pub fn hold_reasons(gate: &Value) -> Vec<String> {
+    let num = |v: Option<&Value>| v.and_then(|v| to_float(v).ok());
+    let fmt = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |x| format!("{x:.4}"));
+    let deltas = gate.get("deltas");
+    let delta = |k: &str| num(deltas.and_then(|d| d.get(k)));
+    let limit = |k: &str| fmt(num(gate.get("thresholds").and_then(|t| t.get(k))));
+    // The largest drop among the members of a `deltas` object (the last
+    // `last` of them, in key order, when given).
+    let worst = |k: &str, last: Option<usize>| -> Option<(String, f64)> {
+        let m = deltas.and_then(|d| d.get(k)).and_then(Value::as_object)?;
+        let skip = last.map_or(0, |n| m.len().saturating_sub(n));
+        let mut keyed: Vec<(&String, &Value)> = m.iter().collect();
+        keyed.sort_by(|a, b| a.0.cmp(b.0));
+        keyed
+            .into_iter()
+            .skip(skip)
+            .filter_map(|(name, v)| num(Some(v)).map(|x| (name.clone(), x)))
+            .fold(None, |best, (name, x)| match best {
+                Some((_, b)) if b >= x => best,
+                _ => Some((name, x)),
+            })
+    };
+    let Some(checks) = gate.get("checks").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (check, ok) in checks.iter() {
+        if ok.is_true() {
+            continue;
+        }
+        let why = match check.as_str() {
+            "training_health" => {
+                "training health: the trainer's training-health.json does not say status \"passed\""
+                    .to_string()
+            }
+            "overall_noninferiority" => format!(
+                "overall score dropped {} (allowed at most {})",
+                fmt(delta("overall_drop")),
+                limit("maximum_overall_drop")
+            ),
+            "task_noninferiority" => format!(
+                "task score dropped {} (allowed at most {})",
+                fmt(delta("task_drop")),
+                limit("maximum_task_drop")
+            ),
+            "per_track_regression" => match worst("track_drops", None) {
+                Some((t, x)) => format!(
+                    "track {t} dropped {} (allowed at most {})",
+                    fmt(Some(x)),
+                    limit("maximum_per_track_drop")
+                ),
+                None => "a track regressed beyond maximum_per_track_drop".to_string(),
+            },
+            "late_stage_regression" => match worst("stage_drops", Some(3)) {
+                Some((s, x)) => format!(
+                    "late stage {s} dropped {} (allowed at most {})",
+                    fmt(Some(x)),
+                    limit("maximum_late_stage_drop")
+                ),
+                None => "a late stage regressed beyond maximum_late_stage_drop".to_string(),
+            },
+            "catastrophic_forgetting" => format!(
+                "catastrophic forgetting: overall score dropped {} (must stay below {})",
+                fmt(delta("overall_drop")),
+                limit("catastrophic_overall_drop")
+            ),
+            "paired_cells" => "the two evaluations did not cover the same cells".to_string(),
+            other => format!("check {other} failed"),
+        };
+        out.push(why);
+    }
+    out
+}
+
 /// The gate's result.
 #[derive(Debug, Clone)]
 pub struct GateOutcome {
@@ -369,8 +560,9 @@ pub fn evaluate_gate(
 ) -> Result<GateOutcome, GateError> {
     let b = accept(baseline, model)?;
     let c = accept(candidate, model)?;
-    if cell_keys(b)? != cell_keys(c)? {
-        return Err(invalid("paired_cells_mismatch"));
+    let (bk, ck) = (cell_keys(b)?, cell_keys(c)?);
+    if bk != ck {
+        return Err(cells_mismatch(b, c, &bk, &ck));
     }
     let mean = |m: &Map, k: &str| -> Result<f64, GateError> {
         float_or_crash(
@@ -390,7 +582,24 @@ pub fn evaluate_gate(
     let bkeys: HashSet<&String> = bt.keys().collect();
     let ckeys: HashSet<&String> = ct.keys().collect();
     if bkeys != ckeys {
-        return Err(invalid("paired_tracks_mismatch"));
+        let only = |x: &HashSet<&String>, y: &HashSet<&String>| {
+            let mut v: Vec<&str> = x.difference(y).map(|s| s.as_str()).collect();
+            v.sort_unstable();
+            v.join(", ")
+        };
+        return Err(GateError::Invalid {
+            code: "paired_tracks_mismatch".to_string(),
+            detail: Some(Box::new(Detail {
+                cell: None,
+                field: "track_scores".to_string(),
+                value: format!(
+                    "tracks only in the baseline: [{}], only in the candidate: [{}]",
+                    only(&bkeys, &ckeys),
+                    only(&ckeys, &bkeys)
+                ),
+                allowed: "the same tracks in both evaluations".to_string(),
+            })),
+        });
     }
     let mut track_drops = Map::new();
     let mut max_track_drop: Option<f64> = None;
@@ -404,8 +613,8 @@ pub fn evaluate_gate(
         track_drops.insert(t.clone(), Value::Float(d));
     }
     let sm = &model.stages;
-    let bs = finite_stage_scores(b.get("stage_scores"), sm)?;
-    let cs = finite_stage_scores(c.get("stage_scores"), sm)?;
+    let bs = finite_stage_scores_at(b.get("stage_scores"), sm, "stage_scores")?;
+    let cs = finite_stage_scores_at(c.get("stage_scores"), sm, "stage_scores")?;
     let mut stage_drops = Map::new();
     let mut drops = Vec::with_capacity(sm.stages.len());
     for (i, s) in sm.stages.iter().enumerate() {

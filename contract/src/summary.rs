@@ -17,10 +17,12 @@ pub enum SummaryError {
         reason: String,
     },
     /// A contract check failed.
-    #[error("{}", describe_code(code))]
+    #[error("{}", describe(code, detail.as_deref()))]
     Invalid {
         /// The contract's error code, e.g. `evaluation_cell_2_invalid`.
         code: String,
+        /// Where the check failed and what it found, when known.
+        detail: Option<Box<Detail>>,
     },
     /// The pack lacks what the summary needs.
     #[error("pack is unusable for evaluation: {reason}")]
@@ -37,9 +39,87 @@ impl bat_error::Diagnostic for SummaryError {
 
     fn code(&self) -> Option<String> {
         match self {
-            SummaryError::Invalid { code } => Some(code.clone()),
+            SummaryError::Invalid { code, .. } => Some(code.clone()),
             _ => None,
         }
+    }
+}
+
+/// Where a contract check failed: the cell (for checks of one evaluation
+/// cell), the field, the value found and what the contract allows there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detail {
+    /// The 0-based index of the evaluation cell in `cells`, when the check
+    /// is about one cell.
+    pub cell: Option<usize>,
+    /// The field, as a dotted path inside the cell or document
+    /// (`task_score`, `stages.S2`, `means.task`).
+    pub field: String,
+    /// The value found, as short JSON text, or `missing`.
+    pub value: String,
+    /// What the contract allows in that field.
+    pub allowed: String,
+}
+
+impl Detail {
+    /// A detail for `field` holding `value` (None: the field is absent).
+    pub fn new(
+        field: impl Into<String>,
+        value: Option<&Value>,
+        allowed: impl Into<String>,
+    ) -> Detail {
+        Detail {
+            cell: None,
+            field: field.into(),
+            value: value.map_or_else(|| "missing".to_string(), show_value),
+            allowed: allowed.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Detail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(cell) = self.cell {
+            write!(f, "cell {cell}, ")?;
+        }
+        write!(
+            f,
+            "field `{}` is {}; allowed: {}",
+            self.field, self.value, self.allowed
+        )
+    }
+}
+
+/// A value as short JSON text for a message (long values are cut).
+pub fn show_value(v: &Value) -> String {
+    const MAX: usize = 80;
+    let text = super::json::canonical_json(v).unwrap_or_else(|_| match v {
+        Value::Float(x) => super::json::float_repr(*x),
+        _ => "an unencodable value".to_string(),
+    });
+    if text.chars().count() <= MAX {
+        return text;
+    }
+    let cut: String = text.chars().take(MAX).collect();
+    format!("{cut}… ({} characters)", text.chars().count())
+}
+
+/// The message of a contract code with its detail: the sentence, where and
+/// what (the cell is not repeated when the sentence names it), then the code
+/// to look up in docs/errors.md.
+pub(crate) fn describe(code: &str, detail: Option<&Detail>) -> String {
+    let sentence = describe_code(code);
+    match detail {
+        Some(d) => {
+            let mut d = d.clone();
+            if d.cell
+                .is_some_and(|c| sentence.contains(&format!("cell {c} ")))
+            {
+                d.cell = None;
+            }
+            format!("{sentence}: {d} (code {code})")
+        }
+        None => format!("{sentence} (code {code})"),
     }
 }
 
@@ -90,7 +170,34 @@ pub(crate) fn describe_code(code: &str) -> String {
 }
 
 pub(crate) fn invalid(code: impl Into<String>) -> SummaryError {
-    SummaryError::Invalid { code: code.into() }
+    SummaryError::Invalid {
+        code: code.into(),
+        detail: None,
+    }
+}
+
+/// A contract failure with where it happened and what was found.
+pub(crate) fn invalid_at(code: impl Into<String>, detail: Detail) -> SummaryError {
+    SummaryError::Invalid {
+        code: code.into(),
+        detail: Some(Box::new(detail)),
+    }
+}
+
+/// What a unit score may be.
+pub const UNIT_RANGE: &str = "a number in [0, 1] (not a boolean)";
+
+impl SummaryError {
+    /// The same error, said to be about evaluation cell `index`.
+    pub fn in_cell(mut self, index: usize) -> SummaryError {
+        if let SummaryError::Invalid {
+            detail: Some(d), ..
+        } = &mut self
+        {
+            d.cell = Some(index);
+        }
+        self
+    }
 }
 
 /// The stage list and weights the evaluation uses, read from a pack.
@@ -146,12 +253,24 @@ impl StageModel {
 /// The reference's `unit(v)`: a non-bool value whose Python `float()` is
 /// finite and in [0, 1]. `label` names the error (`{label}_invalid`).
 pub fn unit(v: &Value, label: &str) -> Result<f64, SummaryError> {
+    unit_at(v, label, label)
+}
+
+/// [`unit`], naming `field` (a dotted path) in the error's detail.
+fn unit_at(v: &Value, label: &str, field: &str) -> Result<f64, SummaryError> {
+    let fail = || {
+        let mut detail = Detail::new(field, Some(v), UNIT_RANGE);
+        if matches!(v, Value::Null) {
+            detail.value = "missing or null".to_string();
+        }
+        invalid_at(format!("{label}_invalid"), detail)
+    };
     if matches!(v, Value::Bool(_)) {
-        return Err(invalid(format!("{label}_invalid")));
+        return Err(fail());
     }
     match to_float(v) {
         Ok(x) if x.is_finite() && (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(invalid(format!("{label}_invalid"))),
+        _ => Err(fail()),
     }
 }
 
@@ -162,20 +281,92 @@ pub fn finite_stage_scores(
     v: Option<&Value>,
     model: &StageModel,
 ) -> Result<Vec<f64>, SummaryError> {
+    finite_stage_scores_at(v, model, "stages")
+}
+
+/// [`finite_stage_scores`], naming the object's field (`stages` in a cell,
+/// `stage_scores` in a summary) in the error's detail.
+pub fn finite_stage_scores_at(
+    v: Option<&Value>,
+    model: &StageModel,
+    field: &str,
+) -> Result<Vec<f64>, SummaryError> {
+    let allowed = || {
+        format!(
+            "an object with exactly the keys {}, each {UNIT_RANGE}",
+            model.stages.join(", ")
+        )
+    };
     let obj = match v {
         Some(Value::Object(m)) => m,
-        _ => return Err(invalid("stage_scores_invalid")),
+        _ => {
+            return Err(invalid_at(
+                "stage_scores_invalid",
+                Detail::new(field, v, allowed()),
+            ))
+        }
     };
     let keys: HashSet<&str> = obj.keys().map(String::as_str).collect();
     let want: HashSet<&str> = model.stages.iter().map(String::as_str).collect();
     if keys != want {
-        return Err(invalid("stage_scores_invalid"));
+        let mut missing: Vec<&str> = want.difference(&keys).copied().collect();
+        let mut extra: Vec<&str> = keys.difference(&want).copied().collect();
+        missing.sort_unstable();
+        extra.sort_unstable();
+        let mut found = Vec::new();
+        if !missing.is_empty() {
+            found.push(format!("missing {}", missing.join(", ")));
+        }
+        if !extra.is_empty() {
+            found.push(format!("unexpected {}", extra.join(", ")));
+        }
+        return Err(invalid_at(
+            "stage_scores_invalid",
+            Detail {
+                cell: None,
+                field: field.to_string(),
+                value: format!(
+                    "an object with keys {{{}}} ({})",
+                    {
+                        let mut k: Vec<&str> = keys.iter().copied().collect();
+                        k.sort_unstable();
+                        k.join(", ")
+                    },
+                    found.join("; ")
+                ),
+                allowed: allowed(),
+            },
+        ));
     }
     model
         .stages
         .iter()
-        .map(|s| unit(obj.get(s).unwrap_or(&Value::Null), s))
+        .map(|s| {
+            unit_at(
+                obj.get(s).unwrap_or(&Value::Null),
+                s,
+                &format!("{field}.{s}"),
+            )
+        })
         .collect()
+}
+
+/// Why the top level of a raw evaluation is refused.
+fn payload_invalid(raw: &Value) -> SummaryError {
+    let code = "evaluation_payload_invalid";
+    let Some(m) = raw.as_object() else {
+        return invalid_at(
+            code,
+            Detail::new("(the document)", Some(raw), "a JSON object"),
+        );
+    };
+    if !equals_one(m.get("schema_version")) {
+        return invalid_at(
+            code,
+            Detail::new("schema_version", m.get("schema_version"), "1"),
+        );
+    }
+    invalid_at(code, Detail::new("status", m.get("status"), "\"complete\""))
 }
 
 /// A cell's `repeat` as part of its identity. Ints outside i64 are kept as
@@ -216,11 +407,16 @@ pub fn build_summary(
         {
             m
         }
-        _ => return Err(invalid("evaluation_payload_invalid")),
+        _ => return Err(payload_invalid(&raw)),
     };
     let cells = match raw_obj.get("cells") {
         Some(Value::Array(a)) if !a.is_empty() => a,
-        _ => return Err(invalid("evaluation_cells_missing")),
+        other => {
+            return Err(invalid_at(
+                "evaluation_cells_missing",
+                Detail::new("cells", other, "a non-empty list of evaluation cells"),
+            ))
+        }
     };
 
     let n = cells.len();
@@ -236,7 +432,24 @@ pub fn build_summary(
     for (index, cell) in cells.iter().enumerate() {
         let cell = match cell {
             Value::Object(m) if m.get("valid").is_some_and(Value::is_true) => m,
-            _ => return Err(invalid(format!("evaluation_cell_{index}_invalid"))),
+            Value::Object(m) => {
+                return Err(invalid_at(
+                    format!("evaluation_cell_{index}_invalid"),
+                    Detail::new("valid", m.get("valid"), "true"),
+                )
+                .in_cell(index))
+            }
+            other => {
+                return Err(invalid_at(
+                    format!("evaluation_cell_{index}_invalid"),
+                    Detail::new(
+                        "(the cell)",
+                        Some(other),
+                        "an object with track, task_id, repeat, valid, task_score and stages",
+                    ),
+                )
+                .in_cell(index))
+            }
         };
         let track = cell
             .get("track")
@@ -252,26 +465,75 @@ pub fn build_summary(
             _ => None,
         };
         let (Some(track), Some(task_id), Some(repeat_key)) = (track, task_id, repeat) else {
-            return Err(invalid(format!("evaluation_cell_{index}_identity_invalid")));
+            let (field, allowed) = if track.is_none() {
+                (
+                    "track",
+                    "a non-empty string naming one of the request's tracks",
+                )
+            } else if task_id.is_none() {
+                (
+                    "task_id",
+                    "a non-empty string (the task's id from the request)",
+                )
+            } else {
+                ("repeat", "an integer >= 0")
+            };
+            return Err(invalid_at(
+                format!("evaluation_cell_{index}_identity_invalid"),
+                Detail::new(field, cell.get(field), allowed),
+            )
+            .in_cell(index));
         };
         if !keys.insert((track, task_id, repeat_key)) {
-            return Err(invalid("evaluation_cell_duplicate"));
+            let repeat_text = cell.get("repeat").map(show_value).unwrap_or_default();
+            let same = |c: &Value| {
+                c.get("track").and_then(Value::as_str) == Some(track)
+                    && c.get("task_id").and_then(Value::as_str) == Some(task_id)
+                    && c.get("repeat") == cell.get("repeat")
+            };
+            let first = cells[..index]
+                .iter()
+                .position(same)
+                .map_or_else(String::new, |i| format!(", already given by cell {i}"));
+            return Err(invalid_at(
+                "evaluation_cell_duplicate",
+                Detail {
+                    cell: Some(index),
+                    field: "(track, task_id, repeat)".to_string(),
+                    value: format!("({track:?}, {task_id:?}, {repeat_text}){first}"),
+                    allowed: "each (track, task_id, repeat) once".to_string(),
+                },
+            ));
         }
-        let task_score = unit(cell.get("task_score").unwrap_or(&Value::Null), "task_score")?;
-        let stages = finite_stage_scores(cell.get("stages"), &model)?;
+        let task_score = unit(cell.get("task_score").unwrap_or(&Value::Null), "task_score")
+            .map_err(|e| e.in_cell(index))?;
+        let stages =
+            finite_stage_scores(cell.get("stages"), &model).map_err(|e| e.in_cell(index))?;
         let agentic = model.agentic(&stages, mode);
         if let Some(declared) = cell
             .get("agentic_score")
             .filter(|v| !matches!(v, Value::Null))
         {
-            let declared = unit(declared, "agentic_score")?;
+            let declared = unit(declared, "agentic_score").map_err(|e| e.in_cell(index))?;
             if !isclose(declared, agentic, 1e-8) {
-                return Err(invalid(format!("evaluation_cell_{index}_agentic_mismatch")));
+                return Err(invalid_at(
+                    format!("evaluation_cell_{index}_agentic_mismatch"),
+                    Detail {
+                        cell: Some(index),
+                        field: "agentic_score".to_string(),
+                        value: super::json::float_repr(declared),
+                        allowed: format!(
+                            "the stage-weighted mean of the cell's stages, {} (within 1e-8), or leave it out",
+                            super::json::float_repr(agentic)
+                        ),
+                    },
+                ));
             }
         }
         // The reference re-checks both operands with unit(); the weighted mean
         // of unit scores cannot leave [0, 1], but a pack's weights could.
-        let overall = 0.5 * task_score + 0.5 * unit(&Value::Float(agentic), "agentic_score")?;
+        let overall = 0.5 * task_score
+            + 0.5 * unit(&Value::Float(agentic), "agentic_score").map_err(|e| e.in_cell(index))?;
 
         let mut stage_map = Map::new();
         for (s, x) in model.stages.iter().zip(&stages) {

@@ -184,12 +184,14 @@ fn contract_errors_are_sentences_with_their_codes_apart() {
         .iter()
         .map(|c| SummaryError::Invalid {
             code: c.to_string(),
+            detail: None,
         })
         .collect();
     let gates: Vec<GateError> = summary_codes
         .iter()
         .map(|c| GateError::Invalid {
             code: c.to_string(),
+            detail: None,
         })
         .collect();
     all.extend(summaries.iter().map(|e| e as &dyn Diagnostic));
@@ -215,6 +217,7 @@ fn codes_keep_the_reference_strings_and_messages_carry_the_values() {
     assert_eq!(e.code().as_deref(), Some("prompt_task_contract_mismatch"));
     let e = SummaryError::Invalid {
         code: "evaluation_cell_12_identity_invalid".into(),
+        detail: None,
     };
     assert_eq!(
         e.code().as_deref(),
@@ -223,6 +226,7 @@ fn codes_keep_the_reference_strings_and_messages_carry_the_values() {
     assert!(e.to_string().contains("cell 12"), "{e}");
     let e = GateError::Invalid {
         code: "S4_invalid".into(),
+        detail: None,
     };
     assert!(e.to_string().contains("stage S4"), "{e}");
     // Errors the reference has no code for have none.

@@ -118,7 +118,7 @@ impl Ledger {
     /// (one on a linear history) and the ids already queued, never the
     /// commits already shown. The whole walk is one read transaction.
     pub fn history(&self, start: CommitId, limit: Option<usize>) -> Result<History<'_, Commit>> {
-        History::new(self, start, limit)
+        History::new(self, &[start], limit)
     }
 
     /// [`Ledger::history`] with each commit's metadata left as its stored
@@ -129,7 +129,17 @@ impl Ledger {
         start: CommitId,
         limit: Option<usize>,
     ) -> Result<History<'_, RawCommit>> {
-        History::new(self, start, limit)
+        History::new(self, &[start], limit)
+    }
+
+    /// [`Ledger::history_raw`] from several starts at once (`bat log --all`):
+    /// one walk, newest first, each commit once however many starts reach it.
+    pub fn history_raw_from(
+        &self,
+        starts: &[CommitId],
+        limit: Option<usize>,
+    ) -> Result<History<'_, RawCommit>> {
+        History::new(self, starts, limit)
     }
 
     /// A commit, from the index copy of its bytes when there is one (checked
@@ -372,7 +382,7 @@ impl HistoryCommit for RawCommit {
 }
 
 impl<'a, C: HistoryCommit> History<'a, C> {
-    fn new(ledger: &'a Ledger, start: CommitId, limit: Option<usize>) -> Result<Self> {
+    fn new(ledger: &'a Ledger, starts: &[CommitId], limit: Option<usize>) -> Result<Self> {
         let tx = ReadTx::begin(&ledger.db)?;
         let mut h = History {
             ledger,
@@ -383,10 +393,14 @@ impl<'a, C: HistoryCommit> History<'a, C> {
             failed: false,
             _tx: tx,
         };
-        let c = C::load(ledger, &start)?;
-        h.seen.insert(start);
-        h.heap.push((c.time(), start));
-        h.queued.insert(start, c);
+        for &start in starts {
+            if !h.seen.insert(start) {
+                continue;
+            }
+            let c = C::load(ledger, &start)?;
+            h.heap.push((c.time(), start));
+            h.queued.insert(start, c);
+        }
         Ok(h)
     }
 

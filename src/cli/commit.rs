@@ -24,8 +24,8 @@ use bat_contract::pack::Pack;
 /// records any directory as it is.
 #[derive(Debug, Args)]
 pub struct CommitArgs {
-    /// The directory to record. (Named `source` so its clap id does not
-    /// collide with the global `-C DIR`.)
+    /// The directory to record.
+    // Named `source` so its clap id does not collide with the global `-C DIR`.
     #[arg(value_name = "DIR")]
     pub source: PathBuf,
     /// Commit message (required for plain directories; rounds get one
@@ -205,6 +205,23 @@ fn default_code_repo() -> Option<PathBuf> {
     Some(cwd)
 }
 
+/// A round commit records the child logs of rounds `bat run` or `bat replay`
+/// ran (their loop record names them); a `logs/` folder in a round directory
+/// committed by hand is not part of the round and is left out, which the
+/// user is told.
+fn dropped_logs_warning(round_dir: &std::path::Path) -> Option<String> {
+    let logs = round_dir.join(bat::round::meta::LOG_TREE_DIR);
+    let files = std::fs::read_dir(&logs).ok()?.count();
+    (files > 0).then(|| {
+        format!(
+            "{} ({files} entries) was not recorded: a round commit keeps only the logs of rounds \
+             `bat run` or `bat replay` ran; keep the folder elsewhere or record it with \
+             `bat commit --plain`",
+            logs.display()
+        )
+    })
+}
+
 fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
     if args.delta_base.is_some() {
         return Err(CliError::new("--delta-base applies to plain directories")
@@ -243,13 +260,16 @@ fn run_round(args: CommitArgs, author: String, g: &Session) -> CliResult {
     }
     let bars = Bars::new(g);
     let ctx = bat::Ctx::new(&bars, g.cancel());
-    let out = commit_round(&mut l, &args.source, &opts, &ctx).map_err(|e| match e {
+    let mut out = commit_round(&mut l, &args.source, &opts, &ctx).map_err(|e| match e {
         RoundError::Ledger(bat_ledger::Error::Cancelled) => CliError::interrupted(format!(
             "commit of round {} stopped before anything was recorded (no ref moved)",
             args.source.display()
         )),
         other => CliError::from(other),
     })?;
+    if let Some(w) = dropped_logs_warning(&args.source) {
+        out.warnings.push(w);
+    }
     for w in &out.warnings {
         eprintln!("warning: {w}");
     }

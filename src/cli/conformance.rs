@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{print_json, CliResult, Session};
+use super::{print_json, CliError, CliResult, Session};
 use bat_contract::conformance::{self, Options};
 use bat_contract::eval_conformance::pack_matches_reference_versions;
 use bat_contract::pack::Pack;
@@ -29,11 +29,40 @@ struct Report<'a> {
     exact: bool,
 }
 
+/// Refuse a vector directory that is missing or not a directory: running
+/// nothing must not look like passing.
+fn check_vector_dir(dir: &std::path::Path) -> Result<(), CliError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::new(format!(
+            "{} is not a directory of conformance vectors",
+            dir.display()
+        ))),
+        Err(e) => Err(CliError::new(format!(
+            "cannot read the conformance directory {}: {e}",
+            dir.display()
+        ))
+        .with_hint(
+            "pass the conformance directory itself, e.g. `bat conformance ../shared/conformance`",
+        )),
+    }
+}
+
 /// Run `bat conformance`.
 pub fn run(a: ConformanceArgs, g: &Session) -> CliResult {
+    check_vector_dir(&a.dir)?;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let exact = pack_matches_reference_versions(&a.dir, &pack);
     let results = conformance::run(&a.dir, &Options { pack: &pack, exact });
+    if results.is_empty() {
+        return Err(CliError::new(format!(
+            "{} holds no conformance vectors (no case files were found in it)",
+            a.dir.display()
+        ))
+        .with_hint(
+            "pass the conformance directory itself, e.g. `bat conformance ../shared/conformance`",
+        ));
+    }
     let failed = results.iter().filter(|r| !r.passed).count();
     let passed = results.len() - failed;
     if g.json {

@@ -48,6 +48,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     let dir = display_path(&dir);
     let bat = std::env::current_exe()
         .map_err(|e| CliError::new(format!("cannot find the bat binary: {e}")))?;
+    let (cmd, not_on_path) = command_name(&bat);
     let mut progress = RoundProgress::new("bat demo", g.json, false);
     let report = demo::run_demo(
         &dir,
@@ -83,9 +84,13 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     outln!("took        {:.1} s", started.elapsed().as_secs_f64());
     outln!();
     outln!("next:");
-    outln!("  bat -C {d} log");
-    outln!("  bat -C {d} log {b}");
-    outln!("  bat -C {d} compare main {b}");
+    if not_on_path {
+        outln!("  # `bat` on PATH is not this binary, so the commands name it by path;");
+        outln!("  # `cargo install --path .` in the bat checkout puts it on PATH");
+    }
+    outln!("  {cmd} -C {d} log");
+    outln!("  {cmd} -C {d} log {b}");
+    outln!("  {cmd} -C {d} compare main {b}");
     let last = report
         .comparison
         .a
@@ -93,15 +98,40 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
         .last()
         .map(|r| r.round_id.clone())
         .unwrap_or_else(|| "r01".into());
-    outln!("  bat -C {d} diff main {b}        # the two arms' last rounds, section by section");
+    outln!("  {cmd} -C {d} diff main {b}        # the two arms' last rounds, section by section");
     let verify_round = if report.rounds >= 3 {
         "r03"
     } else {
         last.as_str()
     };
     outln!(
-        "  bat -C {d} replay {verify_round} --verify  # re-run a round: bit-identical artifacts"
+        "  {cmd} -C {d} replay {verify_round} --verify  # re-run a round: bit-identical artifacts"
     );
-    outln!("  bat -C {d} replay r01..{last} --ablate target=S3");
+    outln!("  {cmd} -C {d} replay r01..{last} --ablate target=S3");
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the printed commands name bat: `bat` when the `bat` found on PATH is
+/// this very binary, else this binary's path (shell-quoted), so that every
+/// command the demo prints runs as printed. The flag says it was not on PATH.
+fn command_name(exe: &std::path::Path) -> (String, bool) {
+    let me = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .any(|dir| std::fs::canonicalize(dir.join("bat")).is_ok_and(|found| found == me))
+    });
+    if on_path {
+        return ("bat".to_string(), false);
+    }
+    let text = exe.display().to_string();
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%".contains(&b));
+    let quoted = if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    };
+    (quoted, true)
 }

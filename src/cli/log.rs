@@ -36,6 +36,10 @@ pub struct LogArgs {
     /// Draw the history's lanes (merges, forks) as ASCII art on the left.
     #[arg(long)]
     pub graph: bool,
+    /// Show the history of every branch (all arms of a campaign) in one
+    /// walk, instead of REV's; with --graph, each branch is a lane.
+    #[arg(long, conflicts_with = "rev")]
+    pub all: bool,
 }
 
 /// Run `bat log`. Output is produced as history is read (one commit at a
@@ -43,7 +47,12 @@ pub struct LogArgs {
 /// quietly.
 pub fn run(args: LogArgs, g: &Session) -> CliResult {
     let l = open(g)?;
-    let start = resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?;
+    let start = if args.all {
+        all_branch_tips(&l)?
+    } else {
+        vec![resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?]
+    };
+    let start = start.as_slice();
     let mut w = BufWriter::with_capacity(1 << 16, super::output::Stdout);
     let view = View {
         n: args.n,
@@ -62,6 +71,24 @@ pub fn run(args: LogArgs, g: &Session) -> CliResult {
         Ok(()) | Err(Stop::Pipe) => Ok(ExitCode::SUCCESS),
         Err(Stop::Cli(e)) => Err(e),
     }
+}
+
+/// `--all`: the tip of every branch (HEAD's first), each once.
+fn all_branch_tips(l: &Ledger) -> Result<Vec<CommitId>, super::CliError> {
+    let mut tips = Vec::new();
+    if let Ok(head) = resolve(l, "HEAD") {
+        tips.push(head);
+    }
+    for (_, id) in l.list_refs("refs/heads/").map_err(lerr)? {
+        if !tips.contains(&id) {
+            tips.push(id);
+        }
+    }
+    if tips.is_empty() {
+        return Err(super::CliError::new("the ledger has no commits yet")
+            .with_hint("record one with `bat commit` or `bat run`"));
+    }
+    Ok(tips)
 }
 
 /// Why writing the log stopped early.
@@ -121,7 +148,7 @@ struct JsonEntry<'a> {
 /// metadata member is each commit's stored (compact, canonical) JSON text.
 fn write_json(
     l: &Ledger,
-    start: CommitId,
+    start: &[CommitId],
     n: Option<usize>,
     w: &mut impl Write,
 ) -> Result<(), Stop> {
@@ -129,7 +156,7 @@ fn write_json(
     let audits = Audits::load(l)?;
     let mut ser = serde_json::Serializer::pretty(&mut *w);
     let mut seq = ser.serialize_seq(None)?;
-    for item in l.history_raw(start, n).map_err(lerr)? {
+    for item in l.history_raw_from(start, n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         let audit = audits.cell(l, &id, &c.metadata)?;
         seq.serialize_element(&JsonEntry {
@@ -160,10 +187,15 @@ struct View {
 }
 
 /// Plain commits, git style (with `--graph`, the lanes before each line).
-fn write_plain(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
+fn write_plain(
+    l: &Ledger,
+    start: &[CommitId],
+    mut v: View,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     let marks = refs_of(l)?;
     let p = v.paint;
-    for item in l.history_raw(start, v.n).map_err(lerr)? {
+    for item in l.history_raw_from(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         let (node, after, cont) = match v.graph.as_mut() {
             Some(gr) => {
@@ -207,11 +239,15 @@ fn write_plain(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> 
 /// Does the history to be shown hold a round (or revert) commit? A first
 /// pass through the index that stops at the first one, so the table/plain
 /// choice is made before anything is printed without holding the history.
-fn any_round_like(l: &Ledger, start: CommitId, n: Option<usize>) -> Result<bool, super::CliError> {
+fn any_round_like(
+    l: &Ledger,
+    start: &[CommitId],
+    n: Option<usize>,
+) -> Result<bool, super::CliError> {
     // The `kind` field index cannot answer this: `bat commit --meta` may
     // carry a round's metadata without indexing it, and older ledgers never
     // indexed it. The walk stops at the first round-like commit.
-    for item in l.history_raw(start, n).map_err(lerr)? {
+    for item in l.history_raw_from(start, n).map_err(lerr)? {
         if Headline::parse(&item.map_err(lerr)?.1.metadata).is_round_like() {
             return Ok(true);
         }
@@ -294,7 +330,12 @@ const TABLE_BATCH: usize = 256;
 const STAGES: [&str; 5] = ["S1", "S2", "S3", "S4", "S5"];
 
 /// The log table, written in batches of [`TABLE_BATCH`] rows.
-fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> Result<(), Stop> {
+fn write_table(
+    l: &Ledger,
+    start: &[CommitId],
+    mut v: View,
+    w: &mut impl Write,
+) -> Result<(), Stop> {
     let marks = refs_of(l)?;
     let audits = Audits::load(l)?;
     let mut cols: Vec<(&str, Align)> = Vec::new();
@@ -325,7 +366,7 @@ fn write_table(l: &Ledger, start: CommitId, mut v: View, w: &mut impl Write) -> 
         Ok(())
     };
     let mut rows = 0usize;
-    for item in l.history_raw(start, v.n).map_err(lerr)? {
+    for item in l.history_raw_from(start, v.n).map_err(lerr)? {
         let (id, c) = item.map_err(lerr)?;
         let drawn = v.graph.as_mut().map(|gr| gr.next(id, &c.parents));
         let mut cells = Vec::new();

@@ -80,8 +80,10 @@ pub mod transfer_common;
 #[derive(Debug, Parser)]
 #[command(name = "bat", version, about, long_about = None, after_help = error::EXIT_CODES_HELP)]
 pub struct Cli {
-    /// Run as if bat was started in DIR (the ledger is found by walking up
-    /// from there). Overrides the BAT_DIR environment variable.
+    /// Find the ledger from DIR (walking up from there) instead of from the
+    /// current directory. Overrides the BAT_DIR environment variable. Other
+    /// paths, given or printed, stay relative to the current working
+    /// directory (unlike `git -C`).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 

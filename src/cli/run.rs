@@ -164,6 +164,8 @@ struct CliObserver<'a> {
     /// Test hook (`BAT_TEST_CHILD_RECORD_DELAY`): sleep between the spawn
     /// of the child with this label and recording its group in the lock.
     record_delay: Option<(String, std::time::Duration)>,
+    /// Why each round of this process's run held (closing summary).
+    holds: Holds,
 }
 
 impl OutputSink for CliObserver<'_> {
@@ -223,7 +225,14 @@ impl Observer for CliObserver<'_> {
                 round_id,
                 gate_status,
                 next_target_stage,
-            } => format!("{round_id}: gate {gate_status}, next target {next_target_stage}"),
+                hold_reasons,
+            } => gated_line(
+                &mut self.holds,
+                round_id,
+                *gate_status,
+                next_target_stage,
+                hold_reasons,
+            ),
             LoopEvent::Recorded { round_id, note } => {
                 self.recorded += 1;
                 format!("{round_id}: {note}")
@@ -231,6 +240,32 @@ impl Observer for CliObserver<'_> {
         };
         eprintln!("bat run: {line}");
     }
+}
+
+/// The progress line of a gate decision; a hold says why (and is kept for
+/// the closing summary).
+fn gated_line(
+    holds: &mut Holds,
+    round_id: &str,
+    gate_status: bat_contract::vocabulary::GateStatus,
+    next_target_stage: &str,
+    hold_reasons: &[String],
+) -> String {
+    let mut line = format!("{round_id}: gate {gate_status}, next target {next_target_stage}");
+    if !hold_reasons.is_empty() {
+        let why = hold_reasons.join("; ");
+        line.push_str(&format!(" (held: {why})"));
+        holds.insert(round_id.to_string(), why);
+    }
+    line
+}
+
+/// `  held: WHY` after a held round of the closing summary, when this run
+/// gated it.
+fn hold_suffix(holds: &Holds, round_id: &str) -> String {
+    holds
+        .get(round_id)
+        .map_or_else(String::new, |why| format!("  held: {why}"))
 }
 
 /// Read a template file and check its placeholders (`extra`: ones the
@@ -472,8 +507,9 @@ fn arms(a: &RunArgs, ledger: &bat_ledger::Ledger) -> Result<(Vec<ArmSpec>, Vec<u
 
 /// How one campaign of the run ended.
 enum ArmEnd {
-    /// All its rounds are committed (by the run with this id).
-    Complete(LoopOutcome, String),
+    /// All its rounds are committed (by the run with this id; why held
+    /// rounds held, by round id).
+    Complete(LoopOutcome, String, Holds),
     /// Stopped by a signal: exit with this code.
     Stopped(ExitCode),
 }
@@ -520,6 +556,7 @@ fn run_arm(
             lock,
             recorded: 0,
             record_delay: g.child_record_delay.clone(),
+            holds: Default::default(),
         },
         supervision,
     };
@@ -538,7 +575,7 @@ fn run_arm(
     let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();
     match result {
-        Ok(o) => Ok((campaign, ArmEnd::Complete(o, run_id))),
+        Ok(o) => Ok((campaign, ArmEnd::Complete(o, run_id, observer.inner.holds))),
         Err(e) => {
             let hint = format!(
                 "{} (logs: {})",
@@ -564,6 +601,9 @@ fn head_of(ledger: &bat_ledger::Ledger, branch: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Why each held round held, by round id.
+type Holds = std::collections::BTreeMap<String, String>;
+
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
@@ -587,8 +627,8 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             eprintln!("bat run: seed {} on {b}", arm.seed.unwrap_or_default());
         }
         let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision)?;
-        let (outcome, run_id) = match end {
-            ArmEnd::Complete(o, run_id) => (o, run_id),
+        let (outcome, run_id, holds) = match end {
+            ArmEnd::Complete(o, run_id, holds) => (o, run_id, holds),
             ArmEnd::Stopped(code) => return Ok(code),
         };
         // The arm's branch, or HEAD when the run committed to it.
@@ -597,14 +637,14 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
             if g.json {
                 out!("{}", json::pretty_json_file(&outcome.document()));
             } else {
-                print_summary(&ledger, &campaign, rev, &run_id, &outcome)?;
+                print_summary(&ledger, &campaign, rev, &run_id, &outcome, &holds)?;
             }
             return Ok(ExitCode::SUCCESS);
         };
         let head = head_of(&ledger, branch);
         if !g.json {
             outln!("seed {} on {branch} (head {head}):", campaign.seed());
-            print_summary(&ledger, &campaign, rev, &run_id, &outcome)?;
+            print_summary(&ledger, &campaign, rev, &run_id, &outcome, &holds)?;
         }
         let run: serde_json::Value =
             serde_json::from_str(&json::pretty_json_file(&outcome.document()))
@@ -630,6 +670,7 @@ fn print_summary(
     rev: &str,
     run_id: &str,
     outcome: &bat::engine::rounds::LoopOutcome,
+    holds: &Holds,
 ) -> Result<(), CliError> {
     // This run's round commits by round id, and the rounds reverted since.
     let mut commits = std::collections::BTreeMap::new();
@@ -662,11 +703,12 @@ fn print_summary(
             .get(&h.round_id)
             .is_some_and(|c| reverted.contains(c));
         outln!(
-            "  {}  {:<3} {:<8} candidate {}{}",
+            "  {}  {:<3} {:<8} candidate {}{}{}",
             h.round_id,
             h.target_stage,
             h.gate_status.map_or("", |s| s.as_str()),
             h.candidate_checkpoint_sha256.get(..12).unwrap_or(""),
+            hold_suffix(holds, &h.round_id),
             if undone { "  (reverted)" } else { "" }
         );
     }

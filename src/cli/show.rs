@@ -164,8 +164,11 @@ fn summary(l: &Ledger, c: &Commit, m: &RoundMeta, p: Paint) -> Result<(), super:
             format!("{gate}, next target {}", m.next_target_stage)
         )
     );
-    if let Some(l) = &m.loop_meta {
-        outln!("{}", row("seed", seed_text(&l.campaign)));
+    if let Some(lm) = &m.loop_meta {
+        outln!("{}", row("seed", seed_text(&lm.campaign)));
+    }
+    if !m.gate_status.is_promote() {
+        outln!("{}", row("held", hold_text(l, c)?));
     }
     let scores = m.score_values();
     let mut t = Table::with_header(
@@ -203,6 +206,23 @@ fn seed_text(c: &bat::round::campaign::Campaign) -> String {
         (None, true) => format!("{seed} (the simulator's campaign seed)"),
         (None, false) => format!("{seed} (not recorded; the default)"),
     }
+}
+
+/// Why the gate held, from the round's `gate.json` (its failed checks with
+/// the drops and the allowed drops).
+fn hold_text(l: &Ledger, c: &Commit) -> Result<String, super::CliError> {
+    let Some(e) = l.lookup_path(&c.tree, "gate.json").map_err(lerr)? else {
+        return Ok("gate.json not recorded".into());
+    };
+    let Ok(gate) = bat_contract::json::parse_bytes(&l.read_bytes(&e.id).map_err(lerr)?) else {
+        return Ok("gate.json does not parse".into());
+    };
+    let reasons = bat_contract::gate::hold_reasons(&gate);
+    Ok(if reasons.is_empty() {
+        "no failed check recorded in gate.json".into()
+    } else {
+        reasons.join("; ")
+    })
 }
 
 /// The trainer's measured compute from the round's `provenance.json`.

@@ -241,6 +241,9 @@ pub enum LoopEvent<'a> {
         gate_status: GateStatus,
         /// The next target.
         next_target_stage: &'a str,
+        /// Why the gate held, one sentence per failed check (empty on
+        /// promote).
+        hold_reasons: &'a [String],
     },
     /// The round was handed to the sink successfully.
     Recorded {
@@ -533,10 +536,12 @@ pub fn run_loop(
         }
         state.target_stage = outcome.target_stage.clone();
         state.completed_rounds = n;
+        let hold_reasons = bat_contract::gate::hold_reasons(&outcome.gate);
         observer.event(&LoopEvent::Gated {
             round_id: &rid,
             gate_status,
             next_target_stage: &state.target_stage,
+            hold_reasons: &hold_reasons,
         });
         write_atomic(
             &w.join("state.json"),
