@@ -1,31 +1,37 @@
-//! `bat demo`: a BaT campaign and its terminal-reward ablation in a new
-//! ledger, compared.
+//! `bat demo`: a small experiment in a new ledger — BaT campaigns and their
+//! terminal-reward ablations over several seeds, compared with confidence
+//! intervals.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::compare_text::render;
+use super::compare_text::render_experiment;
 use super::ledger_common::display_path;
 use super::round_progress::RoundProgress;
 use super::{print_json, CliError, CliResult, Session};
-use bat::demo::{self, DemoOptions, DEMO_ROUNDS};
+use bat::demo::{self, DemoOptions, DEMO_ROUNDS, DEMO_SEEDS};
 
-/// Run a first session with the embedded simulator: create a ledger, run a
-/// 10-round BaT campaign on branch `main` (one commit per round), replay
-/// the whole chain as a terminal-reward GRPO ablation at the same compute
-/// on a replay branch, and print the comparison (base → final Overall,
-/// task, agentic and S1–S5 per arm, measured compute), the ledger's
-/// location and the commands to try next.
+/// Run a first session with the embedded simulator: create a ledger; for
+/// each of 3 seeds run a 10-round BaT campaign as its own arm `bat/s<seed>`
+/// (one commit per round) and replay its whole chain as a terminal-reward
+/// GRPO ablation at the same compute on `terminal/s<seed>`; then compare
+/// the two arms with bootstrap confidence intervals (mean, IQM, the
+/// difference, the probability of improvement and a verdict) and print the
+/// ledger's location and the commands to try next. `main` names the first
+/// seed's BaT arm.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where to create the ledger (new or empty). Default: a new directory
     /// under the system temporary directory, whose path is printed.
     pub dir: Option<PathBuf>,
-    /// Campaign seed of the simulator.
+    /// The first seed of the simulator; the others follow it.
     #[arg(long, value_name = "S", default_value_t = bat::sim::DEFAULT_SEED)]
     pub seed: u64,
+    /// Seeds per arm.
+    #[arg(long, value_name = "N", default_value_t = DEMO_SEEDS, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub seeds: u64,
     /// Rounds per arm (for quick checks).
     #[arg(long, value_name = "N", default_value_t = DEMO_ROUNDS, hide = true)]
     pub rounds: i64,
@@ -56,6 +62,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
             rounds: args.rounds,
             batches: args.batches,
             seed: args.seed,
+            seeds: args.seeds,
             bat,
         },
         &mut progress,
@@ -70,17 +77,22 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     let d = report.dir.display();
     let b = &report.replay_branch;
     outln!(
-        "BaT campaign ({} rounds, simulator seed {}) vs. terminal-reward GRPO replay at the same compute\n",
-        report.rounds, report.seed
+        "BaT vs. terminal-reward GRPO at the same compute: {} seeds x {} rounds per arm (simulator)\n",
+        report.seeds.len(),
+        report.rounds
     );
-    out!("{}", render(&report.comparison, g.paint));
+    out!("{}", render_experiment(&report.experiment, false, g.paint));
     outln!();
     outln!("ledger      {d}/.bat");
     outln!(
-        "arm A       branch {} (BaT: stage rewards, S-targets)",
-        report.campaign_branch
+        "arm bat     {} (BaT: stage rewards, S-targets)",
+        report.bat_branches.join(", ")
     );
-    outln!("arm B       branch {b} (replay of every round with reward=terminal)");
+    outln!(
+        "arm terminal {} (replays of every round with reward=terminal)",
+        report.terminal_branches.join(", ")
+    );
+    outln!("main        = {} (HEAD)", report.bat_branches[0]);
     outln!("took        {:.1} s", started.elapsed().as_secs_f64());
     outln!();
     outln!("next:");
@@ -88,9 +100,8 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
         outln!("  # `bat` on PATH is not this binary, so the commands name it by path;");
         outln!("  # `cargo install --path .` in the bat checkout puts it on PATH");
     }
-    outln!("  {cmd} -C {d} log");
-    outln!("  {cmd} -C {d} log {b}");
-    outln!("  {cmd} -C {d} compare main {b}");
+    outln!("  {cmd} -C {d} log --graph --all");
+    outln!("  {cmd} -C {d} compare 'bat/*' 'terminal/*' --per-round");
     let last = report
         .comparison
         .a
@@ -98,7 +109,10 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
         .last()
         .map(|r| r.round_id.clone())
         .unwrap_or_else(|| "r01".into());
-    outln!("  {cmd} -C {d} diff main {b}        # the two arms' last rounds, section by section");
+    outln!(
+        "  {cmd} -C {d} diff main {b}        # seed {}'s two arms, section by section",
+        report.seed
+    );
     let verify_round = if report.rounds >= 3 {
         "r03"
     } else {
@@ -107,7 +121,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     outln!(
         "  {cmd} -C {d} replay {verify_round} --verify  # re-run a round: bit-identical artifacts"
     );
-    outln!("  {cmd} -C {d} replay r01..{last} --ablate target=S3");
+    outln!("  {cmd} -C {d} report 'bat/*' 'terminal/*' -o report.html");
     Ok(ExitCode::SUCCESS)
 }
 
