@@ -12,7 +12,7 @@ use bat_ledger::remote::bundle::{create_bundle, BUNDLE_MAGIC, BUNDLE_VERSION_PLA
 use bat_ledger::remote::transfer::{fetch, push, send_plan};
 use bat_ledger::remote::wire::{decode_stream, encode_stream, WireWriter};
 use bat_ledger::remote::{Bundle, DirRemote, RemoteError, WireBody, WireObject};
-use bat_ledger::{CommitId, Error, GcOptions, Ledger, NoProgress, ObjectId};
+use bat_ledger::{CommitId, Error, GcOptions, Ledger, LockMode, NoProgress, ObjectId};
 use common::{no, series_ledger};
 
 /// The id and size of `path` in `commit`.
@@ -29,8 +29,11 @@ fn file_of(l: &Ledger, commit: CommitId, path: &str) -> (ObjectId, u64) {
 
 /// A 3-round ledger whose first model checkpoint is pruned.
 fn pruned(root: &Path) -> (Ledger, Vec<CommitId>, ObjectId) {
-    let (mut l, commits) = series_ledger(root, 3, 3);
+    let (l, commits) = series_ledger(root, 3, 3);
     let (model, _) = file_of(&l, commits[0], "candidate/model.safetensors");
+    let dir = l.dir().to_path_buf();
+    drop(l);
+    let mut l = Ledger::open_with(&dir, LockMode::Exclusive).expect("open for gc");
     let opts = GcOptions {
         prune: vec![model],
         policy: "last=2".into(),
@@ -96,7 +99,7 @@ fn pruned_files_bundle_push_and_restore() {
     )
     .expect("push of pruned history");
     drop(c);
-    let c = Ledger::open(&c_dir).expect("open");
+    let c = Ledger::open(&c_dir.join(".bat")).expect("open");
     assert_eq!(fsck_pruned(&c), 1);
     drop(c);
 
