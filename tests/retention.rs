@@ -199,7 +199,7 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
     assert!(!env.root().join("r02").exists(), "nothing half-written");
 
     // Pushing history whose checkpoints are pruned here to a remote that
-    // lacks them says the same, not "missing".
+    // lacks them sends them as absent: the remote records them as pruned.
     let empty = env.root().join("empty");
     ok(crate::common::bat()
         .arg("init")
@@ -211,12 +211,13 @@ fn ten_round_campaign_keeps_promoted_and_last_three_and_fetch_restores_the_rest(
         .arg(&empty)
         .output()
         .expect("remote add"));
-    let out = bat(&dir)
+    ok(bat(&dir)
         .args(["push", "empty", "main"])
         .output()
-        .expect("push");
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("was pruned by"), "{}", stderr(&out));
+        .expect("push"));
+    let fsck = json(bat(&empty).arg("fsck"));
+    assert_eq!(fsck["ok"], true, "{fsck}");
+    assert!(fsck["pruned_files"].as_u64() > Some(0), "{fsck}");
 
     // Fetch from a remote that has them brings them back, verified.
     ok(bat(&dir)

@@ -77,5 +77,6 @@ mod serve_cli;
 mod serve_hostile;
 mod serve_private;
 mod serve_transfer;
+mod share_pruned;
 mod sim_cli;
 mod terminal_cli;

@@ -14,6 +14,7 @@ mod error_messages;
 mod high_exceptions_props;
 mod joint_props;
 mod library;
+mod remote_absent;
 mod remote_bundle;
 mod remote_peer;
 mod remote_resume;

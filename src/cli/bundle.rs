@@ -103,11 +103,12 @@ fn create(file: PathBuf, revs: Vec<String>, g: &Session) -> CliResult {
         print_json(&serde_json::json!({"file": display_path(&file), "summary": s}))?;
     } else {
         outln!(
-            "Wrote {} ({} refs, {} objects, {} bytes)",
+            "Wrote {} ({} refs, {} objects, {} bytes{})",
             file.display(),
             s.refs.len(),
             s.objects,
-            s.file_bytes
+            s.file_bytes,
+            absent_note(s.absent)
         );
     }
     ok()
@@ -122,15 +123,25 @@ fn verify(file: PathBuf, g: &Session) -> CliResult {
         print_json(&serde_json::json!({"file": display_path(&file), "ok": true, "summary": s}))?;
     } else {
         outln!(
-            "{}: ok ({} refs, {} objects, {} bytes; every object verified, every ref complete)",
+            "{}: ok ({} refs, {} objects, {} bytes{}; every object verified, every ref complete)",
             file.display(),
             s.refs.len(),
             s.objects,
-            s.file_bytes
+            s.file_bytes,
+            absent_note(s.absent)
         );
         for (n, c) in &s.refs {
             outln!("  {n} {}", &c.to_string()[..12]);
         }
     }
     ok()
+}
+
+/// ", N files pruned (carried as absent)" when a bundle has absent entries.
+fn absent_note(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} files pruned (carried as absent)")
+    }
 }

@@ -28,6 +28,11 @@ pub struct CloneArgs {
     /// Also copy private raw evaluations from a directory source.
     #[arg(long)]
     pub include_private: bool,
+    /// A credential to clone with and to store for `origin` (mode 0600,
+    /// never in the objects): later fetch, pull, push and on-demand reads
+    /// of a partial clone use it without --token.
+    #[command(flatten)]
+    pub cred: super::remote::CredentialArgs,
 }
 
 /// Run `bat clone`.
@@ -38,16 +43,25 @@ pub fn run(args: CloneArgs, g: &Session) -> CliResult {
         Some(d) if dest.is_relative() => d.join(dest),
         _ => dest,
     };
+    let cred = args.cred.credential()?;
+    let mut net = g.net.clone();
+    if let (None, Some(c)) = (&net.token, &cred) {
+        net.token = Some(c.token("origin")?);
+    }
     let req = CloneRequest {
         url: url.clone(),
         dest: dest.clone(),
         filter: args.filter.clone(),
         remote: RemoteOptions {
             include_private: args.include_private,
-            net: g.net.clone(),
+            net,
         },
     };
     let out = clone(&req, &TransferProgress::new(g), g.cancel())?;
+    if let Some(c) = cred {
+        let dir = dest.join(bat_ledger::store::LEDGER_DIR);
+        bat::remote::credentials::set_credential(&dir, "origin", Some(c))?;
+    }
     if g.json {
         print_json(&serde_json::json!({
             "url": url, "dest": display_path(&dest), "fetch": out.fetch,
@@ -69,6 +83,12 @@ pub fn run(args: CloneArgs, g: &Session) -> CliResult {
                 String::new()
             }
         );
+        if stats.files_absent > 0 {
+            outln!(
+                "{} files were pruned at the source (recorded as pruned; `bat fetch` from a remote that has them restores them)",
+                stats.files_absent
+            );
+        }
         if let Some((b, c)) = out.branch {
             outln!("On branch {b} at {}", short(&c));
         }

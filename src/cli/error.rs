@@ -280,6 +280,7 @@ from_library!(
     bat::engine::resume::ResumeError,
     bat::engine::evaluation::EvaluationError,
     bat::retention::PolicyError,
+    bat::remote::credentials::CredentialError,
 );
 
 /// A write to stdout failed: a closed pipe is [`ErrorKind::BrokenPipe`],

@@ -29,7 +29,12 @@ pub fn open_named(
             )
             .usage()
     })?;
-    let r = open_remote(&cfg.url, opts).map_err(rerr)?;
+    // The remote's stored credential, unless --token / BAT_TOKEN is given.
+    let opts = RemoteOptions {
+        include_private: opts.include_private,
+        net: bat::remote::credentials::with_stored_token(l.dir(), name, &opts.net)?,
+    };
+    let r = open_remote(&cfg.url, &opts).map_err(rerr)?;
     Ok((cfg, r))
 }
 
@@ -107,6 +112,12 @@ pub fn print_fetch(name: &str, out: &bat_ledger::remote::FetchOutcome) -> Result
             String::new()
         }
     );
+    if out.stats.files_absent > 0 {
+        outln!(
+            "{} files arrived marked pruned on {name} (recorded as pruned here; fetch from a remote that has them to restore them)",
+            out.stats.files_absent
+        );
+    }
     for r in &out.refs {
         if r.status != "up to date" {
             outln!(

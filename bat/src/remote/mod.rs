@@ -11,6 +11,7 @@ use bat_ledger::remote::transfer::PathFilter;
 use bat_ledger::remote::{Bundle, DirRemote, Remote, RemoteError};
 use bat_ledger::{CommitId, Ledger, Progress, RemoteOpener, TreeEntry};
 
+pub mod credentials;
 pub mod frame;
 pub mod http;
 pub mod private;
@@ -27,8 +28,9 @@ pub struct RemoteOptions {
 }
 
 /// Settings of the network remotes, filled by the CLI from its flags and
-/// the environment (the library reads neither).
-#[derive(Debug, Clone, Default)]
+/// the environment (the library reads neither). Its `Debug` form never
+/// shows the token.
+#[derive(Clone, Default)]
 pub struct NetOptions {
     /// Bearer token for `http(s)://` remotes (`--token`, else `BAT_TOKEN`).
     pub token: Option<String>,
@@ -40,6 +42,17 @@ pub struct NetOptions {
     pub http_read_timeout: Option<std::time::Duration>,
     /// S3 endpoint, region and credentials (`--endpoint`, `AWS_*`).
     pub s3: s3::S3Options,
+}
+
+impl std::fmt::Debug for NetOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetOptions")
+            .field("token", &self.token.as_ref().map(|_| "(set)"))
+            .field("http_connect_timeout", &self.http_connect_timeout)
+            .field("http_read_timeout", &self.http_read_timeout)
+            .field("s3", &self.s3)
+            .finish()
+    }
 }
 
 /// Open the remote a URL names: a `bat serve` endpoint (`http(s)://`), an
@@ -143,5 +156,21 @@ pub fn prefetch_checkpoints(
 /// `options` (nothing changes in a full clone). Returns whether the ledger
 /// is a partial clone.
 pub fn attach_promisor(ledger: &mut Ledger, options: RemoteOptions) -> bat_ledger::Result<bool> {
-    ledger.set_remote_opener(opener(options))
+    let stored = match ledger.promisor()? {
+        Some(cfg) if options.net.token.is_none() => Some((ledger.dir().to_path_buf(), cfg.name)),
+        _ => None,
+    };
+    ledger.set_remote_opener(move |url: &str| {
+        // The promisor remote's stored credential, looked up only when a
+        // promised file is needed (a helper runs then, not at every open).
+        let mut opts = options.clone();
+        if let Some((dir, name)) = &stored {
+            opts.net.token =
+                credentials::stored_token(dir, name).map_err(|e| RemoteError::Unauthorized {
+                    url: http::redact_url(url),
+                    reason: e.to_string(),
+                })?;
+        }
+        open_remote(url, &opts)
+    })
 }

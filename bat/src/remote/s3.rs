@@ -161,15 +161,26 @@ impl S3Remote {
         self.key(&format!("objects/{}", id.to_hex()))
     }
 
-    /// Read one object's frame and decode it, checking it is `id`.
+    /// Where the absent entry of a file pruned by the pusher is kept: apart
+    /// from `objects/`, so `has` never counts it as stored and a later push
+    /// of the bytes (from a ledger that has them) is not skipped.
+    fn absent_key(&self, id: &ObjectId) -> StorePath {
+        self.key(&format!("absent/{}", id.to_hex()))
+    }
+
+    /// Read one object's frame and decode it, checking it is `id`; when
+    /// `objects/` lacks it, its absent entry if there is one.
     async fn fetch_object(
         store: Arc<AmazonS3>,
         key: StorePath,
+        absent_key: Option<StorePath>,
         id: ObjectId,
     ) -> Result<WireObject, RemoteError> {
-        let bytes = store
-            .get(&key)
-            .await
+        let got = match (store.get(&key).await, absent_key) {
+            (Err(object_store::Error::NotFound { .. }), Some(a)) => store.get(&a).await,
+            (r, _) => r,
+        };
+        let bytes = got
             .map_err(|e| store_err("read an object from", e))?
             .bytes()
             .await
@@ -222,7 +233,7 @@ impl S3Remote {
         key: StorePath,
         id: CommitId,
     ) -> Result<Commit, RemoteError> {
-        let obj = Self::fetch_object(store, key, id.0).await?;
+        let obj = Self::fetch_object(store, key, None, id.0).await?;
         if obj.kind != Kind::Commit {
             return Err(RemoteError::Corrupt {
                 id: id.0,
@@ -430,13 +441,15 @@ impl Remote for S3Remote {
         sink: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
     ) -> Result<(), RemoteError> {
         let wanted: HashSet<ObjectId> = ids.iter().copied().collect();
-        let jobs: Vec<(StorePath, ObjectId)> =
-            ids.iter().map(|id| (self.object_key(id), *id)).collect();
+        let jobs: Vec<(StorePath, Option<StorePath>, ObjectId)> = ids
+            .iter()
+            .map(|id| (self.object_key(id), Some(self.absent_key(id)), *id))
+            .collect();
         let store = self.store.clone();
         self.rt.block_on(async move {
             let mut stream = futures::stream::iter(
                 jobs.into_iter()
-                    .map(|(k, id)| Self::fetch_object(store.clone(), k, id)),
+                    .map(|(k, a, id)| Self::fetch_object(store.clone(), k, a, id)),
             )
             .buffered(PARALLEL);
             // Bases first: an object whose base (delta base or chunk list)
@@ -448,7 +461,7 @@ impl Remote for S3Remote {
                 let dep = match &obj.body {
                     WireBody::Delta { base, .. } => Some(*base),
                     WireBody::Chunked { list } => Some(*list),
-                    WireBody::Record { .. } => None,
+                    WireBody::Record { .. } | WireBody::Absent { .. } => None,
                 };
                 if let Some(d) = dep {
                     if wanted.contains(&d) && !sent.contains(&d) {
@@ -485,7 +498,11 @@ impl Remote for S3Remote {
             let mut pending = FuturesUnordered::new();
             for obj in objects {
                 let obj = obj?;
-                let key = this.object_key(&obj.id);
+                let key = if obj.is_absent() {
+                    this.absent_key(&obj.id)
+                } else {
+                    this.object_key(&obj.id)
+                };
                 let bytes = frame::encode_one(&obj);
                 let store = store.clone();
                 pending.push(async move {

@@ -90,7 +90,9 @@ fn send_objects(dir: &std::path::Path, order: &[ObjectId], sender: &Sender) -> R
         {
             let l = Ledger::open(dir).map_err(|e| e.to_string())?;
             while next < order.len() && buf.0.borrow().len() < GROUP {
-                let o = l.export_wire(&order[next]).map_err(|e| e.to_string())?;
+                let o = l
+                    .export_wire_or_absent(&order[next])
+                    .map_err(|e| e.to_string())?;
                 w.write(&o).map_err(|e| e.to_string())?;
                 next += 1;
             }
@@ -120,13 +122,19 @@ fn send_order(l: &Ledger, ids: &[ObjectId]) -> Result<Vec<ObjectId>, ApiError> {
                 order.push(id);
                 continue;
             }
-            let row = l.locate(&id).map_err(ledger_error)?.ok_or_else(|| {
-                ApiError::new(
+            let Some(row) = l.locate(&id).map_err(ledger_error)? else {
+                // A file pruned here is sent as an absent entry.
+                if l.pruned_file(&id).map_err(ledger_error)?.is_some() {
+                    done.insert(id);
+                    order.push(id);
+                    continue;
+                }
+                return Err(ApiError::new(
                     StatusCode::NOT_FOUND,
                     "missing_object",
                     format!("object {id} is not stored here"),
-                )
-            })?;
+                ));
+            };
             stack.push((id, true));
             let mut deps = Vec::new();
             match row.location {

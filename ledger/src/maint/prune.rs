@@ -229,6 +229,36 @@ pub(super) fn plan_bases(
     rebase
 }
 
+/// Record absent marks received from a peer (inside an import's
+/// transaction): `(file, size, policy)`. A mark already recorded here (by
+/// this ledger's own gc or an earlier transfer) is kept as it is. Returns
+/// how many marks were new.
+pub(crate) fn record_received_absent(
+    tx: &Connection,
+    marks: &[(ObjectId, u64, String)],
+    time: i64,
+) -> Result<u64> {
+    tx.execute_batch(PRUNED_TABLE)
+        .map_err(db_err("creating the pruned table"))?;
+    let mut st = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO pruned(id, raw_len, time, policy) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(db_err("recording received absent marks"))?;
+    let mut n = 0u64;
+    for (id, size, policy) in marks {
+        n += st
+            .execute(params![
+                id.as_bytes().as_slice(),
+                *size as i64,
+                time,
+                policy
+            ])
+            .map_err(db_err("recording received absent marks"))? as u64;
+    }
+    Ok(n)
+}
+
 /// Record `files` as pruned by `policy` (inside the gc transaction).
 pub(super) fn record_pruned(
     tx: &Connection,

@@ -13,15 +13,19 @@ use serde::Serialize;
 
 use super::transfer::{fetch_objects, send_plan};
 use super::wire::{self, WireReader, WireWriter, FRAME_HEADER_LEN};
-use super::{check_wire_ref_name, Remote, RemoteError, WireBody, WireObject};
+use super::{check_wire_ref_name, Remote, RemoteError, WireObject};
 use crate::id::{CommitId, ObjectId};
 use crate::progress::{NoProgress, Progress};
 use crate::store::Ledger;
 
 /// First 8 bytes of a bundle.
 pub const BUNDLE_MAGIC: &[u8; 8] = b"BATBNDL\0";
-/// Bundle format version.
-pub const BUNDLE_VERSION: u32 = 1;
+/// Bundle format version: 2 when the bundle carries absent entries (files
+/// pruned where it was made, PROTOCOL.md §6), else 1, so a bundle without
+/// them stays readable by readers that know only version 1.
+pub const BUNDLE_VERSION: u32 = 2;
+/// The version of a bundle without absent entries.
+pub const BUNDLE_VERSION_PLAIN: u32 = 1;
 /// Most refs a bundle may carry.
 pub const MAX_BUNDLE_REFS: u32 = 100_000;
 /// Longest ref name in a bundle.
@@ -36,6 +40,9 @@ pub struct BundleSummary {
     pub objects: u64,
     /// Sum of their payload bytes.
     pub payload_bytes: u64,
+    /// Files it carries as absent (pruned where it was made): recorded as
+    /// pruned by whoever clones it, restorable from a remote that has them.
+    pub absent: u64,
     /// Size of the file.
     pub file_bytes: u64,
 }
@@ -83,6 +90,19 @@ pub fn create_bundle(
     }
     let tips: Vec<CommitId> = refs.iter().map(|r| r.1).collect();
     let plan = send_plan(local, &tips, &mut |ids| Ok(vec![false; ids.len()]), cancel)?;
+    // Files pruned here go in as absent entries (and make it a version 2
+    // bundle).
+    let mut absent = 0u64;
+    for id in &plan {
+        if !local.contains(id)? {
+            absent += 1;
+        }
+    }
+    let version = if absent > 0 {
+        BUNDLE_VERSION
+    } else {
+        BUNDLE_VERSION_PLAIN
+    };
     let abs = std::path::absolute(path).map_err(RemoteError::io("resolve", path))?;
     let parent = abs.parent().unwrap_or(Path::new("/")).to_path_buf();
     let tmp = tempfile::Builder::new()
@@ -96,7 +116,7 @@ pub fn create_bundle(
     };
     let mut head = Vec::new();
     head.extend_from_slice(BUNDLE_MAGIC);
-    head.extend_from_slice(&BUNDLE_VERSION.to_le_bytes());
+    head.extend_from_slice(&version.to_le_bytes());
     head.extend_from_slice(&(refs.len() as u32).to_le_bytes());
     for (n, c) in refs {
         head.extend_from_slice(&(n.len() as u16).to_le_bytes());
@@ -109,7 +129,7 @@ pub fn create_bundle(
     progress.start("writing bundle", Some(plan.len() as u64));
     for id in &plan {
         super::transfer_cancelled(cancel)?;
-        let o = local.export_wire(id)?;
+        let o = local.export_wire_or_absent(id)?;
         payload += o.payload_len();
         w.write(&o).map_err(RemoteError::io("write", tmp.path()))?;
         progress.inc(1);
@@ -143,6 +163,7 @@ pub fn create_bundle(
         refs: refs.to_vec(),
         objects,
         payload_bytes: payload,
+        absent,
         file_bytes,
     })
 }
@@ -153,7 +174,10 @@ pub struct Bundle {
     path: PathBuf,
     file: File,
     refs: Vec<(String, CommitId)>,
+    /// Objects with their bytes → frame offset.
     index: HashMap<ObjectId, u64>,
+    /// Absent entries → frame offset (sent when asked for, never "had").
+    absent: HashMap<ObjectId, u64>,
     summary: BundleSummary,
 }
 
@@ -218,8 +242,10 @@ impl Bundle {
         let mut fixed = [0u8; 16];
         read_exact(&mut r, &mut fixed, "its header")?;
         let v = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
-        if v != BUNDLE_VERSION {
-            return Err(proto(format!("unsupported bundle version {v}")));
+        if v != BUNDLE_VERSION && v != BUNDLE_VERSION_PLAIN {
+            return Err(proto(format!(
+                "unsupported bundle version {v} (this bat reads versions {BUNDLE_VERSION_PLAIN} and {BUNDLE_VERSION}); upgrade bat"
+            )));
         }
         let n = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes"));
         if n == 0 || n > MAX_BUNDLE_REFS {
@@ -254,10 +280,20 @@ impl Bundle {
         }
         let mut wr = WireReader::new(r)?;
         let mut index = HashMap::new();
+        let mut absent = HashMap::new();
         let mut payload = 0u64;
         loop {
             let off = at + wr.bytes();
             match wr.next_object()? {
+                Some(o) if o.is_absent() => {
+                    if v == BUNDLE_VERSION_PLAIN {
+                        return Err(proto(format!(
+                            "object {}: a version {v} bundle cannot carry absent entries",
+                            o.id
+                        )));
+                    }
+                    absent.entry(o.id).or_insert(off);
+                }
                 Some(o) => {
                     payload += o.payload_len();
                     index.entry(o.id).or_insert(off);
@@ -265,6 +301,7 @@ impl Bundle {
                 None => break,
             }
         }
+        absent.retain(|id, _| !index.contains_key(id));
         let objects = index.len() as u64;
         if at + wr.bytes() != len - 32 {
             return Err(proto("trailing bytes after the bundle's object stream"));
@@ -273,6 +310,7 @@ impl Bundle {
             refs: refs.clone(),
             objects,
             payload_bytes: payload,
+            absent: absent.len() as u64,
             file_bytes: len,
         };
         Ok(Bundle {
@@ -280,6 +318,7 @@ impl Bundle {
             file,
             refs,
             index,
+            absent,
             summary,
         })
     }
@@ -298,24 +337,7 @@ impl Bundle {
         let fh = wire::decode_frame_header(&h)?;
         let mut payload = vec![0u8; fh.payload_len as usize];
         read_exact(&mut f, &mut payload, "a payload")?;
-        let body = match fh.tag {
-            wire::TAG_RECORD => WireBody::Record {
-                compression: fh.compression,
-                payload,
-            },
-            wire::TAG_DELTA => WireBody::Delta {
-                base: fh.other,
-                compression: fh.compression,
-                payload,
-            },
-            _ => WireBody::Chunked { list: fh.other },
-        };
-        Ok(WireObject {
-            id: fh.id,
-            kind: fh.kind,
-            raw_len: fh.raw_len,
-            body,
-        })
+        fh.into_object(payload)
     }
 }
 
@@ -343,6 +365,7 @@ impl Remote for Bundle {
             let off = self
                 .index
                 .get(id)
+                .or_else(|| self.absent.get(id))
                 .ok_or_else(|| RemoteError::MissingObject {
                     url: self.url(),
                     id: *id,

@@ -94,6 +94,9 @@ impl DirRemote {
                     }
                     match l.locate(&e.id)? {
                         None if promisor => {}
+                        // Pruned (here, or marked absent by the sender):
+                        // recorded, so fsck and reads say so.
+                        None if l.pruned_file(&e.id)?.is_some() => {}
                         None => return Err(missing(e.id)),
                         Some(r) => {
                             if let Location::Chunked { list } = r.location {
@@ -152,7 +155,7 @@ impl Remote for DirRemote {
                 if !sent.insert(x) {
                     continue;
                 }
-                let o = self.ledger.export_wire(&x).map_err(|e| match e {
+                let o = self.ledger.export_wire_or_absent(&x).map_err(|e| match e {
                     Error::ObjectMissing { id } => RemoteError::MissingObject {
                         url: self.url(),
                         id,

@@ -33,7 +33,23 @@ pub struct ImportStats {
     pub skipped: u64,
     /// Payload bytes of the newly stored records.
     pub payload_bytes: u64,
+    /// Absent entries newly recorded as pruned (files the sender's
+    /// retention gc dropped; see [`crate::remote::WireBody::Absent`]).
+    pub absent: u64,
 }
+
+/// What a received absent mark's policy is recorded as: the sender's text
+/// and where it came from, so a read of the file and `fsck` say that the
+/// bytes were dropped by a peer, not here.
+pub fn received_policy(policy: &str) -> String {
+    if policy.ends_with(RECEIVED_NOTE) {
+        return policy.to_string();
+    }
+    format!("{policy}{RECEIVED_NOTE}")
+}
+
+/// What [`received_policy`] appends.
+const RECEIVED_NOTE: &str = " (pruned on a peer; received marked absent)";
 
 fn bad(id: ObjectId, reason: impl Into<String>) -> Error {
     Error::Received {
@@ -172,6 +188,18 @@ impl Ledger {
         })
     }
 
+    /// [`Ledger::export_wire`], or an absent entry
+    /// ([`WireBody::Absent`]) for a file a retention gc pruned here.
+    pub fn export_wire_or_absent(&self, id: &ObjectId) -> Result<WireObject> {
+        match self.export_wire(id) {
+            Err(Error::ObjectMissing { id }) => match self.pruned_file(&id)? {
+                Some(p) => Ok(WireObject::absent(id, p.size, &p.policy)),
+                None => Err(Error::ObjectMissing { id }),
+            },
+            r => r,
+        }
+    }
+
     /// The delta base of a stored record, if it is a delta (to send bases
     /// before deltas).
     pub fn delta_base(&self, id: &ObjectId) -> Result<Option<ObjectId>> {
@@ -229,12 +257,27 @@ impl Ledger {
         let mut dec = Decoded::default();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut aliases: Vec<(ObjectId, u64, ObjectId)> = Vec::new();
+        let mut absent: HashMap<ObjectId, (u64, &str)> = HashMap::new();
         for o in &batch {
+            // An absent entry never touches a stored copy, and a copy
+            // later in the batch wins over it.
+            if let WireBody::Absent { policy } = &o.body {
+                if o.kind != Kind::Bytes {
+                    return Err(bad(o.id, "only a file (bytes object) can be marked absent"));
+                }
+                if seen.contains(&o.id) || self.contains(&o.id)? {
+                    stats.skipped += 1;
+                } else {
+                    absent.entry(o.id).or_insert((o.raw_len, policy.as_str()));
+                }
+                continue;
+            }
             if !seen.insert(o.id) || self.contains(&o.id)? {
                 stats.skipped += 1;
                 continue;
             }
             match &o.body {
+                WireBody::Absent { .. } => unreachable!("absent entries are handled above"),
                 WireBody::Chunked { list } => {
                     if o.kind != Kind::Bytes {
                         return Err(bad(o.id, "a chunked object must be a bytes object"));
@@ -340,7 +383,8 @@ impl Ledger {
                 stats.stored += 1;
             }
         }
-        self.check_structure(&dec, st)?;
+        absent.retain(|id, _| !seen.contains(id));
+        self.check_structure(&dec, st, &absent)?;
         st.sync()?;
         let mut logical: Vec<(CommitId, &Commit, u64)> = Vec::new();
         for (cid, c) in &dec.commits {
@@ -352,6 +396,13 @@ impl Ledger {
         for (cid, c, n) in logical {
             index_commit(&tx, &cid, c, n)?;
         }
+        if !absent.is_empty() {
+            let marks: Vec<(ObjectId, u64, String)> = absent
+                .iter()
+                .map(|(id, (len, p))| (*id, *len, received_policy(p)))
+                .collect();
+            stats.absent = crate::maint::record_received_absent(&tx, &marks, crate::refs::now())?;
+        }
         tx.commit()?;
         Ok(stats)
     }
@@ -360,18 +411,32 @@ impl Ledger {
     /// against what is stored or staged in this batch: subtrees are trees,
     /// files are bytes of the entry's size (present unless this is a
     /// partial clone), a commit's tree is a tree and its parents commits.
-    fn check_structure(&self, dec: &Decoded, st: &Staging) -> Result<()> {
+    fn check_structure(
+        &self,
+        dec: &Decoded,
+        st: &Staging,
+        absent: &HashMap<ObjectId, (u64, &str)>,
+    ) -> Result<()> {
         let staged: HashMap<ObjectId, (Kind, u64)> = st
             .rows
             .iter()
             .map(|r| (r.id, (r.kind, r.raw_len)))
             .collect();
         let partial = self.promisor()?.is_some();
+        // A file marked absent (in this batch or pruned before) stands in
+        // for the file: it must be a bytes object of the entry's size, so
+        // it can never stand in for a subtree or a file of another size.
         let mut lookup = |id: &ObjectId| -> Result<validate::Found> {
             if let Some(f) = staged.get(id) {
                 return Ok(Some(*f));
             }
-            Ok(self.locate(id)?.map(|r| (r.kind, r.raw_len)))
+            if let Some(r) = self.locate(id)? {
+                return Ok(Some((r.kind, r.raw_len)));
+            }
+            if let Some((len, _)) = absent.get(id) {
+                return Ok(Some((Kind::Bytes, *len)));
+            }
+            Ok(self.pruned_file(id)?.map(|p| (Kind::Bytes, p.size)))
         };
         for (tid, t) in &dec.trees {
             for e in &t.entries {

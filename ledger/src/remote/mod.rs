@@ -72,17 +72,60 @@ pub enum WireBody {
         /// The chunk-list object.
         list: ObjectId,
     },
+    /// A file object the sender does not store because a retention gc
+    /// pruned it there: no bytes travel, and the receiver records the file
+    /// as pruned (never over a copy it stores). `raw_len` is the file's
+    /// size.
+    Absent {
+        /// The policy the sender's gc recorded.
+        policy: String,
+    },
+}
+
+impl WireBody {
+    /// The bytes that follow the frame header (a record's or delta's
+    /// payload, an absent entry's policy text; none for a chunked alias).
+    pub fn payload(&self) -> &[u8] {
+        match self {
+            WireBody::Record { payload, .. } | WireBody::Delta { payload, .. } => payload,
+            WireBody::Absent { policy } => policy.as_bytes(),
+            WireBody::Chunked { .. } => &[],
+        }
+    }
 }
 
 impl WireObject {
-    /// Bytes of payload this object carries (0 for a chunked alias).
+    /// Bytes of payload this object carries (0 for a chunked alias and an
+    /// absent entry).
     pub fn payload_len(&self) -> u64 {
         match &self.body {
             WireBody::Record { payload, .. } | WireBody::Delta { payload, .. } => {
                 payload.len() as u64
             }
-            WireBody::Chunked { .. } => 0,
+            WireBody::Chunked { .. } | WireBody::Absent { .. } => 0,
         }
+    }
+
+    /// An absent entry for file `id` of `size` bytes pruned by `policy`
+    /// (cut to [`wire::MAX_ABSENT_POLICY`] bytes at a character boundary).
+    pub fn absent(id: ObjectId, size: u64, policy: &str) -> WireObject {
+        let mut end = policy.len().min(wire::MAX_ABSENT_POLICY as usize);
+        while !policy.is_char_boundary(end) {
+            end -= 1;
+        }
+        WireObject {
+            id,
+            kind: Kind::Bytes,
+            raw_len: size,
+            body: WireBody::Absent {
+                policy: policy[..end].to_string(),
+            },
+        }
+    }
+
+    /// True for an absent entry.
+    pub fn is_absent(&self) -> bool {
+        matches!(self.body, WireBody::Absent { .. })
     }
 }
 

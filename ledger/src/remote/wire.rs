@@ -42,6 +42,11 @@ pub const TAG_RECORD: u8 = 1;
 pub const TAG_DELTA: u8 = 2;
 /// Body tag: a chunked-file alias.
 pub const TAG_CHUNKED: u8 = 3;
+/// Body tag: a file object the sender does not store because a retention
+/// gc pruned it there (no bytes; the payload is the sender's policy text).
+pub const TAG_ABSENT: u8 = 4;
+/// Longest policy text an absent entry may carry.
+pub const MAX_ABSENT_POLICY: u64 = 1024;
 
 fn protocol(reason: impl Into<String>) -> RemoteError {
     RemoteError::Protocol {
@@ -73,6 +78,7 @@ pub fn encode_frame_header(o: &WireObject) -> [u8; FRAME_HEADER_LEN] {
             payload,
         } => (TAG_DELTA, *compression, Some(*base), payload.len() as u64),
         WireBody::Chunked { list } => (TAG_CHUNKED, 0, Some(*list), 0),
+        WireBody::Absent { policy } => (TAG_ABSENT, 0, None, policy.len() as u64),
     };
     h[5] = tag;
     h[6] = comp;
@@ -104,6 +110,38 @@ pub struct FrameHeader {
     pub other: ObjectId,
     /// Payload length that follows.
     pub payload_len: u64,
+}
+
+impl FrameHeader {
+    /// The object this header announces, with its payload.
+    pub fn into_object(self, payload: Vec<u8>) -> Result<WireObject, RemoteError> {
+        let body = match self.tag {
+            TAG_RECORD => WireBody::Record {
+                compression: self.compression,
+                payload,
+            },
+            TAG_DELTA => WireBody::Delta {
+                base: self.other,
+                compression: self.compression,
+                payload,
+            },
+            TAG_ABSENT => WireBody::Absent {
+                policy: String::from_utf8(payload).map_err(|_| {
+                    protocol(format!(
+                        "object {}: the policy of an absent entry is not UTF-8",
+                        self.id
+                    ))
+                })?,
+            },
+            _ => WireBody::Chunked { list: self.other },
+        };
+        Ok(WireObject {
+            id: self.id,
+            kind: self.kind,
+            raw_len: self.raw_len,
+            body,
+        })
+    }
 }
 
 /// Parse and check a frame header: checksum, magic, codes, and limits.
@@ -170,6 +208,23 @@ pub fn decode_frame_header(h: &[u8; FRAME_HEADER_LEN]) -> Result<FrameHeader, Re
                 )));
             }
         }
+        TAG_ABSENT => {
+            if kind != Kind::Bytes || compression != 0 || other != ObjectId([0; 32]) {
+                return Err(protocol(format!(
+                    "object {id}: an absent entry must be a bytes object naming nothing else"
+                )));
+            }
+            if payload_len > MAX_ABSENT_POLICY {
+                return Err(limit(format!(
+                    "object {id}: an absent entry carries {payload_len} bytes of policy (at most {MAX_ABSENT_POLICY})"
+                )));
+            }
+            if raw_len > MAX_CHUNKED_RAW {
+                return Err(limit(format!(
+                    "object {id} declares a {raw_len}-byte file (at most {MAX_CHUNKED_RAW})"
+                )));
+            }
+        }
         t => return Err(protocol(format!("object {id}: unknown body tag {t}"))),
     }
     Ok(FrameHeader {
@@ -213,7 +268,8 @@ impl<W: Write> WireWriter<W> {
         self.out.write_all(&h)?;
         self.hasher.update(&h);
         self.bytes += FRAME_HEADER_LEN as u64;
-        if let WireBody::Record { payload, .. } | WireBody::Delta { payload, .. } = &o.body {
+        let payload = o.body.payload();
+        if !payload.is_empty() {
             self.out.write_all(payload)?;
             self.hasher.update(payload);
             self.bytes += payload.len() as u64;
@@ -347,24 +403,7 @@ impl<R: Read> WireReader<R> {
         self.hasher.update(&payload);
         self.bytes += FRAME_HEADER_LEN as u64 + fh.payload_len;
         self.count += 1;
-        let body = match fh.tag {
-            TAG_RECORD => WireBody::Record {
-                compression: fh.compression,
-                payload,
-            },
-            TAG_DELTA => WireBody::Delta {
-                base: fh.other,
-                compression: fh.compression,
-                payload,
-            },
-            _ => WireBody::Chunked { list: fh.other },
-        };
-        Ok(Some(WireObject {
-            id: fh.id,
-            kind: fh.kind,
-            raw_len: fh.raw_len,
-            body,
-        }))
+        Ok(Some(fh.into_object(payload)?))
     }
 
     /// The inner reader (positioned after the end marker once `next_object`

@@ -51,6 +51,10 @@ pub struct FetchStats {
     pub payload_bytes: u64,
     /// Files left on the remote by the filter.
     pub files_promised: u64,
+    /// Files that arrived marked absent (pruned on the remote) and are now
+    /// recorded as pruned here; `bat fetch` from a remote that has their
+    /// bytes restores them.
+    pub files_absent: u64,
 }
 
 /// One ref a fetch looked at.

@@ -184,9 +184,11 @@ impl Planner<'_, '_> {
         let mut layout: Vec<(ObjectId, Option<ChunkList>)> = Vec::new();
         for f in files {
             let Some(row) = local.locate(f)? else {
-                // Pruned on purpose here: say so (and how to get it back).
+                // Pruned on purpose here: it travels as an absent entry
+                // (no bytes, no chunks, no delta bases).
                 if local.pruned_file(f)?.is_some() {
-                    return Err(RemoteError::Ledger(local.missing(f)));
+                    layout.push((*f, None));
+                    continue;
                 }
                 return Err(RemoteError::MissingObject {
                     url: "the local ledger (partial clone? fetch it first)".into(),
@@ -310,7 +312,7 @@ pub fn push(
     {
         let mut it = plan.iter().map(|id| {
             cancelled(cancel)?;
-            let o = local.export_wire(id)?;
+            let o = local.export_wire_or_absent(id)?;
             sent += 1;
             bytes += o.payload_len();
             progress.inc(1);

@@ -59,6 +59,28 @@ pub(super) fn decode_for_walk(o: &WireObject, want: Kind) -> Result<Vec<u8>, Rem
     Ok(raw)
 }
 
+/// Refuse an absent entry where only bytes will do (a chunk, a chunk list,
+/// a delta base, a tree, a commit): only a file a tree names may arrive
+/// marked absent.
+pub(super) fn not_absent(o: WireObject) -> Result<WireObject, RemoteError> {
+    if o.is_absent() {
+        return Err(RemoteError::Corrupt {
+            id: o.id,
+            reason: "arrived marked absent where its bytes are needed (only a file a tree names may be absent)".into(),
+        });
+    }
+    Ok(o)
+}
+
+/// Bytes an object decodes to when imported (0 for a chunked alias, whose
+/// chunks count on their own, and for an absent entry).
+fn decoded_len(o: &WireObject) -> u64 {
+    match o.body {
+        WireBody::Chunked { .. } | WireBody::Absent { .. } => 0,
+        _ => o.raw_len,
+    }
+}
+
 /// Ask `remote` for `ids` (chunked into requests) and hand every object to
 /// `f`; every requested id must arrive.
 pub(super) fn get_all(
@@ -128,9 +150,7 @@ impl Receiver<'_> {
     /// Add `o` to the pending batch; import the batch when it is full.
     fn push(&mut self, o: WireObject) -> Result<(), RemoteError> {
         self.pending_bytes += o.payload_len();
-        if !matches!(o.body, WireBody::Chunked { .. }) {
-            self.pending_raw += o.raw_len;
-        }
+        self.pending_raw += decoded_len(&o);
         self.pending.push(o);
         if self.limits.reached(self.pending_bytes, self.pending_raw) {
             self.flush()?;
@@ -168,7 +188,7 @@ impl Receiver<'_> {
         let (mut part, mut bytes, mut raw) = (Vec::new(), 0u64, 0u64);
         for o in ready {
             bytes += o.payload_len();
-            raw += o.raw_len;
+            raw += decoded_len(&o);
             part.push(o);
             if self.limits.reached(bytes, raw) {
                 self.import(std::mem::take(&mut part))?;
@@ -183,6 +203,7 @@ impl Receiver<'_> {
         if !part.is_empty() {
             let s = self.local.import_wire(part)?;
             self.stats.objects_stored += s.stored;
+            self.stats.files_absent += s.absent;
         }
         Ok(())
     }
@@ -220,7 +241,7 @@ impl Receiver<'_> {
                     }
                 }
             }
-            get_all(remote, &missing, &mut |o| self.push(o))?;
+            get_all(remote, &missing, &mut |o| self.push(not_absent(o)?))?;
             self.flush()?;
             self.pending = waiting;
         }
@@ -287,7 +308,7 @@ fn receive_with(
     }
     let mut list_objs = Vec::new();
     get_all(remote, &want_lists, &mut |o| {
-        list_objs.push(o);
+        list_objs.push(not_absent(o)?);
         Ok(())
     })?;
     let mut list_of: HashMap<ObjectId, ChunkList> = HashMap::new();
@@ -316,7 +337,7 @@ fn receive_with(
             }
         }
     }
-    get_all(remote, &chunks, &mut |o| rx.accept(o))?;
+    get_all(remote, &chunks, &mut |o| rx.accept(not_absent(o)?))?;
     // A transfer smaller than one batch is all still pending, to be stored
     // with the aliases in one import. A delta among it whose base is
     // neither stored nor sent (a partial clone holds none of a promised
@@ -335,6 +356,7 @@ fn receive_with(
     let s = rx.local.import_wire(last)?;
     let mut stats = rx.stats;
     stats.objects_stored += s.stored;
+    stats.files_absent += s.absent;
     Ok(stats)
 }
 
