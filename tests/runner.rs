@@ -58,6 +58,7 @@ mod round_refusals;
 mod rounds_rows;
 mod run_commit_signals;
 mod run_logs;
+mod run_provenance;
 mod run_resume;
 mod run_signals;
 mod run_templates;

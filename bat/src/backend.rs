@@ -256,8 +256,13 @@ fn command_campaign(
 ) -> Result<Campaign, CampaignError> {
     let trainer = need(&req.trainer, "--trainer")?;
     let evaluator = need(&req.evaluator, "--evaluator")?;
-    let extra_placeholders =
+    let mut extra_placeholders =
         reward_mode_placeholder(&trainer, &evaluator, req.reward_mode.unwrap_or_default())?;
+    // `{seed}`: recorded (default 0) when a template uses it, so replays
+    // and seed arms substitute the same or another value.
+    if trainer.iter().chain(&evaluator).any(|t| t == "{seed}") {
+        extra_placeholders.push(("{seed}".into(), req.seed.unwrap_or(0).to_string()));
+    }
     Ok(Campaign {
         source: need(&req.source, "--source")?,
         initial_checkpoint: need(&req.initial_checkpoint, "--initial-checkpoint")?,

@@ -97,7 +97,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Command)]
     pub backend: BackendArg,
     /// Campaign seed of the simulator backend (initial policy, rollouts,
-    /// held-out draws) [default: 0].
+    /// held-out draws) [default: 0]; with --backend command, the value of
+    /// the templates' {seed}.
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
     /// Reward mode: `stage` (BaT) or `terminal` (every row rewarded only by
@@ -131,6 +132,12 @@ pub struct RunArgs {
     /// would train the same round at once.
     #[arg(long)]
     pub break_lock: bool,
+    /// Refuse, before anything runs, templates that would make the headline
+    /// ablations impossible: a trainer without {reward_mode} (no `bat
+    /// replay --ablate reward=terminal`) or a template without {seed}.
+    /// Without it, `bat run` warns.
+    #[arg(long)]
+    pub require_ablations: bool,
 }
 
 /// Progress lines and child output on stderr (stdout carries the result);
@@ -375,6 +382,7 @@ fn next_step(
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
+    let declared = super::run_code::preflight(&a, &ledger)?;
     let mut lock = take_lock(&a, g, ledger.dir())?;
     // From here on SIGINT/SIGTERM are caught and forwarded to the child.
     super::interrupt::install();
@@ -399,7 +407,8 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
     })?;
     let pack = Pack::load_or_default(campaign.pack.as_deref())?;
     let log_dir = layout.log_dir(&run_id);
-    let options = round_commit_options(&campaign, &pack);
+    let mut options = round_commit_options(&campaign, &pack);
+    options.code_inputs = super::run_code::code_inputs(&a, &campaign, declared)?;
     let mut sink = LedgerSink {
         ledger: &mut ledger,
         options,
