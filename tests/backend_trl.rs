@@ -43,13 +43,16 @@ fn ok(out: Output, what: &str) -> String {
     stdout
 }
 
-fn bat(ledger: &Path, args: &[&str], py: &Path) -> Output {
+/// `bat -C LEDGER ARGS` from a new shell: without `BAT_PYTHON`, which only
+/// run.sh reads (the templates name the interpreter), so a replay depends
+/// only on what the rounds recorded.
+fn bat(ledger: &Path, args: &[&str]) -> Output {
     crate::common::bat()
         .arg("-C")
         .arg(ledger)
         .args(args)
         .env("PATH", path_with_bat())
-        .env("BAT_PYTHON", py)
+        .env_remove("BAT_PYTHON")
         .output()
         .expect("spawn bat")
 }
@@ -90,9 +93,30 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
     let ledger = w.join("ledger");
 
     // Two round commits on main.
-    let log = ok(bat(&ledger, &["log"], &py), "bat log");
+    let log = ok(bat(&ledger, &["log"]), "bat log");
     for r in ["r01", "r02"] {
         assert!(log.contains(r), "no {r} in the log:\n{log}");
+    }
+    // The code the templates name (and the interpreter) is fingerprinted.
+    let prov: serde_json::Value = serde_json::from_str(&ok(
+        bat(&ledger, &["cat", "r02:provenance.json"]),
+        "bat cat provenance",
+    ))
+    .expect("provenance json");
+    let files = prov["code_files"].as_array().expect("code_files");
+    for (role, index, name) in [
+        ("trainer", 0, py.to_string_lossy().into_owned()),
+        ("trainer", 1, "train_grpo.py".to_string()),
+        ("evaluator", 1, "evaluate.sh".to_string()),
+        ("evaluator", 3, py.to_string_lossy().into_owned()),
+    ] {
+        assert!(
+            files.iter().any(|f| f["role"] == role
+                && f["argv_index"] == index
+                && f["named"].as_str().is_some_and(|n| n.ends_with(&name))
+                && f["blake3"].is_string()),
+            "no {role} argv[{index}] {name} in {files:?}"
+        );
     }
 
     // Real candidates: the architecture's tensors, moved away from the parent.
@@ -157,7 +181,7 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
 
     // The last round reproduces bit for bit.
     let verify = ok(
-        bat(&ledger, &["replay", "r02", "--verify"], &py),
+        bat(&ledger, &["replay", "r02", "--verify"]),
         "bat replay r02 --verify",
     );
     let line = verify
@@ -176,11 +200,10 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
         bat(
             &ledger,
             &["replay", "r01..r02", "--ablate", "reward=terminal"],
-            &py,
         ),
         "bat replay --ablate reward=terminal",
     );
-    let branches = ok(bat(&ledger, &["branch"], &py), "bat branch");
+    let branches = ok(bat(&ledger, &["branch"]), "bat branch");
     let arm = branches
         .lines()
         .map(|l| {
@@ -192,7 +215,7 @@ fn trl_grpo_campaign_replays_bit_for_bit_and_ablates_the_reward() {
         .find(|b| b.contains("reward-terminal"))
         .unwrap_or_else(|| panic!("no ablation branch in:\n{branches}"))
         .to_string();
-    let cmp = ok(bat(&ledger, &["compare", "main", &arm], &py), "bat compare");
+    let cmp = ok(bat(&ledger, &["compare", "main", &arm]), "bat compare");
     assert!(cmp.contains("main") && cmp.contains(&arm), "{cmp}");
     for r in ["r01", "r02"] {
         assert!(cmp.contains(r), "compare lacks {r}:\n{cmp}");

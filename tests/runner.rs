@@ -66,6 +66,7 @@ mod rounds_rows;
 mod run_arms;
 mod run_commit_signals;
 mod run_logs;
+mod run_provenance;
 mod run_resume;
 mod run_signals;
 mod run_templates;

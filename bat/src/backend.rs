@@ -257,6 +257,8 @@ fn command_campaign(
 ) -> Result<Campaign, CampaignError> {
     let trainer = need(&req.trainer, "--trainer")?;
     let evaluator = need(&req.evaluator, "--evaluator")?;
+    // `{seed}` is the campaign's own field (`Campaign::seed`), substituted
+    // through `Campaign::placeholder_values`.
     let extra_placeholders =
         reward_mode_placeholder(&trainer, &evaluator, req.reward_mode.unwrap_or_default())?;
     Ok(Campaign {

@@ -118,6 +118,17 @@ fn engine_samples() -> Vec<Box<dyn Diagnostic>> {
             placeholder: s(),
             required: vec![s()],
         }),
+        Box::new(TemplateError::AblationPlaceholder {
+            kind: "trainer",
+            file: s(),
+            placeholder: "{seed}",
+            consequence: "its runs cannot be repeated under other seeds",
+        }),
+        Box::new(TemplateError::DeclaredEnvUnset {
+            kind: "evaluator".into(),
+            context: "round r02".into(),
+            names: vec!["BAT_PYTHON".into()],
+        }),
     ]
 }
 

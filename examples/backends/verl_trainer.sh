@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Trainer wrapper for `bat run`: one GRPO round with VeRL (default) or Slime.
 #
-# Template (trainer.json):
-#   ["examples/backends/verl_trainer.sh", "{checkpoint}", "{dataset}",
-#    "{output}", "{health}", "{runtime_tool_format}", "{round_id}",
-#    "{target_stage}", "{reward_mode}"]
-# (`{reward_mode}` is optional: `stage`, or `terminal` under
-# `bat replay --ablate reward=terminal`.)
+# Template (trainer.json; the object form declares the settings below that
+# you set, so bat records them with each round and a replay refuses to
+# start without them):
+#   {"argv": ["examples/backends/verl_trainer.sh", "--python", "/path/to/venv/bin/python",
+#             "{checkpoint}", "{dataset}", "{output}", "{health}",
+#             "{runtime_tool_format}", "{round_id}", "{target_stage}",
+#             "{reward_mode}", "{seed}"],
+#    "env": ["BAT_BACKEND", "BAT_GPUS"]}
+# (`{reward_mode}`: `stage`, or `terminal` under `bat replay --ablate
+# reward=terminal`; `{seed}`: the campaign's seed (`bat run --seed`,
+# default 0), VeRL's data and rollout seeds and Slime's --seed and
+# --rollout-seed. Both optional as arguments; BAT_SEED is the fallback.)
+# --python PY: the interpreter (default: BAT_PYTHON, else python3).
 #
 # Contract with bat: leave an evaluation-ready Hugging Face folder at OUTPUT
 # (config.json + model.safetensors, or a model.safetensors.index.json with
@@ -23,7 +30,8 @@
 # checkout) with its documented arguments, the reward through
 # --custom-rm-path bat_reward.slime_rm, and tools/convert_torch_dist_to_hf.py.
 #
-# Settings (environment): BAT_BACKEND=verl|slime, BAT_PYTHON (python3),
+# Settings (environment): BAT_BACKEND=verl|slime, BAT_PYTHON (python3; see
+# --python),
 # BAT_GPUS (8), BAT_ROLLOUT_ENGINE=vllm|sglang, BAT_TP (1), BAT_GPU_MEMORY
 # (0.5), BAT_MICRO_BATCH (1), BAT_TRAIN_BATCH (8), BAT_SCRATCH (default: a
 # new temp dir; every run gets its own fresh checkpoint folder inside it).
@@ -33,15 +41,23 @@
 # loader path and the export check there instead.
 set -euo pipefail
 
+PY=${BAT_PYTHON:-python3}
+if [ "${1:-}" = --python ]; then
+  [ "$#" -ge 2 ] || { echo "$0: --python needs a value" >&2; exit 64; }
+  PY=$2
+  shift 2
+fi
 if [ "$#" -lt 7 ]; then
-  echo "usage: $0 CHECKPOINT DATASET OUTPUT HEALTH RUNTIME_TOOL_FORMAT ROUND_ID TARGET_STAGE [REWARD_MODE]" >&2
+  echo "usage: $0 [--python PY] CHECKPOINT DATASET OUTPUT HEALTH RUNTIME_TOOL_FORMAT ROUND_ID TARGET_STAGE [REWARD_MODE [SEED]]" >&2
   exit 64
 fi
 CHECKPOINT=$1 DATASET=$2 OUTPUT=$3 HEALTH=$4 TOOL_FORMAT=$5 ROUND_ID=$6 TARGET=$7
 REWARD_MODE=${8:-stage}
 case "$REWARD_MODE" in stage|terminal) ;; *) echo "unknown reward mode $REWARD_MODE" >&2; exit 64 ;; esac
+# verl/overrides.py and the Slime arguments below read the seed from BAT_SEED.
+export BAT_SEED=${9:-${BAT_SEED:-0}}
+case "$BAT_SEED" in ''|*[!0-9]*) echo "the seed must be a non-negative integer, not $BAT_SEED" >&2; exit 64 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
-PY=${BAT_PYTHON:-python3}
 BACKEND=${BAT_BACKEND:-verl}
 GPUS=${BAT_GPUS:-8}
 ENGINE=${BAT_ROLLOUT_ENGINE:-vllm}

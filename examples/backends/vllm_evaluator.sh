@@ -4,9 +4,13 @@
 # run the OpenAI-API harness (openai_eval.py) against it, stop the server.
 #
 # Template (evaluator.json):
-#   ["examples/backends/vllm_evaluator.sh", "{checkpoint}", "{request}", "{output}",
-#    HARNESS-ARGS...]
-# Extra arguments go to the harness (e.g. --tracks vqa,report --max-tokens 4096).
+#   ["examples/backends/vllm_evaluator.sh", "--python", "/path/to/venv/bin/python",
+#    "{checkpoint}", "{request}", "{output}", "--seed", "{seed}", HARNESS-ARGS...]
+# Extra arguments go to the harness (e.g. --tracks vqa,report --max-tokens 4096);
+# its --seed (the campaign's `{seed}`) also seeds the server. --python PY: the
+# interpreter (default: BAT_PYTHON, else python3); settings you set below are
+# declared in the object form of the template ({"argv": [...], "env":
+# ["BAT_SERVER", ...]}) so bat records them and a replay checks them.
 #
 # REQUEST is bat's evaluation request (protocol id, repeats, required output
 # shape); the harness writes OUTPUT in the raw schema `bat eval summarize`
@@ -19,14 +23,26 @@
 # (examples/backends/trl/evaluate.sh runs the same harness on CPU).
 set -euo pipefail
 
+PY=${BAT_PYTHON:-python3}
+if [ "${1:-}" = --python ]; then
+  [ "$#" -ge 2 ] || { echo "$0: --python needs a value" >&2; exit 64; }
+  PY=$2
+  shift 2
+fi
 if [ "$#" -lt 3 ]; then
-  echo "usage: $0 CHECKPOINT REQUEST OUTPUT [HARNESS-ARGS...]" >&2
+  echo "usage: $0 [--python PY] CHECKPOINT REQUEST OUTPUT [HARNESS-ARGS...]" >&2
   exit 64
 fi
 CHECKPOINT=$1 REQUEST=$2 OUTPUT=$3
 shift 3
 HERE=$(cd "$(dirname "$0")" && pwd)
-PY=${BAT_PYTHON:-python3}
+# The harness's --seed, if given, seeds the server too.
+SEED=0
+prev=
+for arg in "$@"; do
+  [ "$prev" = --seed ] && SEED=$arg
+  prev=$arg
+done
 SERVER=${BAT_SERVER:-vllm}
 HOST=127.0.0.1
 PORT=${BAT_PORT:-$("$PY" "$HERE/wait_ready.py" --free-port)}
@@ -41,13 +57,13 @@ case "$SERVER" in
   vllm)
     "$PY" -m vllm.entrypoints.openai.api_server --model "$CHECKPOINT" --served-model-name bat-candidate \
       --host "$HOST" --port "$PORT" --tensor-parallel-size "$TP" \
-      --gpu-memory-utilization "${BAT_GPU_MEMORY:-0.85}" --seed 0 \
+      --gpu-memory-utilization "${BAT_GPU_MEMORY:-0.85}" --seed "$SEED" \
       --enable-auto-tool-choice --tool-call-parser hermes &
     ;;
   sglang)
     "$PY" -m sglang.launch_server --model-path "$CHECKPOINT" --served-model-name bat-candidate \
       --host "$HOST" --port "$PORT" --tp-size "$TP" \
-      --mem-fraction-static "${BAT_GPU_MEMORY:-0.85}" --random-seed 0 \
+      --mem-fraction-static "${BAT_GPU_MEMORY:-0.85}" --random-seed "$SEED" \
       --tool-call-parser qwen25 &
     ;;
   *) echo "unknown BAT_SERVER=$SERVER (vllm or sglang)" >&2; exit 64 ;;

@@ -64,6 +64,7 @@ pub mod reward;
 pub mod round;
 pub mod round_progress;
 pub mod run;
+pub mod run_code;
 pub mod serve;
 pub mod show;
 pub mod sim;

@@ -195,6 +195,7 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
     let ablations = parse_ablations(&a.ablate)?;
+    check_recorded_inputs(a, &ledger)?;
     if ablations.iter().any(|x| matches!(x, Ablation::Seed(_))) {
         return Err(
             CliError::new("--ablate seed=N cannot be combined with --seeds")
@@ -300,6 +301,37 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Before anything runs: refuse when a variable a round's template
+/// declared is unset (naming them); warn about declared variables set to
+/// another value and, with --verify, about code files changed since their
+/// round was recorded (a warning: the verdict comes from the artifacts).
+fn check_recorded_inputs(a: &ReplayArgs, ledger: &bat_ledger::Ledger) -> Result<(), CliError> {
+    let recorded = bat::replay::code::recorded_inputs(ledger, &a.rev)?;
+    let lookup = |n: &str| std::env::var(n).ok();
+    for d in bat::replay::code::check_environment(&recorded, &lookup)? {
+        eprintln!(
+            "bat replay: warning: {} is set to another value than {} recorded{}",
+            d.name,
+            d.round_id,
+            d.recorded
+                .map(|v| format!(" ({v:?})"))
+                .unwrap_or_else(|| " (a digest)".into())
+        );
+    }
+    if a.verify {
+        let changes = bat::replay::code::code_changes(&recorded);
+        for c in &changes {
+            eprintln!("bat replay: warning: code {}", c.line());
+        }
+        if !changes.is_empty() {
+            eprintln!(
+                "bat replay: note: code changes are a warning only; the verdict comes from the replayed artifacts"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Run `bat replay`.
 pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     if let Some(given) = &a.seeds {
@@ -308,6 +340,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
     let ablations = parse_ablations(&a.ablate)?;
+    check_recorded_inputs(&a, &ledger)?;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

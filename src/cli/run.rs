@@ -152,6 +152,12 @@ pub struct RunArgs {
     /// would train the same round at once.
     #[arg(long)]
     pub break_lock: bool,
+    /// Refuse, before anything runs, templates that would make the headline
+    /// ablations impossible: a trainer without {reward_mode} (no `bat
+    /// replay --ablate reward=terminal`) or a template without {seed}.
+    /// Without it, `bat run` warns.
+    #[arg(long)]
+    pub require_ablations: bool,
 }
 
 /// Progress lines and child output on stderr (stdout carries the result);
@@ -522,6 +528,7 @@ fn run_arm(
     ledger: &mut bat_ledger::Ledger,
     lock: &mut RunLock,
     supervision: Supervision,
+    declared: &[bat::round::provenance::DeclaredVar],
 ) -> Result<(Campaign, ArmEnd), CliError> {
     let layout = RunsLayout::new(ledger.dir());
     // Ledger reads and writes of the run (resume checkouts, round and
@@ -546,6 +553,7 @@ fn run_arm(
     let log_dir = layout.log_dir(&run_id);
     let mut options = round_commit_options(&campaign, &pack);
     options.orphan_branch = arm.root;
+    options.code_inputs = super::run_code::code_inputs(&a, &campaign, declared.to_vec())?;
     let mut sink = LedgerSink {
         ledger,
         options,
@@ -608,6 +616,7 @@ type Holds = std::collections::BTreeMap<String, String>;
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
     let mut ledger = open(g)?;
+    let declared = super::run_code::preflight(&a, &ledger)?;
     let mut lock = take_lock(&a, g, ledger.dir())?;
     // Every branch is checked before the first child runs.
     let (specs, finished) = arms(&a, &ledger)?;
@@ -626,7 +635,7 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         if let (Some(_), Some(b)) = (&a.seeds, &arm.branch) {
             eprintln!("bat run: seed {} on {b}", arm.seed.unwrap_or_default());
         }
-        let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision)?;
+        let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision, &declared)?;
         let (outcome, run_id, holds) = match end {
             ArmEnd::Complete(o, run_id, holds) => (o, run_id, holds),
             ArmEnd::Stopped(code) => return Ok(code),

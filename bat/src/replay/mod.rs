@@ -70,6 +70,7 @@
 //! `"compute"` and the trainer wall time bat measured) is reported for both.
 
 mod arm;
+pub mod code;
 pub mod compare;
 mod inputs;
 mod plan;

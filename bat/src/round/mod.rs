@@ -119,6 +119,9 @@ pub struct CommitRoundOptions {
     /// When `branch` does not exist yet, start it with a root commit
     /// instead of forking from HEAD (a replay of a campaign's first round).
     pub orphan_branch: bool,
+    /// The templates' code files and declared environment, recorded in
+    /// `provenance.json` (`"code_files"`, `"environment"`).
+    pub code_inputs: Option<provenance::CodeInputs>,
 }
 
 /// The argv templates a round was trained and evaluated with (recorded in
@@ -175,6 +178,7 @@ impl Default for CommitRoundOptions {
             replay: None,
             trainer_wall_seconds: None,
             orphan_branch: false,
+            code_inputs: None,
         }
     }
 }

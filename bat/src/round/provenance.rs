@@ -8,6 +8,15 @@
 //! (the `"compute"` object wins). Each must be a non-negative finite number;
 //! absent members are omitted, and with none present `measured_compute` is
 //! `null`.
+//!
+//! Code without git: `"code_files"` lists every file the command templates
+//! name and the program they run ([`CodeFileRecord`]: role, argv index, the
+//! element as written, the absolute path, BLAKE3 and size, read when the
+//! round is committed), and `"environment"` the variables the templates
+//! declare ([`EnvRecord`]: the value, or only its BLAKE3 digest for names
+//! containing `TOKEN`, `KEY`, `SECRET` or `PASSWORD`). Both members are
+//! absent from rounds recorded before them, and from rounds committed
+//! without [`CodeInputs`]; readers treat absence as "nothing recorded".
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -30,6 +39,127 @@ pub const COMPUTE_KEYS: [&str; 5] = [
     "wall_seconds",
     "gpu_seconds",
 ];
+
+/// A file a command template names, or the program it runs (see
+/// [`crate::engine::template::code_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeFile {
+    /// `trainer` or `evaluator`.
+    pub role: String,
+    /// Its argv position (0: the program).
+    pub argv_index: usize,
+    /// The argv element as written.
+    pub named: String,
+    /// The absolute path read.
+    pub path: std::path::PathBuf,
+}
+
+/// A declared environment variable and its value when the campaign started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredVar {
+    /// `trainer` or `evaluator`.
+    pub role: String,
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// What a round's code and environment are recorded from: the templates'
+/// files (digested when the round is committed) and declared variables.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CodeInputs {
+    /// Files to digest.
+    pub files: Vec<CodeFile>,
+    /// Declared variables.
+    pub env: Vec<DeclaredVar>,
+}
+
+/// One entry of `provenance.json`'s `"code_files"`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CodeFileRecord {
+    /// `trainer` or `evaluator`.
+    pub role: String,
+    /// Its argv position (0: the program).
+    pub argv_index: usize,
+    /// The argv element as written.
+    pub named: String,
+    /// The absolute path read.
+    pub path: String,
+    /// BLAKE3 of the contents (`None`: it could not be read at commit time).
+    pub blake3: Option<String>,
+    /// Size in bytes (`None` with `blake3`).
+    pub bytes: Option<u64>,
+}
+
+/// One entry of `provenance.json`'s `"environment"`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EnvRecord {
+    /// `trainer` or `evaluator`.
+    pub role: String,
+    /// The variable.
+    pub name: String,
+    /// Its value (`None` for a secret-like name).
+    pub value: Option<String>,
+    /// BLAKE3 of the value, for a secret-like name.
+    pub blake3: Option<String>,
+}
+
+/// Whether a variable's value is recorded only as a digest: its name
+/// contains `TOKEN`, `KEY`, `SECRET` or `PASSWORD` (any case).
+pub fn is_secret_name(name: &str) -> bool {
+    let up = name.to_ascii_uppercase();
+    ["TOKEN", "KEY", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|w| up.contains(w))
+}
+
+/// BLAKE3 and size of the file at `path` (`None` when it cannot be read).
+pub fn digest_file(path: &Path) -> Option<(String, u64)> {
+    let mut h = blake3::Hasher::new();
+    h.update_reader(std::fs::File::open(path).ok()?).ok()?;
+    Some((h.finalize().to_hex().to_string(), h.count()))
+}
+
+/// The records of `inputs`, digesting the files now.
+pub fn code_records(inputs: &CodeInputs) -> (Vec<CodeFileRecord>, Vec<EnvRecord>) {
+    let files = inputs
+        .files
+        .iter()
+        .map(|f| {
+            let d = digest_file(&f.path);
+            CodeFileRecord {
+                role: f.role.clone(),
+                argv_index: f.argv_index,
+                named: f.named.clone(),
+                path: f.path.to_string_lossy().into_owned(),
+                blake3: d.as_ref().map(|(h, _)| h.clone()),
+                bytes: d.map(|(_, n)| n),
+            }
+        })
+        .collect();
+    let env = inputs
+        .env
+        .iter()
+        .map(|v| {
+            let secret = is_secret_name(&v.name);
+            EnvRecord {
+                role: v.role.clone(),
+                name: v.name.clone(),
+                value: (!secret).then(|| v.value.clone()),
+                blake3: secret.then(|| blake3::hash(v.value.as_bytes()).to_hex().to_string()),
+            }
+        })
+        .collect();
+    (files, env)
+}
+
+/// Whether `path` lies in a git work tree (a repository found at or above
+/// its folder).
+pub fn under_version_control(path: &Path) -> bool {
+    let dir = path.parent().unwrap_or(path);
+    Repository::discover(dir).is_ok_and(|r| !r.is_bare())
+}
 
 /// The training-code repository's state.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -199,7 +329,7 @@ pub(crate) fn build(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    Ok(json!({
+    let mut doc = json!({
         "schema_version": 1,
         "artifact_kind": "bat_round_provenance",
         "bat_version": env!("CARGO_PKG_VERSION"),
@@ -214,5 +344,69 @@ pub(crate) fn build(
         "measured_by_bat": {
             "trainer_wall_seconds": opts.trainer_wall_seconds,
         },
-    }))
+    });
+    if let Some(inputs) = &opts.code_inputs {
+        let (files, env) = code_records(inputs);
+        doc["code_files"] = json!(files);
+        doc["environment"] = json!(env);
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_like_variables_are_recorded_as_digests_and_files_digested() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("train.py");
+        std::fs::write(&f, b"print(1)\n").expect("write");
+        let inputs = CodeInputs {
+            files: vec![
+                CodeFile {
+                    role: "trainer".into(),
+                    argv_index: 1,
+                    named: "train.py".into(),
+                    path: f.clone(),
+                },
+                CodeFile {
+                    role: "trainer".into(),
+                    argv_index: 2,
+                    named: "gone.py".into(),
+                    path: dir.path().join("gone.py"),
+                },
+            ],
+            env: vec![
+                DeclaredVar {
+                    role: "evaluator".into(),
+                    name: "BAT_PYTHON".into(),
+                    value: "/usr/bin/python3".into(),
+                },
+                DeclaredVar {
+                    role: "evaluator".into(),
+                    name: "hf_token".into(),
+                    value: "s3cret".into(),
+                },
+            ],
+        };
+        let (files, env) = code_records(&inputs);
+        assert_eq!(
+            files[0].blake3.as_deref(),
+            Some(blake3::hash(b"print(1)\n").to_hex().as_str())
+        );
+        assert_eq!(files[0].bytes, Some(9));
+        assert_eq!((files[1].blake3.as_ref(), files[1].bytes), (None, None));
+        assert_eq!(env[0].value.as_deref(), Some("/usr/bin/python3"));
+        assert_eq!(env[0].blake3, None);
+        assert_eq!(env[1].value, None);
+        assert_eq!(
+            env[1].blake3.as_deref(),
+            Some(blake3::hash(b"s3cret").to_hex().as_str())
+        );
+        assert!(["API_KEY", "Password", "x_secret_y"]
+            .iter()
+            .all(|n| is_secret_name(n)));
+        assert!(!is_secret_name("BAT_PYTHON"));
+    }
 }

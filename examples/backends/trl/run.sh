@@ -5,7 +5,8 @@
 #   examples/backends/trl/run.sh WORK_DIR
 #
 # Needs: `bat` on PATH (or BAT=/path/to/bat) and BAT_PYTHON (default python3)
-# with examples/backends/trl/requirements.txt installed. Nothing is
+# with examples/backends/trl/requirements.txt installed. BAT_PYTHON is read
+# here only: the templates name the interpreter it resolves to. Nothing is
 # downloaded; servers bind to 127.0.0.1 only.
 #
 # Leaves in WORK_DIR: ledger/ (a bat ledger with the two round commits on
@@ -60,9 +61,13 @@ echo "== argv templates"
 "$PY" - "$W/setup" "$PY" "$HERE" "$TRACKS" <<'PY'
 import json, sys
 setup, py, here, tracks = sys.argv[1:]
+# The interpreter is an argv element of both templates (recorded with every
+# round, and digested with the scripts), so a replay needs no BAT_PYTHON.
 trainer = [py, f"{here}/train_grpo.py", "{checkpoint}", "{dataset}", "{output}", "{health}",
-           "{runtime_tool_format}", "{round_id}", "{target_stage}", "--reward-mode", "{reward_mode}"]
-evaluator = ["bash", f"{here}/evaluate.sh", "{checkpoint}", "{request}", "{output}", "--tracks", tracks]
+           "{runtime_tool_format}", "{round_id}", "{target_stage}", "--reward-mode", "{reward_mode}",
+           "--seed", "{seed}"]
+evaluator = ["bash", f"{here}/evaluate.sh", "--python", py, "{checkpoint}", "{request}", "{output}",
+             "--seed", "{seed}", "--tracks", tracks]
 for name, t in (("trainer", trainer), ("evaluator", evaluator)):
     with open(f"{setup}/{name}.json", "w") as f:
         json.dump(t, f, indent=1)

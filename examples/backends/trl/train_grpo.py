@@ -4,7 +4,10 @@ Template (trainer.json; run.sh writes it with absolute paths):
 
     [PYTHON, "examples/backends/trl/train_grpo.py", "{checkpoint}", "{dataset}",
      "{output}", "{health}", "{runtime_tool_format}", "{round_id}",
-     "{target_stage}", "--reward-mode", "{reward_mode}"]
+     "{target_stage}", "--reward-mode", "{reward_mode}", "--seed", "{seed}"]
+
+``--seed`` (the campaign's ``{seed}``, default 0) seeds transformers/torch,
+the trainer's sampler and the data order.
 
 Reads the round view bat materialized (``train.jsonl``: ``prompt`` chat
 messages and ``extra_info``), starts from the Hugging Face folder
