@@ -93,7 +93,10 @@ fn bat_is_ahead_of_the_terminal_reward_across_seeds() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(members, ["terminal/s0", "terminal/s1", "terminal/s2", "terminal/s3"]);
+    assert_eq!(
+        members,
+        ["terminal/s0", "terminal/s1", "terminal/s2", "terminal/s3"]
+    );
     assert_eq!(v["arms"][1]["label"], "terminal");
     assert_eq!(v["bootstrap"]["resamples"], 10000);
     assert_eq!(v["bootstrap"]["scheme"], "runs");
@@ -110,7 +113,10 @@ fn bat_is_ahead_of_the_terminal_reward_across_seeds() {
         p["improvement"]["hi"]
     );
     assert_eq!(p["verdict"], "a_ahead", "{p}");
-    assert_eq!(v["pairs"][0]["verdict"], "bat/s0,bat/s1,bat/s2,bat/s3 ahead");
+    assert_eq!(
+        v["pairs"][0]["verdict"],
+        "bat/s0,bat/s1,bat/s2,bat/s3 ahead"
+    );
     let lo = p["difference"]["lo"].as_f64().expect("lo");
     assert!(lo > 0.0, "{p}");
     // Every score of the final checkpoint is there, with its interval
@@ -147,7 +153,14 @@ fn two_groups_of_bat_seeds_are_not_distinguishable_over_tasks() {
     // (+0.0111 [+0.0052, +0.0169]). Resampling tasks too does not.
     // Each seed starts from its own initial policy: allowed.
     let allow = ["--allow-difference", "base-checkpoint"];
-    let v = compare_json(&["bat/s0,bat/s1", "bat/s2,bat/s3", "--resample", "tasks", allow[0], allow[1]]);
+    let v = compare_json(&[
+        "bat/s0,bat/s1",
+        "bat/s2,bat/s3",
+        "--resample",
+        "tasks",
+        allow[0],
+        allow[1],
+    ]);
     let p = overall(&v["pairs"][0]);
     eprintln!(
         "bat s0,s1 − s2,s3 overall (tasks scheme): {} [{}, {}]",

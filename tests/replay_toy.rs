@@ -391,7 +391,14 @@ fn budget_changes_are_refused_unless_allowed() {
     assert_eq!(out.status.code(), Some(1));
     let cmp = json_of(&in_ledger(
         &c,
-        &["--json", "compare", "main", branch, "--allow-difference", "budget"],
+        &[
+            "--json",
+            "compare",
+            "main",
+            branch,
+            "--allow-difference",
+            "budget",
+        ],
     ));
     assert_eq!(cmp["same_budget"], false);
     assert_eq!(cmp["differences"][0]["field"], "budget");
