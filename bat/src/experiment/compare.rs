@@ -263,7 +263,7 @@ pub struct ArmInput {
     pub label: String,
     /// Spec.
     pub spec: String,
-    /// Member names (the resampling stream is derived from them).
+    /// Member names.
     pub members: Vec<String>,
     /// Per member, the round whose candidate is final.
     pub final_rounds: Vec<Option<String>>,
@@ -345,9 +345,11 @@ pub fn compare_inputs(
     ctx: &Ctx,
 ) -> Result<Experiment, ExperimentError> {
     let scores = Score::all_of(inputs.iter().flat_map(|a| a.finals.iter()));
-    let streams: Vec<u64> = inputs
-        .iter()
-        .map(|a| stream_of(a.members.iter().map(String::as_str)))
+    // An arm's stream is its position on the command line: the same flags
+    // give the same intervals on any copy of the experiment, whatever its
+    // branch names (a replay branch's name holds a commit id).
+    let streams: Vec<u64> = (0..inputs.len())
+        .map(|i| stream_of([format!("arm {i}").as_str()]))
         .collect();
     // Final checkpoint: every score of every arm, jointly resampled.
     let mut finals: Vec<(Vec<ScoreMatrix>, Vec<Distribution>)> = Vec::new();
@@ -690,4 +692,90 @@ pub fn task_fingerprint(e: &Evaluation) -> String {
         format!("{} tasks, {} cells", reps.len(), e.cells.len())
     };
     format!("{shape} ({digest:016x})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::cells::Cell;
+
+    fn eval(level: f64, jitter: u64) -> Evaluation {
+        let mut g = stats::SplitMix64::for_resample(jitter, 1, 2);
+        let cells = (0..24)
+            .map(|i| {
+                let x = level + ((g.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 0.02;
+                Cell {
+                    track: format!("track{}", i % 3),
+                    task: format!("t{}", i % 12),
+                    repeat: (i / 12).to_string(),
+                    task_score: x,
+                    agentic: x,
+                    overall: x,
+                    stages: BTreeMap::new(),
+                }
+            })
+            .collect();
+        Evaluation { cells }
+    }
+
+    /// An arm whose gating score pulls away from its audit by `drift` per
+    /// round.
+    fn arm(label: &str, drift: f64) -> ArmInput {
+        let rounds: Vec<Vec<(String, Evaluation)>> = (0..4)
+            .map(|k| vec![(format!("r0{}", k + 1), eval(0.5, k))])
+            .collect();
+        let audits = (0..4)
+            .map(|k| {
+                vec![(
+                    eval(0.5 + drift * k as f64, 10 + k),
+                    "audit-v1".to_string(),
+                    eval(0.5, 20 + k),
+                )]
+            })
+            .collect();
+        ArmInput {
+            label: label.into(),
+            spec: label.into(),
+            members: vec![label.into()],
+            final_rounds: vec![Some("r04".into())],
+            finals: vec![rounds[3][0].1.clone()],
+            rounds,
+            audits,
+        }
+    }
+
+    #[test]
+    fn a_widening_audit_gap_is_flagged_and_a_flat_one_is_not() {
+        let cfg = Bootstrap {
+            resamples: 2000,
+            ..Bootstrap::default()
+        };
+        let e = compare_inputs(
+            &[arm("drifts", 0.05), arm("flat", 0.0)],
+            &cfg,
+            &Ctx::quiet(),
+        )
+        .expect("compare");
+        let drift = e.arms[0].audit.as_ref().expect("audited");
+        assert!(drift.rising, "{drift:?}");
+        assert!((drift.slope.point - 0.05).abs() < 0.01, "{drift:?}");
+        assert_eq!(drift.rounds, 4);
+        assert_eq!(drift.protocol_id, "audit-v1");
+        let flat = e.arms[1].audit.as_ref().expect("audited");
+        assert!(!flat.rising, "{flat:?}");
+        let gap = e.arms[0].rounds[3].audit_gap.expect("gap");
+        assert!(
+            gap.lo <= gap.point && gap.point <= gap.hi && gap.lo > 0.1,
+            "{gap:?}"
+        );
+        assert_eq!(e.pairs.len(), 1);
+    }
+
+    #[test]
+    fn field_names_round_trip() {
+        for f in Field::ALL {
+            assert_eq!(Field::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(Field::parse("nope"), None);
+    }
 }

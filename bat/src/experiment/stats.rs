@@ -47,12 +47,13 @@
 //! # Randomness
 //! Every resample has its own generator: SplitMix64 (Steele, Lea and
 //! Flood, 2014) seeded with `mix(seed, stream, r)`, where `seed` is the
-//! bootstrap seed given by the user, `stream` identifies the arm (a hash of
-//! its members' names, see [`stream_of`]) and `r` is the resample number;
+//! bootstrap seed given by the user, `stream` identifies the arm (in `bat
+//! compare`, a hash of its position on the command line, see
+//! [`stream_of`]) and `r` is the resample number;
 //! `mix` is SplitMix64's own finalizer applied in turn. Integers below `n`
 //! come from Lemire's multiply-and-reject method, so they are exactly
 //! uniform. The same seed, arms and data therefore give the same intervals
-//! on every machine, in any argument order.
+//! on every machine.
 //!
 //! # Verdict
 //! [`Verdict::of`]: "A ahead" when the interval of the difference of means
@@ -375,9 +376,7 @@ impl SplitMix64 {
     }
 }
 
-/// The stream of an arm: FNV-1a over its members' names, each followed by
-/// a zero byte, so that an arm resamples the same way whatever its position
-/// on the command line.
+/// A stream id: FNV-1a over the given names, each followed by a zero byte.
 pub fn stream_of<'a>(names: impl IntoIterator<Item = &'a str>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for n in names {
