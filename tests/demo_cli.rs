@@ -1,8 +1,10 @@
-//! `bat demo` journey: a fresh ledger with a simulator BaT campaign on
-//! `main`, its terminal-reward replay on a linked replay branch at the same
-//! compute, and the comparison; the ledger verbs read it all back. The test
-//! runs 3 rounds (a hidden flag) to keep the suite fast; the 10-round
-//! default is measured in release (see README).
+//! `bat demo` journey: a fresh ledger with simulator BaT campaigns for
+//! three seeds (`bat/s<seed>`, `main` naming the first), their
+//! terminal-reward replays on linked branches at the same compute
+//! (`terminal/s<seed>`), and the comparison with confidence intervals; the
+//! ledger verbs read it all back. The test runs 3 rounds (a hidden flag) to
+//! keep the suite fast; the 10-round default is measured in release (see
+//! README).
 
 use serde_json::Value;
 
@@ -11,15 +13,40 @@ use crate::common::{self, bat, TestEnv};
 #[test]
 fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
     let env = TestEnv::new();
-    let demo = env.demo("demo", 3);
+    // The default three seeds.
+    let demo = common::Demo::build(&env.path("demo"), &["--rounds", "3"]);
     let report = &demo.report;
     assert_eq!(report["rounds"], 3);
     assert_eq!(report["campaign_branch"], "main");
-    let branch = report["replay_branch"].as_str().expect("replay branch");
-    assert!(
-        branch.starts_with("replay/") && branch.ends_with("-reward-terminal"),
-        "{branch}"
+    assert_eq!(report["seeds"], serde_json::json!([0, 1, 2]));
+    assert_eq!(
+        report["bat_branches"],
+        serde_json::json!(["bat/s0", "bat/s1", "bat/s2"])
     );
+    let branch = report["replay_branch"].as_str().expect("replay branch");
+    assert_eq!(branch, "terminal/s0");
+    // main names the first seed's BaT arm.
+    assert_eq!(
+        demo.bat().json(&["log", "main"]),
+        demo.bat().json(&["log", "bat/s0"])
+    );
+    // The experiment: both groups with their three seeds, a verdict on the
+    // pair, comparable arms.
+    let e = &report["experiment"];
+    assert_eq!(e["comparable"], true, "{e}");
+    for (arm, label) in e["arms"].as_array().expect("arms").iter().zip(["bat", "terminal"]) {
+        assert_eq!(arm["members"].as_array().map(Vec::len), Some(3), "{label}");
+    }
+    let verdict = e["pairs"][0]["verdict"].as_str().expect("a verdict");
+    assert!(
+        ["bat ahead", "terminal ahead", "not distinguishable"].contains(&verdict),
+        "{verdict}"
+    );
+    // Each seed's chain was replayed at the same compute, on its own branch.
+    for seed in 0..3 {
+        let replays = demo.bat().json(&["log", &format!("terminal/s{seed}")]);
+        assert_eq!(replays.as_array().map(Vec::len), Some(3), "seed {seed}");
+    }
     let cmp = &report["comparison"];
     assert_eq!(cmp["same_budget"], true, "the arms ran at the same compute");
     assert_eq!(
@@ -83,47 +110,12 @@ fn demo_text_names_the_ledger_the_table_and_the_next_commands() {
                 "2",
                 "--batches",
                 "10",
+                "--seeds",
+                "2",
             ]),
     );
     let _filters = common::snapshot_settings().bind_to_scope();
-    insta::assert_snapshot!(common::text(&out.stdout), @r"
-        BaT campaign (2 rounds, simulator seed 0) vs. terminal-reward GRPO replay at the same compute
-
-        A: main (BaT)
-        B: replay/xxxxxxxxxxxx-reward-terminal (reward=terminal)
-
-        round  A target  gate     overall  B target  gate     overall
-        r01    S4        promote   0.2060  S4        promote   0.1887
-        r02    S4        promote   0.2263  S4        promote   0.1966
-
-        base → final  A                          B
-        Overall       0.1820 → 0.2263 (+0.0443)  0.1820 → 0.1966 (+0.0146)
-        task          0.0634 → 0.0942 (+0.0308)  0.0634 → 0.0725 (+0.0091)
-        agentic       0.3005 → 0.3584 (+0.0578)  0.3005 → 0.3208 (+0.0202)
-        S1            0.5054 → 0.5488 (+0.0434)  0.5054 → 0.5212 (+0.0158)
-        S2            0.3467 → 0.3997 (+0.0531)  0.3467 → 0.3665 (+0.0198)
-        S3            0.2071 → 0.2706 (+0.0635)  0.2071 → 0.2304 (+0.0233)
-        S4            0.1882 → 0.2603 (+0.0722)  0.1882 → 0.2098 (+0.0217)
-        S5            0.2148 → 0.2742 (+0.0594)  0.2148 → 0.2338 (+0.0191)
-        final from    r02                        r02
-
-        compute A: steps 100, rollouts 3200, tokens 2264280, wall [s]
-        compute B: steps 100, rollouts 3200, tokens 5489540, wall [s]
-        budget per round: identical in both arms
-
-        ledger      [tmp]
-        arm A       branch main (BaT: stage rewards, S-targets)
-        arm B       branch replay/xxxxxxxxxxxx-reward-terminal (replay of every round with reward=terminal)
-        took        [s]
-
-        next:
-          bat -C [tmp] log
-          bat -C [tmp] log replay/xxxxxxxxxxxx-reward-terminal
-          bat -C [tmp] compare main replay/xxxxxxxxxxxx-reward-terminal
-          bat -C [tmp] diff main replay/xxxxxxxxxxxx-reward-terminal        # the two arms' last rounds, section by section
-          bat -C [tmp] replay r02 --verify  # re-run a round: bit-identical artifacts
-          bat -C [tmp] replay r01..r02 --ablate target=S3
-        ");
+    insta::assert_snapshot!("demo_text", common::text(&out.stdout));
     // Progress went to stderr, never stdout.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("r02"), "{err}");

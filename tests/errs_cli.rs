@@ -247,6 +247,8 @@ fn the_demo_commands_run_where_bat_is_not_on_path() {
             "2",
             "--batches",
             "10",
+            "--seeds",
+            "1",
         ])
         .output()
         .expect("run bat");
@@ -288,6 +290,8 @@ fn the_demo_says_bat_when_bat_on_path_is_this_binary() {
             "1",
             "--batches",
             "4",
+            "--seeds",
+            "1",
         ])
         .output()
         .expect("run bat");

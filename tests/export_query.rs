@@ -67,7 +67,7 @@ fn check_against_log(row: &serde_json::Map<String, Value>, e: &Value, branch: &s
 }
 
 fn demo(tmp: &Path) -> (std::path::PathBuf, String) {
-    let demo = Demo::build(&tmp.join("demo"), &["--rounds", "3"]);
+    let demo = Demo::build(&tmp.join("demo"), &["--rounds", "3", "--seeds", "1"]);
     (demo.dir, demo.replay_branch)
 }
 

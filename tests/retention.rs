@@ -496,7 +496,7 @@ fn sigkill_during_a_pruning_gc_leaves_an_fsck_clean_ledger() {
         crate::common::bat()
             .arg("demo")
             .arg(&pristine)
-            .args(["--rounds", "6"]),
+            .args(["--rounds", "6", "--seeds", "1"]),
     );
     let copy = |to: &Path| {
         let _ = std::fs::remove_dir_all(to);
@@ -573,7 +573,7 @@ fn fetch_over_bat_serve_restores_pruned_checkpoints() {
         crate::common::bat()
             .arg("demo")
             .arg(&dir)
-            .args(["--rounds", "3"]),
+            .args(["--rounds", "3", "--seeds", "1"]),
     );
     let mirror = tmp.path().join("mirror");
     ok(Command::new("cp")

@@ -36,10 +36,11 @@ def bat_json(*args: str) -> object:
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory) -> Path:
-    """A ledger holding `bat demo`'s 10-round campaign (branch main) and its
-    ablation replay. Read-only for the tests: writers copy it first."""
+    """A ledger holding `bat demo`'s 10-round campaign of one seed (branch
+    main = bat/s0) and its ablation replay (terminal/s0). Read-only for the
+    tests: writers copy it first."""
     d = tmp_path_factory.mktemp("demo") / "campaign"
-    bat("demo", d)
+    bat("demo", d, "--seeds", "1")
     return d
 
 

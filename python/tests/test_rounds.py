@@ -61,7 +61,7 @@ def test_metrics_are_the_health_file_numbers_and_the_eval_scores(demo):
 
 def test_arm_scores_frame_has_intervals_and_arm_groups(demo):
     ledger = bat.Ledger(demo)
-    replay = [b for b in ledger.branches() if b != "main"][0]
+    replay = [b for b in ledger.branches() if b.startswith("terminal/")][0]
     group = "main," + replay
     df = ledger.arm_scores_frame(["main", group], resamples=300)
     assert list(df.columns) == bat.ARM_SCORE_COLUMNS

@@ -303,8 +303,13 @@ impl TestEnv {
 
     /// `bat demo` into `root/rel`: a simulator campaign of `rounds` rounds
     /// and its terminal-reward replay.
+    /// One seed per arm: the tests that only need a campaign and its
+    /// replay stay fast (demo_cli runs the default three).
     pub fn demo(&self, rel: &str, rounds: u32) -> Demo {
-        Demo::build(&self.path(rel), &["--rounds", &rounds.to_string()])
+        Demo::build(
+            &self.path(rel),
+            &["--rounds", &rounds.to_string(), "--seeds", "1"],
+        )
     }
 }
 

@@ -52,7 +52,7 @@ pub fn campaign(tmp: &Path) -> Campaign {
         .arg("--json")
         .arg("demo")
         .arg(&dir)
-        .args(["--rounds", "3"])
+        .args(["--rounds", "3", "--seeds", "1"])
         .output()
         .expect("demo"));
     let report: Value = serde_json::from_slice(&out).expect("demo JSON");
