@@ -264,7 +264,7 @@ fn the_demo_commands_run_where_bat_is_not_on_path() {
     // The printed `log` command runs as printed, in a shell without bat.
     let log = commands
         .iter()
-        .find(|c| c.ends_with(" log"))
+        .find(|c| c.ends_with(" log --graph --all"))
         .expect("a log command");
     let run = Command::new("sh")
         .args(["-c", log])

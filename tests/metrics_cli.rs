@@ -468,7 +468,7 @@ fn arm_groups_and_confidence_intervals_in_export_query_report_and_log() {
     let log = common::ok(dir, &["log", "main"]);
     // The line after the table, with its figure (the demo is seeded, the
     // bootstrap too).
-    insta::assert_snapshot!(log.lines().last().unwrap_or(""), @"audit gap rising: slope +0.1000 per round, 95% CI [+0.0960, +0.1042] (gating − audit Overall; 10000 resamples, seed 0): the gating scorer may be overfit");
+    insta::assert_snapshot!(log.lines().last().unwrap_or(""), @"audit gap rising: slope +0.1000 per round, 95% CI [+0.0959, +0.1042] (gating − audit Overall; 10000 resamples, seed 0): the gating scorer may be overfit");
     let log = common::ok(dir, &["log", replay]);
     assert!(!log.contains("audit gap rising"), "{log}");
 }

@@ -83,17 +83,17 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     );
     out!("{}", render_experiment(&report.experiment, false, g.paint));
     outln!();
-    outln!("ledger      {d}/.bat");
+    outln!("ledger        {d}/.bat");
     outln!(
-        "arm bat     {} (BaT: stage rewards, S-targets)",
+        "arm bat       {} (BaT: stage rewards, S-targets)",
         report.bat_branches.join(", ")
     );
     outln!(
-        "arm terminal {} (replays of every round with reward=terminal)",
+        "arm terminal  {} (replays of every round with reward=terminal)",
         report.terminal_branches.join(", ")
     );
-    outln!("main        = {} (HEAD)", report.bat_branches[0]);
-    outln!("took        {:.1} s", started.elapsed().as_secs_f64());
+    outln!("main          = {} (HEAD)", report.bat_branches[0]);
+    outln!("took          {:.1} s", started.elapsed().as_secs_f64());
     outln!();
     outln!("next:");
     if not_on_path {
