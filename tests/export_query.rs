@@ -219,5 +219,5 @@ fn export_and_query_agree_with_bat_log_and_queries_cannot_write() {
         &["--json", "query", "SELECT count(*) AS n FROM rounds"],
     )))
     .expect("query JSON");
-    assert_eq!(q[0]["n"], 6);
+    assert_eq!(q[0]["n"], 9, "main = bat/s0, bat/s0 and terminal/s0");
 }
