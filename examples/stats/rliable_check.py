@@ -40,7 +40,7 @@ def main(path):
                 random_state=np.random.RandomState(1),
             )
         else:
-            pi_point, pi_ci = np.array([np.nan]), np.array([np.nan, np.nan])
+            pi_point, pi_ci = {"ab": np.nan}, {"ab": np.array([np.nan, np.nan])}
         out[case["name"]] = {
             "iqm_a": float(metrics.aggregate_iqm(a)),
             "iqm_b": float(metrics.aggregate_iqm(b)),
