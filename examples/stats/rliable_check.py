@@ -18,6 +18,12 @@ from rliable import library as rly
 from rliable import metrics
 
 
+def num(x):
+    """A float for JSON; NaN (no interval computed) as null."""
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
 def main(path):
     with open(path) as f:
         spec = json.load(f)
@@ -40,7 +46,7 @@ def main(path):
                 random_state=np.random.RandomState(1),
             )
         else:
-            pi_point, pi_ci = np.array([np.nan]), np.array([np.nan, np.nan])
+            pi_point, pi_ci = {"ab": np.nan}, {"ab": np.array([np.nan, np.nan])}
         out[case["name"]] = {
             "iqm_a": float(metrics.aggregate_iqm(a)),
             "iqm_b": float(metrics.aggregate_iqm(b)),
@@ -49,8 +55,8 @@ def main(path):
             "pi_ba": float(metrics.probability_of_improvement(b, a)),
             "ci_iqm_a": [float(ci["a"][0][0]), float(ci["a"][1][0])],
             "ci_mean_a": [float(ci["a"][0][1]), float(ci["a"][1][1])],
-            "pi_point": float(np.asarray(pi_point["ab"]).reshape(-1)[0]),
-            "ci_pi_ab": [float(np.asarray(pi_ci["ab"]).reshape(-1)[0]), float(np.asarray(pi_ci["ab"]).reshape(-1)[1])],
+            "pi_point": num(np.asarray(pi_point["ab"]).reshape(-1)[0]),
+            "ci_pi_ab": [num(np.asarray(pi_ci["ab"]).reshape(-1)[0]), num(np.asarray(pi_ci["ab"]).reshape(-1)[1])],
         }
     json.dump(out, sys.stdout)
 

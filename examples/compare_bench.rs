@@ -1,0 +1,164 @@
+//! Time of `bat compare`'s statistics: 4 arms × 5 seeds × 10 rounds × 84
+//! cells × 10,000 resamples on generated, ledger-free inputs through the
+//! same library function the verb uses ([`compare_inputs`]), then one run
+//! on a real ledger ([`compare_arms`]: reading the cells included).
+//! Prints min / median / max over the repetitions. Target (issue 30):
+//! under 1 s on one core.
+//!
+//! `cargo run --release --example compare_bench [REPS] [LEDGER ARM ARM…]`
+//! (default 5 repetitions; LEDGER is a ledger's folder; without one, `bat demo` makes one in a temp
+//! dir with the release `bat` binary next to this example, and every
+//! branch is an arm).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bat::experiment::cells::{Cell, Evaluation};
+use bat::experiment::compare::{compare_arms, compare_inputs, ArmInput, CompareRequest};
+use bat::experiment::stats::{Bootstrap, SplitMix64};
+use bat::Ctx;
+
+const ARMS: usize = 4;
+const SEEDS: usize = 5;
+const ROUNDS: usize = 10;
+const TRACKS: usize = 3;
+const TASKS_PER_TRACK: usize = 14;
+const REPEATS: usize = 2; // 3 × 14 × 2 = 84 cells
+
+fn evaluation(rng: &mut SplitMix64, level: f64) -> Evaluation {
+    let mut cells = Vec::with_capacity(TRACKS * TASKS_PER_TRACK * REPEATS);
+    let mut u = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    for t in 0..TRACKS {
+        for k in 0..TASKS_PER_TRACK {
+            for r in 0..REPEATS {
+                let task_score = (level + 0.3 * u() - 0.15).clamp(0.0, 1.0);
+                let stages: std::collections::BTreeMap<String, f64> = (1..=5)
+                    .map(|s| (format!("S{s}"), (level + 0.4 * u() - 0.2).clamp(0.0, 1.0)))
+                    .collect();
+                let agentic = stages.values().sum::<f64>() / 5.0;
+                cells.push(Cell {
+                    track: format!("track{t}"),
+                    task: format!("t{t}-{k}"),
+                    repeat: r.to_string(),
+                    task_score,
+                    agentic,
+                    overall: 0.5 * task_score + 0.5 * agentic,
+                    stages,
+                });
+            }
+        }
+    }
+    Evaluation { cells }
+}
+
+fn generated() -> Vec<ArmInput> {
+    let mut rng = SplitMix64::for_resample(42, 0, 0);
+    (0..ARMS)
+        .map(|a| {
+            let members: Vec<String> = (0..SEEDS).map(|s| format!("arm{a}/s{s}")).collect();
+            let rounds: Vec<Vec<(String, Evaluation)>> = (0..ROUNDS)
+                .map(|k| {
+                    let level = 0.3 + 0.02 * k as f64 + 0.01 * a as f64;
+                    (0..SEEDS)
+                        .map(|_| (format!("r{:02}", k + 1), evaluation(&mut rng, level)))
+                        .collect()
+                })
+                .collect();
+            let finals = rounds[ROUNDS - 1].iter().map(|(_, e)| e.clone()).collect();
+            ArmInput {
+                label: format!("arm{a}"),
+                spec: format!("arm{a}/*"),
+                final_rounds: vec![Some(format!("r{ROUNDS:02}")); SEEDS],
+                members,
+                finals,
+                rounds,
+                audits: vec![Vec::new(); ROUNDS],
+            }
+        })
+        .collect()
+}
+
+fn stats(times: &mut [f64]) -> (f64, f64, f64) {
+    times.sort_by(f64::total_cmp);
+    (times[0], times[times.len() / 2], times[times.len() - 1])
+}
+
+fn bat_exe() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/examples");
+    dir.join("bat")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let reps: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let cfg = Bootstrap::default();
+    let ctx = Ctx::quiet();
+    let inputs = generated();
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let e = compare_inputs(&inputs, &cfg, &ctx).expect("compare");
+        times.push(t.elapsed().as_secs_f64());
+        assert_eq!(e.pairs.len(), ARMS * (ARMS - 1) / 2);
+    }
+    let (min, med, max) = stats(&mut times);
+    println!("compare: {ARMS} arms × {SEEDS} seeds × {ROUNDS} rounds × {} cells × {} resamples, {reps} repetitions",
+        TRACKS * TASKS_PER_TRACK * REPEATS, cfg.resamples);
+    println!(
+        "{:<28} {:>9} {:>9} {:>9}",
+        "input", "min s", "median s", "max s"
+    );
+    println!(
+        "{:<28} {min:>9.3} {med:>9.3} {max:>9.3}",
+        "generated (no ledger)"
+    );
+
+    // One real ledger.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (ledger_dir, arms) = if args.len() >= 4 {
+        (PathBuf::from(&args[1]), args[2..].to_vec())
+    } else {
+        let dir = tmp.path().join("demo");
+        let bat = bat_exe();
+        if !bat.is_file() {
+            println!(
+                "(no real-ledger run: build the bat binary first, {})",
+                bat.display()
+            );
+            return;
+        }
+        let st = std::process::Command::new(&bat)
+            .arg("demo")
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("spawn bat demo");
+        assert!(st.success(), "bat demo failed");
+        let l = bat_ledger::Ledger::discover(&dir).expect("open the demo ledger");
+        let branches = bat::experiment::arms::branch_names(&l).expect("branches");
+        (dir, branches)
+    };
+    let l = bat_ledger::Ledger::discover(&ledger_dir).expect("open the ledger");
+    let req = CompareRequest {
+        arms: arms.clone(),
+        bootstrap: cfg,
+        allow: Vec::new(),
+    };
+    let mut times = Vec::with_capacity(reps);
+    let mut cells = 0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let e = compare_arms(&l, &req, &ctx).expect("compare");
+        times.push(t.elapsed().as_secs_f64());
+        cells = e.arms.iter().map(|a| a.scores[0].runs).sum::<usize>();
+    }
+    let (min, med, max) = stats(&mut times);
+    println!(
+        "{:<28} {min:>9.3} {med:>9.3} {max:>9.3}",
+        format!("ledger: {} arms, {cells} cells", arms.len())
+    );
+}
