@@ -72,7 +72,10 @@ fn runs_by_tasks(m: &ScoreMatrix) -> Vec<Vec<f64>> {
         .collect()
 }
 
-fn generated() -> Vec<(String, Vec<Vec<f64>>, Vec<Vec<f64>>)> {
+/// A named case: arm A's and arm B's (runs × tasks) score matrices.
+type Case = (String, Vec<Vec<f64>>, Vec<Vec<f64>>);
+
+fn generated() -> Vec<Case> {
     let mut g = bat::experiment::stats::SplitMix64::for_resample(11, 22, 33);
     let mut u = move || (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let mut grid = |runs: usize, tasks: usize, levels: f64, shift: f64| -> Vec<Vec<f64>> {

@@ -34,7 +34,12 @@ fn demo_runs_a_campaign_replays_it_with_terminal_reward_and_compares() {
     // pair, comparable arms.
     let e = &report["experiment"];
     assert_eq!(e["comparable"], true, "{e}");
-    for (arm, label) in e["arms"].as_array().expect("arms").iter().zip(["bat", "terminal"]) {
+    for (arm, label) in e["arms"]
+        .as_array()
+        .expect("arms")
+        .iter()
+        .zip(["bat", "terminal"])
+    {
         assert_eq!(arm["members"].as_array().map(Vec::len), Some(3), "{label}");
     }
     let verdict = e["pairs"][0]["verdict"].as_str().expect("a verdict");

@@ -151,7 +151,10 @@ fn export_and_query_agree_with_bat_log_and_queries_cannot_write() {
         check_against_log(&row, e, &branch);
         n += 1;
     }
-    assert_eq!(n, 9, "three branches (main = bat/s0, terminal/s0) of three rounds");
+    assert_eq!(
+        n, 9,
+        "three branches (main = bat/s0, terminal/s0) of three rounds"
+    );
 
     // SELECT over rounds equals the log.
     let q: Value = serde_json::from_slice(&ok(run(

@@ -208,7 +208,10 @@ fn a_ledger_written_before_schema_1_reads_through_the_same_reader() {
             // `compare` has since added the statistics after the table it
             // printed then; the table is unchanged.
             assert!(printed.starts_with(&then), "bat {args:?}:\n{printed}");
-            assert!(printed.contains("\nbootstrap: "), "bat {args:?}:\n{printed}");
+            assert!(
+                printed.contains("\nbootstrap: "),
+                "bat {args:?}:\n{printed}"
+            );
         } else {
             assert_eq!(printed, then, "bat {args:?}");
         }

@@ -553,7 +553,7 @@ fn run_arm(
     let log_dir = layout.log_dir(&run_id);
     let mut options = round_commit_options(&campaign, &pack);
     options.orphan_branch = arm.root;
-    options.code_inputs = super::run_code::code_inputs(&a, &campaign, declared.to_vec())?;
+    options.code_inputs = super::run_code::code_inputs(a, &campaign, declared.to_vec())?;
     let mut sink = LedgerSink {
         ledger,
         options,
