@@ -568,6 +568,50 @@ fn subdirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// `bat stats`'s figures (the CLI's and Python's): the ledger's own, with
+/// the scratch folders kept under `.bat` counted apart from stored bytes.
+#[derive(Debug, Clone)]
+pub struct LedgerStats {
+    /// The ledger's statistics; `stored_bytes` excludes scratch.
+    pub ledger: bat_ledger::Stats,
+    /// The scratch folders.
+    pub scratch: Scratch,
+    /// Bytes of scratch folders `bat gc` would remove.
+    pub stale_bytes: u64,
+}
+
+impl LedgerStats {
+    /// The JSON document `bat stats --json` prints (without
+    /// `reclaimable`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.ledger).expect("ledger stats serialize");
+        v["scratch_bytes"] = self.scratch.bytes().into();
+        v["scratch_stale_bytes"] = self.stale_bytes.into();
+        v["scratch"] = serde_json::to_value(&self.scratch).expect("scratch serializes");
+        v
+    }
+}
+
+/// The ledger's statistics with its scratch apart ([`LedgerStats`]).
+pub fn stats(ledger: &Ledger) -> Result<LedgerStats, RetentionError> {
+    let mut stats = ledger.stats()?;
+    // The ledger's directory size includes the scratch folders kept in it:
+    // they are not stored history.
+    let scratch = scratch(ledger)?;
+    stats.stored_bytes = stats.stored_bytes.saturating_sub(scratch.bytes());
+    let stale_bytes = scratch
+        .dirs
+        .iter()
+        .filter(|d| d.state == ScratchState::Stale)
+        .map(|d| d.bytes)
+        .sum();
+    Ok(LedgerStats {
+        ledger: stats,
+        scratch,
+        stale_bytes,
+    })
+}
+
 /// The scratch folders of the ledger whose directory is `ledger.dir()`,
 /// with their sizes and whether gc may remove them. A run folder counts
 /// as live while the run lock (`run.lock`) names a live process: then no

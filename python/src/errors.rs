@@ -189,6 +189,15 @@ impl From<bat::inspect::rounds::RoundsError> for Failure {
     }
 }
 
+impl From<bat::retention::RetentionError> for Failure {
+    fn from(e: bat::retention::RetentionError) -> Self {
+        match e {
+            bat::retention::RetentionError::Ledger(le) => le.into(),
+            other => Failure::from_library(Class::Base, &other),
+        }
+    }
+}
+
 impl From<bat::experiment::ExperimentError> for Failure {
     fn from(e: bat::experiment::ExperimentError) -> Self {
         use bat::experiment::ExperimentError as E;

@@ -295,9 +295,8 @@ impl PyLedger {
 
     /// Object counts and sizes (`bat stats --json`).
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.with_json(py, |l| {
-            serde_json::to_value(l.stats()?).map_err(|e| Failure::msg(e.to_string()))
-        })
+        // As `bat stats --json`: scratch folders apart from stored bytes.
+        self.with_json(py, |l| Ok(bat::retention::stats(l)?.to_json()))
     }
 
     /// Local branches: `{name: commit id}`.

@@ -37,17 +37,8 @@ struct Reclaimable {
 /// Run `bat stats`.
 pub fn run(args: StatsArgs, g: &Session) -> CliResult {
     let mut l = open(g)?;
-    let mut s = l.stats().map_err(lerr)?;
-    // The ledger's directory size includes the scratch folders kept in it:
-    // they are not stored history.
-    let scratch = retention::scratch(&l).map_err(CliError::from)?;
-    s.stored_bytes = s.stored_bytes.saturating_sub(scratch.bytes());
-    let stale: u64 = scratch
-        .dirs
-        .iter()
-        .filter(|d| d.state == retention::ScratchState::Stale)
-        .map(|d| d.bytes)
-        .sum();
+    let all = retention::stats(&l).map_err(CliError::from)?;
+    let (s, scratch, stale) = (&all.ledger, &all.scratch, all.stale_bytes);
     let reclaim = match &args.reclaimable {
         Some(p) => {
             let plan = retention::plan(&l, p).map_err(CliError::from)?;
@@ -72,11 +63,7 @@ pub fn run(args: StatsArgs, g: &Session) -> CliResult {
         None => None,
     };
     if g.json {
-        let mut v = serde_json::to_value(&s).map_err(|e| CliError::internal(e.to_string()))?;
-        v["scratch_bytes"] = scratch.bytes().into();
-        v["scratch_stale_bytes"] = stale.into();
-        v["scratch"] =
-            serde_json::to_value(&scratch).map_err(|e| CliError::internal(e.to_string()))?;
+        let mut v = all.to_json();
         if let Some(r) = &reclaim {
             v["reclaimable"] =
                 serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
