@@ -226,13 +226,7 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
         .work_dir
         .clone()
         .unwrap_or_else(|| default_work_dir(ledger.dir(), secs, std::process::id()));
-    let mut overrides = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        overrides.push((
-            bat::round::campaign::BAT_PLACEHOLDER.to_string(),
-            exe.to_string_lossy().into_owned(),
-        ));
-    }
+    let overrides = bat_override();
     super::interrupt::install();
     let mut rows = Vec::new();
     for s in seeds {
@@ -252,31 +246,15 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
             author: "bat replay".into(),
         };
         eprintln!("bat replay: seed {s} on {branch}");
-        let mut observer = Supervised {
-            inner: RoundProgress::new("bat replay", g.json, false),
-            supervision,
+        let hint = || {
+            format!(
+                "seed branches replayed before it stay committed; the work files are in {}",
+                req.work_dir.display()
+            )
         };
-        let ctx = bat::Ctx::new(&bat_ledger::NoProgress, g.cancel());
-        let report = replay(&mut ledger, &req, &mut observer, &ctx);
-        observer.inner.finish();
-        let report = match report {
-            Ok(r) => r,
-            Err(e) => match super::interrupt::signal() {
-                Some(sig) => {
-                    let between = matches!(
-                        e,
-                        bat::replay::ReplayError::Loop(
-                            bat::engine::rounds::LoopError::Interrupted { .. }
-                        )
-                    );
-                    let hint = format!(
-                        "seed branches replayed before it stay committed; the work files are in {}",
-                        req.work_dir.display()
-                    );
-                    return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
-                }
-                None => return Err(e.into()),
-            },
+        let report = match run_supervised(&mut ledger, &req, g, supervision, hint)? {
+            Ended::Done(r) => r,
+            Ended::Stopped(code) => return Ok(code),
         };
         let head = ledger
             .resolve(&format!("refs/heads/{branch}"))
@@ -350,13 +328,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         .clone()
         .unwrap_or_else(|| default_work_dir(ledger.dir(), secs, std::process::id()));
     // A simulator campaign's children are this binary, wherever it is now.
-    let mut overrides = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        overrides.push((
-            bat::round::campaign::BAT_PLACEHOLDER.to_string(),
-            exe.to_string_lossy().into_owned(),
-        ));
-    }
+    let overrides = bat_override();
     let req = ReplayRequest {
         rev: a.rev.clone(),
         ablations,
@@ -371,49 +343,31 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
     };
     // From here on SIGINT/SIGTERM are caught and forwarded to the child.
     super::interrupt::install();
-    let mut observer = Supervised {
-        inner: RoundProgress::new("bat replay", g.json, false),
-        supervision,
+    let hint = || {
+        if a.verify {
+            "a verify commits nothing; run it again to check the rounds".to_string()
+        } else {
+            format!(
+                "rounds replayed before it stay committed on the replay branch; the work files are in {}",
+                req.work_dir.display()
+            )
+        }
     };
-    // The rounds' bar is the progress shown; Ctrl-C also stops a checkout
-    // or a round commit at a safe point.
-    let ctx = bat::Ctx::new(&bat_ledger::NoProgress, g.cancel());
-    let report = replay(&mut ledger, &req, &mut observer, &ctx);
-    observer.inner.finish();
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => match super::interrupt::signal() {
-            Some(sig) => {
-                // Stopped before a round started: none was in progress.
-                let between = matches!(
-                    e,
-                    bat::replay::ReplayError::Loop(
-                        bat::engine::rounds::LoopError::Interrupted { .. }
-                    )
-                );
-                let hint = if a.verify {
-                    "a verify commits nothing; run it again to check the rounds".to_string()
-                } else {
-                    format!(
-                        "rounds replayed before it stay committed on the replay branch; the work files are in {}",
-                        req.work_dir.display()
-                    )
-                };
-                return Ok(super::interrupt::report_stopped(sig, &e, between, hint));
-            }
-            None => {
-                let e = CliError::from(e);
-                // The work files stay for inspection; say where.
-                return Err(if req.work_dir.exists() {
-                    e.with_hint(format!(
-                        "the replay's work files are kept in {} (`bat gc` removes them)",
-                        req.work_dir.display()
-                    ))
-                } else {
-                    e
-                });
-            }
-        },
+    let report = match run_supervised(&mut ledger, &req, g, supervision, hint) {
+        Ok(Ended::Done(r)) => r,
+        Ok(Ended::Stopped(code)) => return Ok(code),
+        Err(e) => {
+            let e = CliError::from(e);
+            // The work files stay for inspection; say where.
+            return Err(if req.work_dir.exists() {
+                e.with_hint(format!(
+                    "the replay's work files are kept in {} (`bat gc` removes them)",
+                    req.work_dir.display()
+                ))
+            } else {
+                e
+            });
+        }
     };
     if g.json {
         print_json(&report)?;
@@ -466,4 +420,65 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The simulator's `{bat}`: this binary, wherever it is now.
+fn bat_override() -> Vec<(String, String)> {
+    std::env::current_exe()
+        .map(|exe| {
+            vec![(
+                bat::round::campaign::BAT_PLACEHOLDER.to_string(),
+                exe.to_string_lossy().into_owned(),
+            )]
+        })
+        .unwrap_or_default()
+}
+
+/// How a supervised replay ended without an error.
+enum Ended {
+    /// It finished.
+    Done(ReplayReport),
+    /// SIGINT/SIGTERM stopped it (reported): exit with this code.
+    Stopped(ExitCode),
+}
+
+/// Run one replay with the rounds' progress on stderr and its children
+/// supervised (the rounds' bar is the progress shown; Ctrl-C also stops a
+/// checkout or a round commit at a safe point). A replay a signal stopped
+/// is reported with `stopped_hint`.
+fn run_supervised(
+    ledger: &mut bat_ledger::Ledger,
+    req: &ReplayRequest,
+    g: &Session,
+    supervision: bat::engine::child::Supervision,
+    stopped_hint: impl FnOnce() -> String,
+) -> Result<Ended, bat::replay::ReplayError> {
+    let mut observer = Supervised {
+        inner: RoundProgress::new("bat replay", g.json, false),
+        supervision,
+    };
+    let ctx = bat::Ctx::new(&bat_ledger::NoProgress, g.cancel());
+    let result = replay(ledger, req, &mut observer, &ctx);
+    observer.inner.finish();
+    match result {
+        Ok(r) => Ok(Ended::Done(r)),
+        Err(e) => match super::interrupt::signal() {
+            Some(sig) => {
+                // Stopped before a round started: none was in progress.
+                let between = matches!(
+                    e,
+                    bat::replay::ReplayError::Loop(
+                        bat::engine::rounds::LoopError::Interrupted { .. }
+                    )
+                );
+                Ok(Ended::Stopped(super::interrupt::report_stopped(
+                    sig,
+                    &e,
+                    between,
+                    stopped_hint(),
+                )))
+            }
+            None => Err(e),
+        },
+    }
 }
