@@ -59,10 +59,10 @@ struct JsonOut<'a> {
     legacy: Option<&'a Comparison>,
 }
 
-/// Run `bat compare`.
-pub fn run(args: CompareArgs, g: &Session) -> CliResult {
+/// The fields `--allow-difference` names (`bat compare`, `bat report`).
+pub(super) fn allowed_fields(names: &[String]) -> Result<Vec<Field>, CliError> {
     let mut allow = Vec::new();
-    for f in &args.allow_difference {
+    for f in names {
         let field = Field::parse(f).ok_or_else(|| {
             CliError::usage_error(format!("--allow-difference {f}: not a comparability field"))
                 .with_hint(format!(
@@ -72,6 +72,12 @@ pub fn run(args: CompareArgs, g: &Session) -> CliResult {
         })?;
         allow.push(field);
     }
+    Ok(allow)
+}
+
+/// Run `bat compare`.
+pub fn run(args: CompareArgs, g: &Session) -> CliResult {
+    let allow = allowed_fields(&args.allow_difference)?;
     if args.resamples == 0 {
         return Err(CliError::usage_error("--resamples must be at least 1"));
     }

@@ -7,7 +7,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use clap::Args;
 
 use super::ledger_common::{fmt_time, open};
+use super::term::{Paint, Role};
 use super::{print_json, CliError, CliResult, Session};
+use bat::experiment::compare::Difference;
 use bat::report::html::{collect, render, ReportOptions};
 use bat::report::sources;
 
@@ -53,11 +55,19 @@ pub struct ReportArgs {
     /// The bootstrap of confidence intervals.
     #[command(flatten)]
     pub bootstrap: super::export::BootstrapArgs,
+    /// Accept a difference between the arms (repeatable): protocol, pack,
+    /// tasks, runtime-tool-format, evaluator, base-checkpoint, budget. As
+    /// with `bat compare`, arms that differ in any other of these are
+    /// reported as not comparable and the exit code is 1 (the page is
+    /// written either way).
+    #[arg(long = "allow-difference", value_name = "FIELD")]
+    pub allow_difference: Vec<String>,
 }
 
 /// Run `bat report`.
 pub fn run(args: ReportArgs, g: &Session) -> CliResult {
     let started = Instant::now();
+    let allow = super::compare::allowed_fields(&args.allow_difference)?;
     let l = open(g)?;
     let srcs = sources(&l, &args.revs)
         .map_err(CliError::from)
@@ -81,6 +91,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         generated: fmt_time(now),
         metrics: args.metrics.clone(),
         bootstrap: args.bootstrap.bootstrap(),
+        allow,
     };
     let data = collect(&l, &srcs, &opts)?;
     let html = render(&data);
@@ -88,6 +99,8 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
         .map_err(|e| CliError::new(format!("cannot write {}: {e}", args.output.display())))?;
     let rounds: usize = data.arms.iter().map(|a| a.rows.len()).sum();
     let secs = started.elapsed().as_secs_f64();
+    let differences: &[Difference] = data.differences.as_deref().unwrap_or(&[]);
+    let comparable = differences.iter().all(|d| d.allowed);
     if g.json {
         print_json(&serde_json::json!({
             "output": args.output, "bytes": html.len(), "rounds": rounds,
@@ -100,6 +113,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
                 .filter(|r| r.score == "audit_gap_slope" && r.above_zero())
                 .map(|r| serde_json::json!({"arm": r.arm, "slope": r.mean, "ci_low": r.ci_low, "ci_high": r.ci_high}))
                 .collect::<Vec<_>>()).unwrap_or_default(),
+            "comparable": comparable, "differences": differences,
         }))?;
     } else {
         outln!(
@@ -123,6 +137,38 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
                 );
             }
         }
+        out!("{}", render_differences(differences, g.paint));
     }
-    Ok(ExitCode::SUCCESS)
+    if comparable {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(super::error::EXIT_FAILURE))
+    }
+}
+
+/// The comparability lines (nothing when the arms share every field), in
+/// `bat compare`'s words.
+fn render_differences(diffs: &[Difference], paint: Paint) -> String {
+    if diffs.is_empty() {
+        return String::new();
+    }
+    let mut out = if diffs.iter().all(|d| d.allowed) {
+        format!(
+            "comparable only with allowed differences: {}\n",
+            paint.paint(Role::Bad, "the arms differ as listed")
+        )
+    } else {
+        format!("{}\n", paint.paint(Role::Bad, "NOT COMPARABLE: the arms differ (exit 1); name each difference with --allow-difference FIELD to accept it"))
+    };
+    for d in diffs {
+        out.push_str(&format!(
+            "  {} differs{}\n",
+            d.field.as_str(),
+            if d.allowed { " (allowed)" } else { "" }
+        ));
+        for (label, vals) in &d.values {
+            out.push_str(&format!("    {label}: {}\n", vals.join(" | ")));
+        }
+    }
+    out
 }

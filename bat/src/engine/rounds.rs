@@ -487,6 +487,7 @@ pub fn run_loop(
     opts.pack.contract()?;
     GateModel::from_pack(opts.pack)?;
     let stage_model = StageModel::from_pack(opts.pack)?;
+    let pack_blake3 = crate::round::meta::pack_blake3(opts.pack);
     let mut state = match start {
         Start::Resume(s) => s,
         Start::Fresh => {
@@ -549,7 +550,7 @@ pub fn run_loop(
         )?;
         // Record the round before the next one starts.
         let logs = round_logs(opts.log_dir, &trainer_label, &rid);
-        let loop_meta = loop_metadata(campaign, opts.run_id, &state, &logs)?;
+        let loop_meta = loop_metadata(campaign, opts.run_id, &pack_blake3, &state, &logs)?;
         let note = sink
             .round_completed(&CompletedRound {
                 round_id: &rid,

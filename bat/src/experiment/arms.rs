@@ -3,7 +3,8 @@
 //!
 //! An arm is written in one of three ways:
 //! - a glob over branch names, `'bat/*'`: every branch it matches, sorted
-//!   by name. `*` matches any run of characters except `/`, `?` one
+//!   by name (local branches first, then remote-tracking branches such as
+//!   `origin/bat/s0`, which `'origin/bat/*'` matches). `*` matches any run of characters except `/`, `?` one
 //!   character except `/`; a pattern containing neither is not a glob.
 //! - a comma list, `bat/s0,bat/s1`: each item a branch, tag or revision.
 //! - one branch, tag or revision (`bat`, `r04`, `HEAD~2`): a group of one.
@@ -18,6 +19,7 @@ use super::ExperimentError;
 use crate::round::resolve_rev;
 
 const HEADS: &str = "refs/heads/";
+const REMOTES: &str = "refs/remotes/";
 
 /// An arm as written, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +175,11 @@ pub fn resolve(ledger: &Ledger, spec: &ArmSpec) -> Result<ArmGroup, ExperimentEr
             out
         }
         ArmSpec::Glob(pattern) => {
-            let refs = ledger.list_refs(HEADS)?;
+            // Local branches, then remote-tracking ones (`origin/bat/s0`):
+            // `*` stops at `/`, so `bat/*` matches only local branches and
+            // `origin/bat/*` only the seeds fetched from `origin`.
+            let mut refs = ledger.list_refs(HEADS)?;
+            refs.extend(ledger.list_refs(REMOTES)?);
             let out: Vec<ArmMember> = refs
                 .iter()
                 .filter(|(n, _)| glob_matches(pattern, n))

@@ -35,7 +35,8 @@ use crate::Ctx;
 pub enum Field {
     /// The evaluation protocol id.
     Protocol,
-    /// The benchmark pack (its file, or the embedded default).
+    /// The benchmark pack, by content digest (rounds recorded before
+    /// packs were digested: by file path, or the embedded default).
     Pack,
     /// The evaluated (track, task) set and the repeats of each.
     Tasks,
@@ -579,6 +580,22 @@ fn audit_trend(
     (gaps, Some(trend))
 }
 
+/// The comparability of the arms `specs` name (each a group): their cells
+/// read from the ledger and [`comparability`] applied — the check `bat
+/// report` makes, without the statistics.
+pub fn differences_of(
+    ledger: &Ledger,
+    specs: &[String],
+    allow: &[Field],
+) -> Result<Vec<Difference>, ExperimentError> {
+    let mut arms = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let group = resolve_str(ledger, spec)?;
+        arms.push(gather(ledger, &group)?);
+    }
+    Ok(comparability(&arms, allow))
+}
+
 /// The values of every [`Field`] per arm, and the fields where they differ.
 pub fn comparability(arms: &[ArmCells], allow: &[Field]) -> Vec<Difference> {
     let mut out = Vec::new();
@@ -634,7 +651,15 @@ fn field_values(a: &ArmCells, field: Field) -> BTreeSet<String> {
                     });
                 }
             }
-            Field::Protocol | Field::Pack | Field::RuntimeToolFormat | Field::Evaluator => {
+            Field::Pack => {
+                for r in &m.rounds {
+                    out.insert(match &r.meta.loop_meta {
+                        Some(l) => pack_value(l),
+                        None => "unrecorded".to_string(),
+                    });
+                }
+            }
+            Field::Protocol | Field::RuntimeToolFormat | Field::Evaluator => {
                 for r in &m.rounds {
                     out.insert(match &r.meta.loop_meta {
                         Some(l) => campaign_value(&l.campaign, field),
@@ -647,17 +672,29 @@ fn field_values(a: &ArmCells, field: Field) -> BTreeSet<String> {
     out
 }
 
+/// The pack a round ran with: its content digest, or, for a round
+/// recorded before packs were digested, the campaign's pack path (the
+/// value says so: the same pack then compares unequal to its digest).
+fn pack_value(l: &crate::round::meta::LoopMeta) -> String {
+    match &l.pack_blake3 {
+        Some(d) => format!("blake3 {d}"),
+        None => match &l.campaign.pack {
+            Some(p) => format!(
+                "file {} (no digest recorded: compared by path)",
+                p.display()
+            ),
+            None => "embedded default pack (no digest recorded: compared by name)".to_string(),
+        },
+    }
+}
+
 /// A field recorded in the campaign of a round (`bat run`'s metadata).
 fn campaign_value(c: &crate::round::campaign::Campaign, field: Field) -> String {
     match field {
         Field::Protocol => or_unrecorded(&c.protocol_id),
-        Field::Pack => match &c.pack {
-            Some(p) => format!("file {}", p.display()),
-            None => "embedded default pack".to_string(),
-        },
         Field::RuntimeToolFormat => or_unrecorded(&c.runtime_tool_format),
         Field::Evaluator => or_unrecorded(&c.evaluator.join(" ")),
-        Field::Tasks | Field::BaseCheckpoint | Field::Budget => {
+        Field::Pack | Field::Tasks | Field::BaseCheckpoint | Field::Budget => {
             "recorded outside the campaign".to_string()
         }
     }
@@ -769,6 +806,57 @@ mod tests {
             "{gap:?}"
         );
         assert_eq!(e.pairs.len(), 1);
+    }
+
+    /// A loop record as an older bat wrote it: no `pack_blake3`.
+    fn old_loop(pack: Option<&str>) -> crate::round::meta::LoopMeta {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 2, "run_id": "run-1", "round_number": 1,
+            "campaign": {"source": "s", "initial_checkpoint": "c", "work_dir": "w",
+                "trainer": ["t"], "evaluator": ["e"], "protocol_id": "p",
+                "runtime_tool_format": "hermes", "rounds": 1, "batches": 1, "pack": pack},
+            "current_checkpoint": {"path": "c", "sha256": "aa"},
+            "baseline_summary": {"inline": true}, "initial_summary": {"inline": true},
+        }))
+        .expect("an old loop record decodes")
+    }
+
+    #[test]
+    fn a_round_without_a_pack_digest_compares_by_path_and_says_so() {
+        let by_path = pack_value(&old_loop(Some("/packs/a.json")));
+        assert_eq!(
+            by_path,
+            "file /packs/a.json (no digest recorded: compared by path)"
+        );
+        assert!(pack_value(&old_loop(None)).contains("no digest recorded"));
+        let mut new = old_loop(Some("/packs/a.json"));
+        let digest = crate::round::meta::pack_blake3(&bat_contract::pack::Pack::default_pack());
+        new.pack_blake3 = Some(digest.clone());
+        assert_eq!(pack_value(&new), format!("blake3 {digest}"));
+        // The recorded member survives a write and a read; an old record
+        // writes no member at all.
+        let back: crate::round::meta::LoopMeta =
+            serde_json::from_value(serde_json::to_value(&new).expect("encodes")).expect("decodes");
+        assert_eq!(back.pack_blake3, Some(digest));
+        let old = serde_json::to_value(old_loop(None)).expect("encodes");
+        assert!(old.get("pack_blake3").is_none(), "{old}");
+    }
+
+    #[test]
+    fn the_pack_digest_ignores_layout_and_follows_values() {
+        use bat_contract::pack::{Pack, DEFAULT_PACK_JSON};
+        let default = crate::round::meta::pack_blake3(&Pack::default_pack());
+        assert_eq!(default.len(), 64);
+        // The same values, another layout: the same digest.
+        let v: serde_json::Value = serde_json::from_str(DEFAULT_PACK_JSON).expect("json");
+        let compact = serde_json::to_string(&v).expect("encodes");
+        let same = Pack::parse(&compact, "compact").expect("parses");
+        assert_eq!(crate::round::meta::pack_blake3(&same), default);
+        // One value more: another digest.
+        let mut edited = v.clone();
+        edited["note"] = serde_json::json!("edited");
+        let other = Pack::parse(&edited.to_string(), "edited").expect("parses");
+        assert_ne!(crate::round::meta::pack_blake3(&other), default);
     }
 
     #[test]

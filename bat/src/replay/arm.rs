@@ -458,7 +458,8 @@ fn commit_replayed(
     };
     // The arm's child logs go into the round commit like a run's.
     let logs = round_logs(Some(&plan.logs), &r.done.trainer_label, &o.round_id);
-    let loop_meta = loop_metadata(campaign, &plan.run_id, &state, &logs)?;
+    let pack_blake3 = meta::pack_blake3(&r.setup.pack);
+    let loop_meta = loop_metadata(campaign, &plan.run_id, &pack_blake3, &state, &logs)?;
     let opts = CommitRoundOptions {
         branch: Some(branch.to_string()),
         pack: r.setup.pack.clone(),

@@ -17,6 +17,7 @@ use super::arm_scores::{arm_scores, ArmScoreRow};
 use super::metrics::{round_metrics, union_keys, MetricKey, Metrics};
 use super::svg::{self, esc, Plot, Point, Series};
 use super::Source;
+use crate::experiment::compare::{differences_of, Difference, Field};
 use crate::experiment::stats::Bootstrap;
 use crate::inspect::diff::DiffOptions;
 use crate::inspect::drift::{candidate_drift, trained_from, Drift};
@@ -129,6 +130,9 @@ pub struct ReportOptions {
     /// Custom metrics to plot, one curve per arm each (`health.<key>`,
     /// `eval.track.<name>`, `eval.stage.<S>`; see [`super::metrics`]).
     pub metrics: Vec<String>,
+    /// Differences between the arms the caller accepts
+    /// (`--allow-difference`).
+    pub allow: Vec<Field>,
 }
 
 /// One arm: a listed branch and its rounds.
@@ -174,6 +178,9 @@ pub struct ReportData {
     /// Arm statistics (one arm per name given; a group's branches are its
     /// seeds), or why they could not be computed.
     pub arm_scores: Result<Vec<ArmScoreRow>, String>,
+    /// Where the arms differ in what a comparison needs them to share
+    /// (`bat compare`'s check), or why it could not be read.
+    pub differences: Result<Vec<Difference>, String>,
     /// The arms, in the order given.
     pub arms: Vec<Arm>,
     /// Options used.
@@ -299,8 +306,10 @@ pub fn collect(
     // bands.
     let arm_scores = arm_scores(ledger, &specs, &opts.bootstrap, &crate::Ctx::quiet())
         .map_err(|e| e.to_string());
+    let differences = differences_of(ledger, &specs, &opts.allow).map_err(|e| e.to_string());
     Ok(ReportData {
         arm_scores,
+        differences,
         arms,
         drift: opts.drift,
         options: opts.clone(),
@@ -350,10 +359,39 @@ fn arm_band_plot(rows: &[ArmScoreRow]) -> Plot {
     }
 }
 
+/// Where the arms differ (nothing when they share every field): the
+/// same fields and values as `bat compare`.
+fn comparability_note(d: &ReportData, out: &mut String) {
+    let Ok(diffs) = &d.differences else { return };
+    if diffs.is_empty() {
+        return;
+    }
+    let head = if diffs.iter().all(|x| x.allowed) {
+        "Comparable only with allowed differences: the arms differ as listed."
+    } else {
+        "NOT COMPARABLE: the arms differ as listed (name each difference with --allow-difference FIELD to accept it)."
+    };
+    let _ = write!(out, "<div id=\"comparability\"><p><b>{head}</b></p><ul>");
+    for x in diffs {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> differs{}<ul>",
+            x.field.as_str(),
+            if x.allowed { " (allowed)" } else { "" }
+        );
+        for (label, values) in &x.values {
+            let _ = write!(out, "<li>{}: {}</li>", esc(label), esc(&values.join(" | ")));
+        }
+        out.push_str("</ul></li>");
+    }
+    out.push_str("</ul></div>");
+}
+
 /// The arm-statistics section: bands, the bootstrap used, and the
 /// audit-gap slope of each arm with its flag.
 fn arms_section(d: &ReportData, out: &mut String) {
     out.push_str("<h2 id=\"arms\">Arms with confidence intervals</h2>");
+    comparability_note(d, out);
     let rows = match &d.arm_scores {
         Ok(rows) => rows,
         Err(why) => {

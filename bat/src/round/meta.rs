@@ -290,6 +290,20 @@ pub struct LoopMeta {
     /// The child logs of this round.
     #[serde(default)]
     pub logs: BTreeMap<String, LogRef>,
+    /// The benchmark pack this round ran with, by content: its
+    /// [`pack_blake3`]. Absent in rounds recorded before packs were
+    /// digested; those are compared by the campaign's pack path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_blake3: Option<String>,
+}
+
+/// A benchmark pack's content digest: the BLAKE3 (hex) of the pack as
+/// `bat pack show` prints it (sorted keys, two-space indent, one final
+/// LF), which is also the object id the ledger would store that file
+/// under. Whitespace and key order of the pack file do not change it; any
+/// value does.
+pub fn pack_blake3(pack: &bat_contract::pack::Pack) -> String {
+    ObjectId::of_bytes(json::pretty_json_file(pack.value()).as_bytes()).to_hex()
 }
 
 fn malformed(e: impl std::fmt::Display) -> MetaError {

@@ -71,10 +71,12 @@ pub fn state_document(state: &LoopState) -> Value {
 /// The `"loop"` metadata recorded with a round commit: the campaign, the
 /// run id, this round's history element, references to the summaries and
 /// the round's child logs, which the round commit stores under `logs/`
-/// (constant size; see [`crate::round::meta`]).
+/// (constant size; see [`crate::round::meta`]), and the digest of the pack
+/// the round ran with ([`crate::round::meta::pack_blake3`]).
 pub fn loop_metadata(
     campaign: &Campaign,
     run_id: &str,
+    pack_blake3: &str,
     state: &LoopState,
     logs: &[(String, PathBuf)],
 ) -> Result<crate::round::meta::LoopMeta, LoopError> {
@@ -121,6 +123,7 @@ pub fn loop_metadata(
         next_target_stage: Some(state.target_stage.clone()),
         state: None,
         logs: log_entries,
+        pack_blake3: Some(pack_blake3.to_string()),
     })
 }
 
