@@ -295,6 +295,23 @@ mod tests {
     }
 
     #[test]
+    fn globs_match_remote_tracking_branches_by_their_remote_prefix() {
+        let (_t, mut l, c) = ledger_with(&["bat/s0"]);
+        for name in ["refs/remotes/origin/bat/s1", "refs/remotes/origin/bat/s0"] {
+            l.update_ref(name, None, Some(c), "fetch")
+                .expect("remote ref");
+        }
+        let g = resolve_str(&l, "origin/bat/*").unwrap();
+        assert_eq!(g.label, "origin/bat");
+        let names: Vec<&str> = g.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["origin/bat/s0", "origin/bat/s1"]);
+        // `*` stops at `/`: the local glob keeps to local branches.
+        let g = resolve_str(&l, "bat/*").unwrap();
+        let names: Vec<&str> = g.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["bat/s0"]);
+    }
+
+    #[test]
     fn resolve_refuses_empty_matches_unknown_names_and_repeats() {
         let (_t, l, _) = ledger_with(&["bat/s0"]);
         match resolve_str(&l, "grpo/*") {
