@@ -138,6 +138,11 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
             }
         }
         out!("{}", render_differences(differences, g.paint));
+        if !comparable && args.revs.is_empty() {
+            outln!(
+                "(with no arms named, every branch is an arm of its own; name arm groups such as 'bat/*' 'terminal/*' to pool each arm's seeds)"
+            );
+        }
     }
     if comparable {
         Ok(ExitCode::SUCCESS)
