@@ -56,7 +56,8 @@ for t in "${TARGETS[@]}"; do
     crash="$(grep -o 'Test unit written to [^ ]*' "$log" | tail -1 | sed 's/^Test unit written to //' || true)"
     echo "!!!!!! fuzz target $t FAILED"
     if [ -n "$crash" ]; then
-      echo "!!!!!! crashing input: $(pwd)/$crash"
+      case "$crash" in /*) ;; *) crash="$(pwd)/$crash" ;; esac
+      echo "!!!!!! crashing input: $crash"
       echo "!!!!!! reproduce: (cd fuzz && cargo +nightly fuzz run --release $t $crash)"
     else
       echo "!!!!!! no crashing input written (build or libFuzzer failure); log above"

@@ -37,8 +37,8 @@ fn commit(l: &mut Ledger, data: &Path, req: &CommitRequest) -> CommitId {
         .commit
 }
 
-/// A ledger in `dir` with two commits full of escape sequences; returns
-/// (first, second).
+/// A ledger in `dir` with two commits full of escape sequences (the
+/// second adds a file whose name holds some); returns (first, second).
 fn hostile_ledger(dir: &Path) -> (CommitId, CommitId) {
     std::fs::create_dir_all(dir).expect("mkdir");
     let mut l = Ledger::init(dir).expect("init");
@@ -96,6 +96,42 @@ fn log_show_ls_diff_reflog_print_no_raw_escape_from_stored_data() {
     assert!(show.contains("\\u001b]8;;http://evil.example/"), "{show}");
     let ls = bat.ok(&["ls"]);
     assert!(ls.contains("evil\\u001b[2J\\u001b[Hname.txt"), "{ls}");
+}
+
+/// The attack as it arrives: a bundle made by a hostile party, cloned,
+/// then read. (Only the first commit: its strings are in the message,
+/// author and metadata, which no import policy refuses.)
+#[test]
+fn a_cloned_hostile_bundle_prints_no_raw_escape() {
+    let env = TestEnv::new();
+    let dir = env.path("hostile");
+    let (first, _) = hostile_ledger(&dir);
+    let bat = common::BatRunner::new(&dir);
+    bat.ok(&["tag", "evil", &first.to_string()]);
+    let bundle = env.path("evil.batb");
+    let bundle_arg = bundle.to_str().expect("utf-8 temp path");
+    bat.ok(&["bundle", "create", bundle_arg, "evil"]);
+    let clone = env.path("victim");
+    common::succeeded(
+        common::bat()
+            .arg("clone")
+            .arg(&bundle)
+            .arg(&clone)
+            .output()
+            .expect("run bat clone"),
+    );
+    let victim = common::BatRunner::new(&clone);
+    for args in [
+        vec!["log", "evil"],
+        vec!["show", "evil"],
+        vec!["show", "--metadata", "evil"],
+        vec!["reflog"],
+    ] {
+        let out = common::succeeded(victim.output(&args));
+        assert_neutral(&args.join(" "), &out.stdout);
+        assert_neutral(&args.join(" "), &out.stderr);
+    }
+    assert!(victim.ok(&["log", "evil"]).contains("\\u001b]0;pwned"));
 }
 
 #[test]

@@ -59,8 +59,9 @@ pub struct Timeouts {
     pub idle: Duration,
     /// Longest whole request, response streaming included.
     pub request: Duration,
-    /// After SIGINT/SIGTERM: how long requests in flight may finish before
-    /// the server exits anyway.
+    /// After SIGINT/SIGTERM: how long requests in flight may finish. The
+    /// server is gone by then: connections still open shortly before the
+    /// deadline are cancelled, whatever the timeouts above would allow.
     pub shutdown_grace: Duration,
 }
 
