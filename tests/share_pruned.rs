@@ -93,6 +93,12 @@ fn pruned_ledger_bundles_clones_and_fetch_restores() {
     assert_eq!(fsck_pruned(&clone), pruned);
     let err = r01_is_pruned(&clone, &t.path().join("co-pruned"));
     assert!(err.contains("received marked absent"), "{err}");
+    // The hint is true for a clone: its source pruned the file too, so
+    // fetching from there again cannot restore it.
+    assert!(
+        err.contains("fetching from that ledger again does not restore it"),
+        "{err}"
+    );
     // What was kept reads back.
     ok(bat(&clone)
         .args(["checkout", "main", "--to"])

@@ -321,6 +321,9 @@ impl Diagnostic for Error {
             Error::Io { .. } if self.is_storage_full() => {
                 "the disk is full: free some space and run the command again (a write that fails leaves the ledger as it was)"
             }
+            Error::Pruned { policy, .. } if policy.ends_with(crate::remote::RECEIVED_NOTE) => {
+                "it arrived already pruned (the ledger it came from ran a retention gc), so fetching from that ledger again does not restore it; `bat fetch REMOTE` from a remote that never pruned it does"
+            }
             Error::Pruned { .. } => {
                 "a retention gc dropped its bytes on purpose; `bat fetch REMOTE` from a remote that still has it restores it"
             }

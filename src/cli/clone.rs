@@ -85,7 +85,7 @@ pub fn run(args: CloneArgs, g: &Session) -> CliResult {
         );
         if stats.files_absent > 0 {
             outln!(
-                "{} files were pruned at the source (recorded as pruned; `bat fetch` from a remote that has them restores them)",
+                "{} files were pruned at the source (recorded as pruned): the source has no bytes for them either, so only `bat fetch REMOTE` from a remote that never pruned them restores them",
                 stats.files_absent
             );
         }

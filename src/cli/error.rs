@@ -140,20 +140,23 @@ impl CliError {
         if self.kind == ErrorKind::BrokenPipe {
             return ExitCode::from(self.exit_code());
         }
+        // Messages quote stored names (branches, paths, round ids): their
+        // control characters are shown as escapes, as on stdout.
+        let safe = |s: &str| super::term::neutralize(s, &[]).into_owned();
         if json {
-            eprintln!("{}", self.to_json());
+            eprintln!("{}", safe(&self.to_json().to_string()));
         } else {
             let label = match self.kind {
                 ErrorKind::Internal => "internal error",
                 ErrorKind::Interrupted => "interrupted",
                 _ => "error",
             };
-            eprintln!("{label}: {}", self.message);
+            eprintln!("{label}: {}", safe(&self.message));
             for c in &self.causes {
-                eprintln!("caused by: {c}");
+                eprintln!("caused by: {}", safe(c));
             }
             for h in &self.hints {
-                eprintln!("hint: {h}");
+                eprintln!("hint: {}", safe(h));
             }
         }
         ExitCode::from(self.exit_code())

@@ -44,7 +44,7 @@ pub fn run(_args: FsckArgs, g: &Session) -> CliResult {
         }
         if rep.pruned_files > 0 {
             outln!(
-                "note: {} files were pruned by a retention gc (recorded; `bat fetch REMOTE` restores them)",
+                "note: {} files were pruned by a retention gc (recorded; `bat fetch REMOTE` from a remote that still has their bytes restores them)",
                 rep.pruned_files
             );
         }

@@ -53,7 +53,7 @@ pub fn run(args: LogArgs, g: &Session) -> CliResult {
         vec![resolve(&l, args.rev.as_deref().unwrap_or("HEAD"))?]
     };
     let start = start.as_slice();
-    let mut w = BufWriter::with_capacity(1 << 16, super::output::Stdout);
+    let mut w = super::output::Neutral(BufWriter::with_capacity(1 << 16, super::output::Stdout));
     let view = View {
         n: args.n,
         graph: args.graph.then(Graph::default),

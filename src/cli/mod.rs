@@ -368,6 +368,7 @@ impl Session {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let session = Session::from_env(&cli);
+    output::set_colors(session.paint.on);
     let pager = start_pager(&cli);
     // With a pager, Ctrl-C belongs to it: bat must not die and leave it
     // orphaned on the terminal, so the handler (a flag) is installed.

@@ -8,8 +8,15 @@
 //! Output goes to stdout, or to the pager's stdin once [`route_to`] was
 //! called ([`super::term::Pager`]); [`Stdout`] is the `io::Write` form for
 //! verbs that stream through their own buffered writer.
+//!
+//! Everything written through [`write_out`] (and so [`outln!`], [`out!`],
+//! [`super::print_json`]) or a [`Neutral`] writer passes through
+//! [`super::term::neutralize`]: control characters from stored data reach
+//! the terminal as visible `\uXXXX` escapes, never raw. The raw [`Stdout`]
+//! is for byte streams the user asked for as they are (`bat cat`).
 
 use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::error::{stdout_error, CliError};
@@ -30,6 +37,50 @@ macro_rules! out {
     ($($arg:tt)*) => {
         $crate::cli::output::write_out(format_args!($($arg)*))?
     };
+}
+
+/// Whether colors are on: only then may [`Paint`](super::term::Paint)'s
+/// own sequences pass [`Neutral`] unescaped.
+static COLORS: AtomicBool = AtomicBool::new(false);
+
+/// Record whether this invocation colors its output (set once in `main`).
+pub fn set_colors(on: bool) {
+    COLORS.store(on, Ordering::Relaxed);
+}
+
+/// The sequences [`Neutral`] lets through: the palette with colors on,
+/// none without.
+fn allowed() -> &'static [String] {
+    if COLORS.load(Ordering::Relaxed) {
+        super::term::palette()
+    } else {
+        &[]
+    }
+}
+
+/// A writer that neutralizes control characters
+/// ([`super::term::neutralize`]) in what it is given before passing it on.
+/// Put it outside any buffering (`Neutral(BufWriter::new(..))`): `write!`
+/// hands it each formatted piece whole, so a stored string or a color
+/// sequence is never split between two calls.
+#[derive(Debug)]
+pub struct Neutral<W: Write>(pub W);
+
+impl<W: Write> Write for Neutral<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let text = String::from_utf8_lossy(buf);
+        let safe = super::term::neutralize(&text, allowed());
+        self.0.write_all(safe.as_bytes())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Where output goes instead of stdout (the pager), when set.
@@ -76,9 +127,9 @@ impl Write for Stdout {
     }
 }
 
-/// Write formatted text to stdout.
+/// Write formatted text to stdout, control characters neutralized.
 pub fn write_out(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
-    Stdout.write_fmt(args).map_err(stdout_error)
+    Neutral(Stdout).write_fmt(args).map_err(stdout_error)
 }
 
 /// Flush stdout at exit; a reader that left early is a broken pipe.

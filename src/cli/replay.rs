@@ -286,11 +286,14 @@ fn run_seeds(a: &ReplayArgs, given: &str, g: &Session) -> CliResult {
 fn check_recorded_inputs(a: &ReplayArgs, ledger: &bat_ledger::Ledger) -> Result<(), CliError> {
     let recorded = bat::replay::code::recorded_inputs(ledger, &a.rev)?;
     let lookup = |n: &str| std::env::var(n).ok();
+    // Names, round ids and paths come from the stored rounds: their
+    // control characters are shown as escapes.
+    let safe = |s: &str| super::term::neutralize(s, &[]).into_owned();
     for d in bat::replay::code::check_environment(&recorded, &lookup)? {
         eprintln!(
             "bat replay: warning: {} is set to another value than {} recorded{}",
-            d.name,
-            d.round_id,
+            safe(&d.name),
+            safe(&d.round_id),
             d.recorded
                 .map(|v| format!(" ({v:?})"))
                 .unwrap_or_else(|| " (a digest)".into())
@@ -299,7 +302,7 @@ fn check_recorded_inputs(a: &ReplayArgs, ledger: &bat_ledger::Ledger) -> Result<
     if a.verify {
         let changes = bat::replay::code::code_changes(&recorded);
         for c in &changes {
-            eprintln!("bat replay: warning: code {}", c.line());
+            eprintln!("bat replay: warning: code {}", safe(&c.line()));
         }
         if !changes.is_empty() {
             eprintln!(

@@ -40,6 +40,7 @@ impl RoundProgress {
 
     /// Start a phase of `total` rounds.
     pub fn phase(&mut self, name: &str, total: u64) {
+        let name = super::term::neutralize(name, &[]);
         match &self.bar {
             Some(pb) => {
                 pb.set_prefix(format!("{} {name}", self.prefix));
@@ -53,6 +54,9 @@ impl RoundProgress {
 
     /// One round done.
     pub fn tick(&mut self, line: &str) {
+        // Lines quote stored round ids and notes (a replay reads them
+        // from the ledger): no raw control characters on the terminal.
+        let line = super::term::neutralize(line, &[]);
         match &self.bar {
             Some(pb) => {
                 pb.inc(1);

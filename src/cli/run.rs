@@ -244,7 +244,7 @@ impl Observer for CliObserver<'_> {
                 format!("{round_id}: {note}")
             }
         };
-        eprintln!("bat run: {line}");
+        eprintln!("bat run: {}", super::term::neutralize(&line, &[]));
     }
 }
 

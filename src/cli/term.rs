@@ -2,7 +2,14 @@
 //! pager that long output goes through. The choices are made once in
 //! `main` from the global flags and the environment; verbs only receive a
 //! [`Paint`] in the [`Session`](super::Session).
+//!
+//! [`neutralize`] is the one place that decides how control characters
+//! taken from stored data (branch names, messages, metadata, file names)
+//! are shown: everything printed for a human goes through it (see
+//! [`super::output`]), so a hostile bundle cannot drive the terminal.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
@@ -51,6 +58,17 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, for the set of sequences [`Paint`] may emit.
+    pub const ALL: [Role; 7] = [
+        Role::Id,
+        Role::Good,
+        Role::Warn,
+        Role::Bad,
+        Role::Ref,
+        Role::Header,
+        Role::Dim,
+    ];
+
     fn style(self) -> Style {
         match self {
             Role::Id => AnsiColor::Yellow.on_default(),
@@ -107,6 +125,67 @@ impl Paint {
             _ => text.to_string(),
         }
     }
+}
+
+/// The escape sequences [`Paint`] emits when colors are on (each role's
+/// start, and the reset), longest first: the only ones [`neutralize`] lets
+/// through, and only when the caller says colors are on.
+pub fn palette() -> &'static [String] {
+    static PALETTE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    PALETTE.get_or_init(|| {
+        let mut p: Vec<String> = Role::ALL
+            .iter()
+            .flat_map(|r| {
+                let s = r.style();
+                [s.render().to_string(), s.render_reset().to_string()]
+            })
+            .filter(|s| !s.is_empty())
+            .collect();
+        p.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        p.dedup();
+        p
+    })
+}
+
+/// Whether `c` must not reach a terminal raw: the C0 controls except tab
+/// and newline (ESC, BEL, CR, backspace, …), DEL, and the C1 controls
+/// U+0080–U+009F (U+009B is a one-character CSI on many terminals).
+pub fn is_control(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
+
+/// `text` with every [`is_control`] character replaced by a visible
+/// `\uXXXX` escape (four lowercase hex digits: ESC is `\u001b`, DEL
+/// `\u007f`, CSI `\u009b`); printable Unicode, tab and newline stay as
+/// they are. The form is JSON's, so the same pass keeps a JSON document
+/// valid and its values unchanged (serde already escapes C0; DEL and C1
+/// are left raw by it). Sequences in `allowed` (the [`palette`], when
+/// colors are on) are copied as they are. A backslash in the text is not
+/// doubled, so a stored `\u001b` looks like an escaped ESC: the point is
+/// that nothing stored can move the cursor, retitle the window, plant a
+/// hyperlink or clear the screen, not a reversible encoding.
+pub fn neutralize<'a>(text: &'a str, allowed: &[String]) -> Cow<'a, str> {
+    if !text.chars().any(is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}' {
+            if let Some(seq) = allowed.iter().find(|s| rest.starts_with(s.as_str())) {
+                out.push_str(seq);
+                rest = &rest[seq.len()..];
+                continue;
+            }
+        }
+        if is_control(c) {
+            write!(out, "\\u{:04x}", u32::from(c)).expect("writing to a String cannot fail");
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
 }
 
 /// The pager command: `BAT_PAGER`, then `PAGER`, then `less -FRX` (quit at
@@ -184,6 +263,35 @@ mod tests {
         assert_eq!(pager_command(None, None), s("less -FRX"));
         assert_eq!(pager_command(s(""), s("more")), None);
         assert_eq!(pager_command(None, s("cat")), None);
+    }
+
+    #[test]
+    fn controls_become_visible_escapes() {
+        let none: &[String] = &[];
+        assert_eq!(
+            neutralize("a\u{1b}]8;;http://x\u{7}b\u{1b}[2J", none),
+            "a\\u001b]8;;http://x\\u0007b\\u001b[2J"
+        );
+        assert_eq!(
+            neutralize("\u{9b}31m\u{7f}\r", none),
+            "\\u009b31m\\u007f\\u000d"
+        );
+        // Printable Unicode, tab and newline are kept, and borrowed.
+        let kept = "r\u{e9}sum\u{e9} \u{1f600}\tline\n";
+        assert!(matches!(neutralize(kept, none), Cow::Borrowed(_)));
+        assert_eq!(neutralize("\u{a0}\u{ff}", none), "\u{a0}\u{ff}");
+    }
+
+    #[test]
+    fn only_the_palette_passes_and_only_when_allowed() {
+        let colored = Paint { on: true }.paint(Role::Good, "ok");
+        assert_eq!(neutralize(&colored, palette()), colored);
+        assert!(!neutralize(&colored, &[]).contains('\u{1b}'));
+        // A hostile sequence next to a real color is still escaped.
+        let mixed = format!("{colored}\u{1b}]0;title\u{7}");
+        let out = neutralize(&mixed, palette());
+        assert!(out.starts_with(&colored), "{out}");
+        assert!(out.ends_with("\\u001b]0;title\\u0007"), "{out}");
     }
 
     #[test]

@@ -5,6 +5,14 @@
 //! serde_json formats them (shortest round-trip form for floats), so
 //! reading a CSV cell or a JSONL member back gives the same `f64` as
 //! `bat log --json`.
+//!
+//! Text cells are neutralized for spreadsheets (OWASP's CSV injection
+//! rule): a string cell that starts with `=`, `+`, `-`, `@`, a tab or a
+//! carriage return, and is not a plain decimal number, is written quoted
+//! with a single quote in front (`"'=HYPERLINK(..)"`), so a spreadsheet
+//! shows it as text instead of evaluating it. Numbers are never touched:
+//! numeric columns are written as JSON numbers, and a string holding a
+//! plain number such as `-0.5` or `+1e-3` stays as it is.
 
 use std::io::Write;
 
@@ -186,11 +194,50 @@ fn csv_cell(v: &serde_json::Value) -> String {
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
+    if is_formula_like(s) {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
     }
+}
+
+/// Whether a spreadsheet could read `s` as a formula: it starts with one
+/// of OWASP's trigger characters and is not a plain number.
+pub fn is_formula_like(s: &str) -> bool {
+    s.starts_with(['=', '+', '-', '@', '\t', '\r']) && !is_plain_number(s)
+}
+
+/// `[+-]digits[.digits][(e|E)[+-]digits]` (or `.digits` after the sign):
+/// a number a spreadsheet reads as one, with nothing else in it (no
+/// `inf`, `nan`, spaces or hex, which `f64::from_str` would accept).
+fn is_plain_number(s: &str) -> bool {
+    fn digits(b: &[u8]) -> usize {
+        b.iter().take_while(|c| c.is_ascii_digit()).count()
+    }
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let int = digits(&b[i..]);
+    i += int;
+    let mut frac = 0;
+    if b.get(i) == Some(&b'.') {
+        frac = digits(&b[i + 1..]);
+        i += 1 + frac;
+    }
+    if int + frac == 0 {
+        return false;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        i += usize::from(matches!(b.get(i), Some(b'+' | b'-')));
+        let exp = digits(&b[i..]);
+        if exp == 0 {
+            return false;
+        }
+        i += exp;
+    }
+    i == b.len()
 }
 
 #[cfg(test)]
@@ -205,6 +252,27 @@ mod tests {
         assert_eq!(csv_cell(&serde_json::Value::Null), "");
         assert_eq!(csv_cell(&serde_json::json!(0.1)), "0.1");
         assert_eq!(csv_cell(&serde_json::json!(true)), "true");
+    }
+
+    #[test]
+    fn formulas_are_neutralized_and_numbers_are_not() {
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(csv_field("+cmd"), "\"'+cmd\"");
+        assert_eq!(csv_field("-2+3"), "\"'-2+3\"");
+        assert_eq!(csv_field("\tx"), "\"'\tx\"");
+        assert_eq!(csv_field("\r=1"), "\"'\r=1\"");
+        for n in ["-0.5", "+1", "-1e-3", "-.5", "+2.E+7", "-12"] {
+            assert_eq!(csv_field(n), n, "{n} is a number");
+        }
+        for s in ["-", "-inf", "-nan", "- 1", "-1e", "-0x10", "-1.2.3", "+.e1"] {
+            assert!(is_formula_like(s), "{s} is not a plain number");
+        }
+        assert!(!is_formula_like("a=b"));
+        assert_eq!(csv_cell(&serde_json::json!(-0.5)), "-0.5");
     }
 
     #[test]

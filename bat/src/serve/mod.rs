@@ -59,8 +59,9 @@ pub struct Timeouts {
     pub idle: Duration,
     /// Longest whole request, response streaming included.
     pub request: Duration,
-    /// After SIGINT/SIGTERM: how long requests in flight may finish before
-    /// the server exits anyway.
+    /// After SIGINT/SIGTERM: how long requests in flight may finish. The
+    /// server is gone by then: connections still open shortly before the
+    /// deadline are cancelled, whatever the timeouts above would allow.
     pub shutdown_grace: Duration,
 }
 
@@ -171,23 +172,39 @@ pub fn serve_blocking(
     let res = rt.block_on(async move {
         let listener =
             tokio::net::TcpListener::from_std(listener).map_err(io("registering the listener"))?;
-        serve_connections(listener, router(config), timeouts, shutdown_signal()).await;
-        Ok(())
+        let deadline =
+            serve_connections(listener, router(config), timeouts, shutdown_signal()).await;
+        Ok(deadline.into_std())
     });
     // Blocking work still running (an import) is abandoned: every ledger
-    // write is crash-safe, and the grace period is over.
-    rt.shutdown_timeout(Duration::from_secs(1));
-    res
+    // write is crash-safe. It gets what is left of the grace period, so the
+    // process is gone by the deadline whatever the clients do.
+    let left = res.as_ref().map_or(Duration::ZERO, |deadline| {
+        deadline.saturating_duration_since(std::time::Instant::now())
+    });
+    rt.shutdown_timeout(left.max(MIN_RUNTIME_STOP));
+    res.map(|_| ())
 }
 
+/// Part of the shutdown grace kept for closing: connections still open
+/// this long before the deadline are cancelled, so that aborting them and
+/// stopping the runtime also happen within the grace.
+const CLOSE_RESERVE: Duration = Duration::from_secs(1);
+
+/// Least time the runtime is given to drop its tasks at exit.
+const MIN_RUNTIME_STOP: Duration = Duration::from_millis(50);
+
 /// Accept connections until `shutdown` resolves, then let requests in
-/// flight finish for at most `shutdown_grace` and return.
+/// flight finish until shortly before `shutdown_grace` has passed, cancel
+/// every connection still open (a client sending half a request or reading
+/// a response slowly is not waited out, whatever its own timeouts say), and
+/// return the deadline the whole shutdown must meet.
 pub async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: Router,
     t: Timeouts,
     shutdown: impl std::future::Future<Output = ()>,
-) {
+) -> tokio::time::Instant {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut conns = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -205,10 +222,21 @@ pub async fn serve_connections(
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
+    let deadline = tokio::time::Instant::now() + t.shutdown_grace;
+    let reserve = CLOSE_RESERVE.min(t.shutdown_grace / 4);
     let _ = stop_tx.send(true);
-    let drain = async { while conns.join_next().await.is_some() {} };
-    let _ = tokio::time::timeout(t.shutdown_grace, drain).await;
+    let _ = tokio::time::timeout_at(deadline - reserve, drain(&mut conns)).await;
+    // Cancel the rest, and wait (within the grace) until their tasks are
+    // gone: dropping a connection closes its socket and ends the blocking
+    // side of its response or upload.
     conns.abort_all();
+    let _ = tokio::time::timeout_at(deadline, drain(&mut conns)).await;
+    deadline
+}
+
+/// Wait until every task of `conns` has ended.
+async fn drain(conns: &mut tokio::task::JoinSet<()>) {
+    while conns.join_next().await.is_some() {}
 }
 
 async fn serve_connection(

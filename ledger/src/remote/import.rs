@@ -49,7 +49,7 @@ pub fn received_policy(policy: &str) -> String {
 }
 
 /// What [`received_policy`] appends.
-const RECEIVED_NOTE: &str = " (pruned on a peer; received marked absent)";
+pub(crate) const RECEIVED_NOTE: &str = " (pruned on a peer; received marked absent)";
 
 fn bad(id: ObjectId, reason: impl Into<String>) -> Error {
     Error::Received {
