@@ -285,6 +285,10 @@ pub struct TrainRequest<'a> {
     pub seed: u64,
     /// Worker threads, 0 for rayon's default (results do not depend on it).
     pub threads: usize,
+    /// The step metrics file to write (`{metrics}`), one line per step:
+    /// `step` (1-based), `reward_mean`, `kl` (to the reference, after the
+    /// step's update) and `tokens` (generated in the step).
+    pub metrics: Option<&'a Path>,
 }
 
 /// What a training run did.
@@ -437,6 +441,13 @@ fn health_document(
     )
 }
 
+/// The mean KL divergence to the reference over every decision point.
+fn mean_kl(policy: &Policy, reference: &Policy) -> f64 {
+    let points = policy.logits.len() / ACTIONS.len();
+    let total = (0..points).fold(0.0, |a, i| a + kl_at(policy, reference, i * ACTIONS.len()));
+    total / points as f64
+}
+
 /// Train one round and write the candidate folder, then the health file.
 pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimError> {
     let env = Environment::from_pack(pack)?;
@@ -487,6 +498,7 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     let mut reward_total = 0.0;
     let mut first_mean = 0.0;
     let mut last_mean = 0.0;
+    let mut step_lines = String::new();
     for step in 0..opt.steps {
         let batch = (step as usize) % batches;
         let pass = (step as usize / batches) as u64;
@@ -527,18 +539,26 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         last_mean = step_mean;
         reward_total += step_sum;
         rollouts += n as u64;
-        tokens += groups.iter().map(|g| g.tokens).sum::<u64>();
+        let step_tokens = groups.iter().map(|g| g.tokens).sum::<u64>();
+        tokens += step_tokens;
         apply_update(&mut policy, &groups, lr, opt.kl_coefficient, n);
+        if req.metrics.is_some() {
+            let line = serde_json::json!({
+                "step": step + 1,
+                "reward_mean": step_mean,
+                "kl": mean_kl(&policy, &reference),
+                "tokens": step_tokens,
+            });
+            step_lines.push_str(&line.to_string());
+            step_lines.push('\n');
+        }
     }
     if (0..policy.len()).any(|i| !policy.param(i).is_finite()) {
         return Err(SimError::Diverged {
             round_id: req.round_id.to_string(),
         });
     }
-    let points = policy.logits.len() / ACTIONS.len();
-    let kl_total = (0..points).fold(0.0, |a, i| {
-        a + kl_at(&policy, &reference, i * ACTIONS.len())
-    });
+    let kl_mean = mean_kl(&policy, &reference);
     let update_l2 = (0..policy.len())
         .fold(0.0, |a, i| {
             let d = policy.param(i) - reference.param(i);
@@ -552,10 +572,18 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         mean_reward_first_step: first_mean,
         mean_reward_last_step: last_mean,
         mean_reward: reward_total / rollouts.max(1) as f64,
-        kl_to_reference: kl_total / points as f64,
+        kl_to_reference: kl_mean,
         update_l2,
     };
     policy.save(req.output)?;
+    if let Some(p) = req.metrics {
+        bat_contract::fsutil::write_atomic(p, step_lines.as_bytes()).map_err(|source| {
+            SimError::Io {
+                path: p.to_path_buf(),
+                source,
+            }
+        })?;
+    }
     let health = health_document(
         req,
         pack,
