@@ -65,7 +65,9 @@ pub struct RunArgs {
     /// {manifest}, {output} (candidate folder to write), {health}
     /// (training-health.json to write), {round_id}, {target_stage},
     /// {runtime_tool_format}, {reward_mode} (`stage` or `terminal`),
-    /// {seed} (the campaign seed, --seed). Required: {checkpoint} {dataset} {output} {health}
+    /// {seed} (the campaign seed, --seed), {metrics} (an optional JSON
+    /// Lines file of step metrics, committed with the round; see
+    /// docs/backends.md). Required: {checkpoint} {dataset} {output} {health}
     /// {runtime_tool_format}. Unknown or embedded placeholders are refused
     /// before anything runs.
     #[arg(long, alias = "trainer-command", value_name = "T.json")]
