@@ -441,6 +441,24 @@ fn health_document(
     )
 }
 
+/// One line of the step metrics file (`{metrics}`).
+fn step_line(step: u64, reward_mean: f64, kl: f64, tokens: u64) -> String {
+    let line = serde_json::json!({
+        "step": step,
+        "reward_mean": reward_mean,
+        "kl": kl,
+        "tokens": tokens,
+    });
+    format!("{line}\n")
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SimError> {
+    bat_contract::fsutil::write_atomic(path, bytes).map_err(|source| SimError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The mean KL divergence to the reference over every decision point.
 fn mean_kl(policy: &Policy, reference: &Policy) -> f64 {
     let points = policy.logits.len() / ACTIONS.len();
@@ -543,14 +561,8 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         tokens += step_tokens;
         apply_update(&mut policy, &groups, lr, opt.kl_coefficient, n);
         if req.metrics.is_some() {
-            let line = serde_json::json!({
-                "step": step + 1,
-                "reward_mean": step_mean,
-                "kl": mean_kl(&policy, &reference),
-                "tokens": step_tokens,
-            });
-            step_lines.push_str(&line.to_string());
-            step_lines.push('\n');
+            let kl = mean_kl(&policy, &reference);
+            step_lines.push_str(&step_line(step + 1, step_mean, kl, step_tokens));
         }
     }
     if (0..policy.len()).any(|i| !policy.param(i).is_finite()) {
@@ -577,12 +589,7 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     };
     policy.save(req.output)?;
     if let Some(p) = req.metrics {
-        bat_contract::fsutil::write_atomic(p, step_lines.as_bytes()).map_err(|source| {
-            SimError::Io {
-                path: p.to_path_buf(),
-                source,
-            }
-        })?;
+        write_file(p, step_lines.as_bytes())?;
     }
     let health = health_document(
         req,
