@@ -53,7 +53,8 @@ class Ledger(_native.Ledger):
     Reading: :meth:`log`, :meth:`show`, :meth:`files`, :meth:`read`,
     :meth:`checkout`, :meth:`diff`, :meth:`stats`, :meth:`branches`,
     :meth:`tags`, :meth:`resolve`, :meth:`rounds`, :meth:`rounds_frame`,
-    :meth:`metrics`, :meth:`metrics_frame`, :meth:`arm_scores`,
+    :meth:`metrics`, :meth:`metrics_frame`, :meth:`steps`, :meth:`steps_frame`,
+    :meth:`arm_scores`,
     :meth:`arm_scores_frame`. Where a branch is named for data, an arm group
     (a glob such as ``"bat/*"`` or a comma list) stands for its branches.
     Writing: :meth:`commit`, :meth:`commit_round`, :meth:`eval_attach`,
@@ -115,6 +116,18 @@ class Ledger(_native.Ledger):
 
             return pl.DataFrame({k: [table[c].get(k) for c in order] for k in columns})
         raise ValueError(f"unknown backend {backend!r}: choose 'pandas' or 'polars'")
+
+    def steps_frame(self, branch: str = "main", backend: str = "pandas") -> Any:
+        """:meth:`steps` as a data frame: one row per trainer step in campaign
+        order, columns ``branch``, ``round_id``, ``round_number``, ``commit``,
+        ``step`` and then one per metric name, sorted (docs/backends.md,
+        ``{metrics}``); missing values are None."""
+        records = self.steps(branch)
+        names = sorted({k for r in records for k in r} - set(STEP_COLUMNS))
+        return _frame(records, STEP_COLUMNS + names, backend)
+
+
+STEP_COLUMNS = ["branch", "round_id", "round_number", "commit", "step"]
 
 
 def _frame(records: list[dict[str, Any]], columns: list[str], backend: str) -> Any:

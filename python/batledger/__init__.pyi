@@ -18,6 +18,8 @@ class Ledger(_native.Ledger):
         """One row per round as a pandas (or polars) DataFrame."""
     def metrics_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
         """One row per round, one column per custom metric (health.*, eval.track.*, eval.stage.*)."""
+    def steps_frame(self, branch: str = "main", backend: Literal["pandas", "polars"] = "pandas") -> Any:
+        """One row per trainer step (the {metrics} file), one column per step metric."""
     def arm_scores_frame(self, arms: str | list[str], resamples: int = 10000, seed: int = 0,
                          scheme: Literal["runs", "tasks"] = "runs",
                          backend: Literal["pandas", "polars"] = "pandas") -> Any:

@@ -83,6 +83,8 @@ class Ledger:
         """Arm scores with bootstrap confidence intervals (bat export --ci)."""
     def metrics(self, branch: str = "main") -> list[dict[str, Any]]:
         """Custom metrics of each round, long form (bat query's ``metrics`` table)."""
+    def steps(self, branch: str = "main") -> list[dict[str, Any]]:
+        """Step metrics of each round, one record per step (bat export --steps)."""
     def tag(self, name: str, rev: str = "HEAD") -> str: ...
     def branch(self, name: str, rev: str = "HEAD") -> str: ...
     def commit(

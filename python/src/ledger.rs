@@ -407,6 +407,20 @@ impl PyLedger {
         })
     }
 
+    /// The step metrics (the trainer's `{metrics}` file) of every round
+    /// commit reachable from `branch`, oldest first: one record per step
+    /// with `branch`, `round_id`, `round_number`, `commit`, `step` and one
+    /// member per metric name (None where a step lacks it), the rows of
+    /// `bat export --steps`. `branch` may be an arm group.
+    #[pyo3(signature = (branch = "main"))]
+    fn steps(&self, py: Python<'_>, branch: &str) -> PyResult<Py<PyAny>> {
+        self.with_json(py, |l| {
+            let sources = bat::report::sources(l, &[branch.to_string()])?;
+            let (_, rows) = bat::report::export::step_rows(l, &sources)?;
+            Ok(Value::Array(rows.into_iter().map(Value::Object).collect()))
+        })
+    }
+
     /// Create tag `name` at `rev`; returns the commit id.
     #[pyo3(signature = (name, rev = "HEAD"))]
     fn tag(&self, py: Python<'_>, name: &str, rev: &str) -> PyResult<String> {

@@ -59,6 +59,20 @@ def test_metrics_are_the_health_file_numbers_and_the_eval_scores(demo):
         ledger.metrics_frame(backend="spark")
 
 
+def test_steps_frame_is_the_committed_step_metrics_file(demo):
+    ledger = bat.Ledger(demo)
+    df = ledger.steps_frame("main")
+    assert list(df.columns[:5]) == bat.STEP_COLUMNS
+    assert {"reward_mean", "kl", "tokens"} <= set(df.columns)
+    rounds = ledger.rounds("main")
+    assert set(df["commit"]) == {r["commit"] for r in rounds}
+    last = rounds[-1]["commit"]
+    lines = [json.loads(l) for l in ledger.read(last, "step-metrics.jsonl").splitlines() if l.strip()]
+    mine = df[df["commit"] == last]
+    assert list(mine["step"]) == [l["step"] for l in lines]
+    assert list(mine["kl"]) == [l["kl"] for l in lines]
+
+
 def test_arm_scores_frame_has_intervals_and_arm_groups(demo):
     ledger = bat.Ledger(demo)
     replay = [b for b in ledger.branches() if b.startswith("terminal/")][0]

@@ -10,9 +10,10 @@ use super::ledger_common::open;
 use super::{print_json, CliError, CliResult, Session};
 use bat::experiment::stats::{Bootstrap, Scheme, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use bat::report::arm_scores::{arm_scores, ARM_SCORE_COLUMNS};
-use bat::report::export::{export_rows, row_object, table_bytes, Format, RowWriter};
+use bat::report::export::{export_rows, row_object, step_rows, table_bytes, Format, RowWriter};
 use bat::report::html::ReportError;
 use bat::report::sources;
+use bat::report::tensorboard::export_tensorboard;
 
 /// Write one row per round commit, per branch, oldest first: the columns
 /// documented in docs/rounds.md (round id, commit, target stage, gate,
@@ -50,6 +51,12 @@ pub struct ExportArgs {
     /// level), the statistics of `bat compare`.
     #[arg(long)]
     pub ci: bool,
+    /// Write the step metrics of every round instead of round rows: one
+    /// row per trainer step (branch, round_id, round_number, commit, step,
+    /// then every metric name the steps use, sorted). Rounds without a
+    /// step metrics file have no rows.
+    #[arg(long, conflicts_with = "ci")]
+    pub steps: bool,
     /// The bootstrap of confidence intervals.
     #[command(flatten)]
     pub bootstrap: BootstrapArgs,
@@ -114,6 +121,11 @@ fn run_ci(args: &ExportArgs, g: &Session) -> CliResult {
     let format = match args.format {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
+        ExportFormat::Tensorboard => {
+            return Err(CliError::usage_error(
+                "--ci writes a table: use --format csv or jsonl".to_string(),
+            ))
+        }
     };
     if args.output.is_none() && g.json {
         print_json(&objects)?;
@@ -157,6 +169,13 @@ pub enum ExportFormat {
     Csv,
     /// JSON Lines: one object per round.
     Jsonl,
+    /// TensorBoard event files in the directory -o DIR: one run
+    /// (sub-directory) per branch, step = round number; scalars for every
+    /// numeric round column (Overall, task, agentic, S1–S5, audit gap,
+    /// compute), every health-file number, track and stage score, and the
+    /// step metrics at a global step. Deterministic: the events' wall time
+    /// is the round's commit time.
+    Tensorboard,
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> CliError + '_ {
@@ -175,7 +194,11 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
     let format = match args.format {
         ExportFormat::Csv => Format::Csv,
         ExportFormat::Jsonl => Format::Jsonl,
+        ExportFormat::Tensorboard => return run_tensorboard(&args, g, &l, &srcs),
     };
+    if args.steps {
+        return run_steps(&args, g, &l, &srcs, format);
+    }
     let (keys, rows) = export_rows(&l, &srcs)?;
     match &args.output {
         // `--json` asks for JSON on stdout: one array of row objects,
@@ -210,6 +233,85 @@ pub fn run(args: ExportArgs, g: &Session) -> CliResult {
                 }))?;
             } else {
                 eprintln!("wrote {n} rounds of {} branches to {what}", srcs.len());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--format tensorboard -o DIR`.
+fn run_tensorboard(
+    args: &ExportArgs,
+    g: &Session,
+    l: &bat_ledger::Ledger,
+    srcs: &[bat::report::Source],
+) -> CliResult {
+    let Some(dir) = &args.output else {
+        return Err(CliError::usage_error(
+            "--format tensorboard writes a directory of event files: give it with -o DIR"
+                .to_string(),
+        ));
+    };
+    if args.steps {
+        return Err(CliError::usage_error(
+            "--format tensorboard already includes the step metrics; drop --steps".to_string(),
+        ));
+    }
+    let runs = export_tensorboard(
+        l,
+        srcs,
+        dir,
+        &bat::Ctx::new(&bat_ledger::NoProgress, g.cancel()),
+    )
+    .map_err(|e| CliError::from_library(&e))?;
+    if g.json {
+        print_json(&serde_json::json!({ "output": dir, "runs": runs }))?;
+    } else {
+        for r in &runs {
+            eprintln!(
+                "wrote {} rounds ({} scalars) of {} to {}",
+                r.rounds,
+                r.scalars,
+                r.branch,
+                r.file.display()
+            );
+        }
+        eprintln!("view with: tensorboard --logdir {}", dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--steps`: one row per trainer step.
+fn run_steps(
+    args: &ExportArgs,
+    g: &Session,
+    l: &bat_ledger::Ledger,
+    srcs: &[bat::report::Source],
+    format: Format,
+) -> CliResult {
+    let (columns, rows) = step_rows(l, srcs)?;
+    if args.output.is_none() && g.json {
+        print_json(&rows)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let bytes = table_bytes(&cols, &rows, format);
+    match &args.output {
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes).map_err(stdout_error)?;
+            out.flush().map_err(stdout_error)?;
+        }
+        Some(path) => {
+            let what = path.display().to_string();
+            bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
+            if g.json {
+                print_json(
+                    &serde_json::json!({"output": path, "rows": rows.len(), "columns": columns}),
+                )?;
+            } else {
+                eprintln!("wrote {} steps to {what}", rows.len());
             }
         }
     }

@@ -39,9 +39,10 @@ use bat::backend::{
 };
 use bat::engine::arms::{check_fresh_arm, parse_seeds, seed_branch, ArmError};
 use bat::engine::child::{OutputSink, Stream, Supervision};
+use bat::engine::hook::{check_hook_template, HookSink, RoundHook};
 use bat::engine::resume::find_last_round;
 use bat::engine::rounds::{
-    run_loop, LedgerSink, LoopEvent, LoopOutcome, Observer, RunOptions, Start,
+    run_loop, LedgerSink, LoopEvent, LoopOutcome, Observer, RoundSink, RunOptions, Start,
 };
 use bat::engine::runlock::{Acquired, LockInfo, RunLock};
 use bat::engine::template::{check_placeholders, parse_template_file, TemplateKind};
@@ -64,7 +65,9 @@ pub struct RunArgs {
     /// {manifest}, {output} (candidate folder to write), {health}
     /// (training-health.json to write), {round_id}, {target_stage},
     /// {runtime_tool_format}, {reward_mode} (`stage` or `terminal`),
-    /// {seed} (the campaign seed, --seed). Required: {checkpoint} {dataset} {output} {health}
+    /// {seed} (the campaign seed, --seed), {metrics} (an optional JSON
+    /// Lines file of step metrics, committed with the round; see
+    /// docs/backends.md). Required: {checkpoint} {dataset} {output} {health}
     /// {runtime_tool_format}. Unknown or embedded placeholders are refused
     /// before anything runs.
     #[arg(long, alias = "trainer-command", value_name = "T.json")]
@@ -158,6 +161,24 @@ pub struct RunArgs {
     /// Without it, `bat run` warns.
     #[arg(long)]
     pub require_ablations: bool,
+    /// Run this argv template (JSON array of strings, no shell) after each
+    /// round is durably committed, e.g. to mirror it to a tracker.
+    /// Placeholders: {commit} (the round commit id), {round_id}, {branch},
+    /// {ledger} (the directory holding the ledger, for `bat -C`). A hook
+    /// that fails or times out is reported on the round's progress line and
+    /// logged in .bat/runs/<run-id>/logs/<round>/on-round.{json,stdout,stderr};
+    /// it never undoes or blocks the commit.
+    #[arg(long, value_name = "H.json")]
+    pub on_round: Option<PathBuf>,
+    /// Seconds an --on-round hook may run before its process group is
+    /// killed.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 60.0,
+        requires = "on_round"
+    )]
+    pub on_round_timeout: f64,
 }
 
 /// Progress lines and child output on stderr (stdout carries the result);
@@ -287,6 +308,25 @@ fn read_template(
     let t = parse_template_file(&file, &bytes)?;
     check_placeholders(kind, &file, &t, extra)?;
     Ok(t)
+}
+
+/// The --on-round template, checked before anything runs.
+fn read_hook(a: &RunArgs) -> Result<Option<Vec<String>>, CliError> {
+    let Some(p) = &a.on_round else {
+        return Ok(None);
+    };
+    if !a.on_round_timeout.is_finite() || a.on_round_timeout <= 0.0 {
+        return Err(CliError::usage_error(format!(
+            "--on-round-timeout must be a number of seconds > 0, not {}",
+            a.on_round_timeout
+        )));
+    }
+    let bytes = bat_contract::fsutil::read_json_input(p)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", p.display())).usage())?;
+    let file = p.display().to_string();
+    let t = parse_template_file(&file, &bytes)?;
+    check_hook_template(&file, &t)?;
+    Ok(Some(t))
 }
 
 /// One campaign of this `bat run`: the whole run, or one seed of `--seeds`.
@@ -521,6 +561,7 @@ enum ArmEnd {
 }
 
 /// Plan and run one campaign, committing its rounds.
+#[allow(clippy::too_many_arguments)]
 fn run_arm(
     a: &RunArgs,
     arm: &ArmSpec,
@@ -529,6 +570,7 @@ fn run_arm(
     lock: &mut RunLock,
     supervision: Supervision,
     declared: &[bat::round::provenance::DeclaredVar],
+    hook: Option<&Vec<String>>,
 ) -> Result<(Campaign, ArmEnd), CliError> {
     let layout = RunsLayout::new(ledger.dir());
     // Ledger reads and writes of the run (resume checkouts, round and
@@ -554,10 +596,22 @@ fn run_arm(
     let mut options = round_commit_options(&campaign, &pack);
     options.orphan_branch = arm.root;
     options.code_inputs = super::run_code::code_inputs(a, &campaign, declared.to_vec())?;
-    let mut sink = LedgerSink {
+    let inner = LedgerSink {
         ledger,
         options,
         ctx,
+    };
+    let mut sink: Box<dyn RoundSink + '_> = match hook {
+        Some(argv) => Box::new(HookSink {
+            inner,
+            hook: RoundHook {
+                argv: argv.clone(),
+                timeout: std::time::Duration::from_secs_f64(a.on_round_timeout),
+                log_dir: Some(log_dir.clone()),
+            },
+            runs: Vec::new(),
+        }),
+        None => Box::new(inner),
     };
     let mut observer = Supervised {
         inner: CliObserver {
@@ -578,8 +632,9 @@ fn run_arm(
             prune_round_dirs: prune,
         },
         &mut observer,
-        &mut sink,
+        sink.as_mut(),
     );
+    drop(sink);
     let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();
     match result {
@@ -615,6 +670,7 @@ type Holds = std::collections::BTreeMap<String, String>;
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
+    let hook = read_hook(&a)?;
     let mut ledger = open(g)?;
     let declared = super::run_code::preflight(&a, &ledger)?;
     let mut lock = take_lock(&a, g, ledger.dir())?;
@@ -635,7 +691,16 @@ pub fn run(a: RunArgs, g: &Session) -> CliResult {
         if let (Some(_), Some(b)) = (&a.seeds, &arm.branch) {
             eprintln!("bat run: seed {} on {b}", arm.seed.unwrap_or_default());
         }
-        let (campaign, end) = run_arm(&a, arm, g, &mut ledger, &mut lock, supervision, &declared)?;
+        let (campaign, end) = run_arm(
+            &a,
+            arm,
+            g,
+            &mut ledger,
+            &mut lock,
+            supervision,
+            &declared,
+            hook.as_ref(),
+        )?;
         let (outcome, run_id, holds) = match end {
             ArmEnd::Complete(o, run_id, holds) => (o, run_id, holds),
             ArmEnd::Stopped(code) => return Ok(code),

@@ -65,6 +65,10 @@ pub struct TrainArgs {
     /// The training-health file, written last.
     #[arg(long, value_name = "F")]
     pub health: PathBuf,
+    /// Also write step metrics (JSON Lines: step, reward_mean, kl, tokens)
+    /// to this file (the trainer template's {metrics}).
+    #[arg(long, value_name = "F")]
+    pub metrics: Option<PathBuf>,
     /// The round id (keys the rollout streams).
     #[arg(long, value_name = "R")]
     pub round_id: String,
@@ -145,6 +149,7 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
                     reward_mode: mode,
                     seed: a.seed,
                     threads: a.threads,
+                    metrics: a.metrics.as_deref(),
                 },
                 &Pack::default_pack(),
             )?;

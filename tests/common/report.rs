@@ -204,5 +204,26 @@ pub fn assert_points_match_rounds(c: &Campaign, plots: &BTreeMap<String, PlotPoi
     for (name, log) in arms {
         assert_eq!(b.per_series.get(name), Some(&log.len()), "bands {name}");
     }
-    assert_eq!(plots.len(), PER_ROUND.len() + 4, "{:?}", plots.keys());
+    // Step curves: the simulator writes kl, reward_mean and tokens for
+    // every step of every round (replays too), so each arm has at least
+    // one point per round.
+    let steps: Vec<&String> = plots
+        .keys()
+        .filter(|k| k.starts_with("plot-step-"))
+        .collect();
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    for id in &steps {
+        let p = &plots[*id];
+        assert_eq!(p.stated, p.circles, "{id}");
+        for (name, log) in arms {
+            let n = p.per_series.get(name).copied().unwrap_or(0);
+            assert!(n >= log.len(), "{id} {name}: {n} points");
+        }
+    }
+    assert_eq!(
+        plots.len(),
+        PER_ROUND.len() + 4 + steps.len(),
+        "{:?}",
+        plots.keys()
+    );
 }

@@ -10,6 +10,7 @@
 pub mod arms;
 pub mod child;
 pub mod evaluation;
+pub mod hook;
 pub mod resume;
 pub mod rounds;
 pub mod runlock;

@@ -92,6 +92,14 @@ pub enum LoopError {
         /// The round.
         round_id: String,
     },
+    /// The step metrics file the trainer wrote is not valid.
+    #[error("the trainer of round {round_id} wrote an invalid step metrics file: {source}")]
+    StepMetrics {
+        /// The round.
+        round_id: String,
+        /// The line (or read) failure.
+        source: crate::round::steps::StepMetricsError,
+    },
     /// The health file is not valid JSON.
     #[error("training health file of {round_id} is not valid JSON: {reason}")]
     HealthInvalid {
@@ -167,6 +175,7 @@ impl bat_ledger::Diagnostic for LoopError {
             LoopError::Command(e) => e.hint(),
             LoopError::Evaluation { source: e, .. } => e.hint(),
             LoopError::Commit { source: e, .. } => e.hint(),
+            LoopError::StepMetrics { source: e, .. } => e.hint(),
             LoopError::TrainerFailed { .. } => Some(
                 "the trainer's own output (streamed above and kept in the run's log files) says why it failed"
                     .to_string(),
@@ -189,6 +198,7 @@ impl bat_ledger::Diagnostic for LoopError {
             LoopError::Command(e) => e.code(),
             LoopError::Evaluation { source: e, .. } => e.code(),
             LoopError::Commit { source: e, .. } => e.code(),
+            LoopError::StepMetrics { source: e, .. } => e.code(),
             LoopError::TrainerArtifactsMissing { round_id, .. } => {
                 Some(format!("trainer_artifacts_missing:{round_id}"))
             }
@@ -721,6 +731,7 @@ fn train(
     let rid = inp.round_id;
     let candidate = inp.root.join("candidate");
     let health = inp.root.join("training-health.json");
+    let metrics = inp.root.join(crate::round::steps::STEP_METRICS_PATH);
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let values = [
         ("{checkpoint}", text(inp.starting_checkpoint)),
@@ -728,6 +739,7 @@ fn train(
         ("{manifest}", text(&view.manifest)),
         ("{output}", text(&candidate)),
         ("{health}", text(&health)),
+        ("{metrics}", text(&metrics)),
         ("{round_id}", rid.to_string()),
         ("{target_stage}", inp.target_stage.to_string()),
         (
@@ -776,6 +788,16 @@ fn train(
         return Err(LoopError::TrainerArtifactsMissing {
             round_id: rid.to_string(),
         });
+    }
+    // Step metrics are optional; a file that is there must be valid, so a
+    // curve is never committed with lines silently missing.
+    if metrics.is_file() {
+        crate::round::steps::StepMetrics::read(&metrics).map_err(|source| {
+            LoopError::StepMetrics {
+                round_id: rid.to_string(),
+                source,
+            }
+        })?;
     }
     let health_bytes = std::fs::read(&health).map_err(io_err(&health))?;
     let health = json::parse_bytes(&health_bytes).map_err(|e| LoopError::HealthInvalid {

@@ -281,8 +281,9 @@ pub enum TemplateKind {
 }
 
 /// The trainer's placeholders (`{reward_mode}` is `stage` or `terminal`;
-/// `{seed}` the campaign seed, `bat run --seed`).
-pub const TRAINER_PLACEHOLDERS: [&str; 10] = [
+/// `{seed}` the campaign seed, `bat run --seed`; `{metrics}` the optional
+/// step metrics file, [`crate::round::steps`]).
+pub const TRAINER_PLACEHOLDERS: [&str; 11] = [
     "{checkpoint}",
     "{dataset}",
     "{manifest}",
@@ -293,6 +294,7 @@ pub const TRAINER_PLACEHOLDERS: [&str; 10] = [
     "{runtime_tool_format}",
     "{reward_mode}",
     "{seed}",
+    "{metrics}",
 ];
 /// The evaluator's placeholders.
 pub const EVALUATOR_PLACEHOLDERS: [&str; 5] = [
@@ -396,23 +398,35 @@ pub fn check_placeholders(
         .copied()
         .chain(extra.iter().copied())
         .collect();
+    check_known(kind.as_str(), file, template, &known, kind.required())
+}
+
+/// [`check_placeholders`] for any template: `label` names the kind in the
+/// errors, `known` are its placeholders and `required` those it must use.
+pub fn check_known(
+    label: &'static str,
+    file: &str,
+    template: &[String],
+    known: &[&str],
+    required: &[&str],
+) -> Result<(), TemplateError> {
     for (position, element) in template.iter().enumerate() {
         if known.contains(&element.as_str()) {
             continue;
         }
         if placeholder_shaped(element) {
             return Err(TemplateError::UnknownPlaceholder {
-                kind: kind.as_str(),
+                kind: label,
                 file: file.to_string(),
                 position,
                 element: element.clone(),
-                suggestion: closest(element, &known).map(str::to_string),
+                suggestion: closest(element, known).map(str::to_string),
                 known: known.iter().map(|k| k.to_string()).collect(),
             });
         }
         if let Some(p) = known.iter().find(|k| element.contains(*k)) {
             return Err(TemplateError::EmbeddedPlaceholder {
-                kind: kind.as_str(),
+                kind: label,
                 file: file.to_string(),
                 position,
                 element: element.clone(),
@@ -420,16 +434,12 @@ pub fn check_placeholders(
             });
         }
     }
-    if let Some(missing) = kind
-        .required()
-        .iter()
-        .find(|r| !template.iter().any(|t| t == *r))
-    {
+    if let Some(missing) = required.iter().find(|r| !template.iter().any(|t| t == *r)) {
         return Err(TemplateError::MissingPlaceholder {
-            kind: kind.as_str(),
+            kind: label,
             file: file.to_string(),
             placeholder: missing.to_string(),
-            required: kind.required().iter().map(|r| r.to_string()).collect(),
+            required: required.iter().map(|r| r.to_string()).collect(),
         });
     }
     Ok(())

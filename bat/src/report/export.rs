@@ -238,6 +238,58 @@ fn is_plain_number(s: &str) -> bool {
         i += exp;
     }
     i == b.len()
+/// The fixed columns of a step metrics export (`bat export --steps`);
+/// the metric names of the steps follow, sorted.
+pub const STEP_COLUMNS: [&str; 5] = ["branch", "round_id", "round_number", "commit", "step"];
+
+/// One row of a steps table: column name → value.
+pub type StepRowObject = serde_json::Map<String, serde_json::Value>;
+
+/// Every step of every round of `sources` as row objects (the
+/// [`STEP_COLUMNS`] and one member per metric name, `null` where a step has
+/// no such value), and the full column list.
+pub fn step_rows(
+    ledger: &Ledger,
+    sources: &[Source],
+) -> Result<(Vec<String>, Vec<StepRowObject>), RoundsError> {
+    let mut keys = std::collections::BTreeSet::new();
+    let mut rows = Vec::new();
+    for s in sources {
+        for row in RoundRows::new(ledger, &s.name, s.tip)? {
+            let row = row?;
+            let Some(steps) = crate::round::steps::round_steps(ledger, row.commit)? else {
+                continue;
+            };
+            for st in steps.rows {
+                let mut m = serde_json::Map::new();
+                for (k, v) in st.values {
+                    m.insert(k.clone(), serde_json::json!(v));
+                    keys.insert(k);
+                }
+                // The fixed columns win over a metric of the same name.
+                m.insert("branch".into(), row.branch.clone().into());
+                m.insert("round_id".into(), row.round_id.clone().into());
+                m.insert("round_number".into(), serde_json::json!(row.round_number));
+                m.insert("commit".into(), row.commit.to_string().into());
+                m.insert("step".into(), st.step.into());
+                rows.push(m);
+            }
+        }
+    }
+    let columns: Vec<String> = STEP_COLUMNS
+        .iter()
+        .map(|c| c.to_string())
+        .chain(
+            keys.into_iter()
+                .filter(|k| !STEP_COLUMNS.contains(&k.as_str())),
+        )
+        .collect();
+    for r in &mut rows {
+        for c in &columns {
+            r.entry(c.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok((columns, rows))
 }
 
 #[cfg(test)]

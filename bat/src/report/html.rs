@@ -23,6 +23,7 @@ use crate::inspect::diff::DiffOptions;
 use crate::inspect::drift::{candidate_drift, trained_from, Drift};
 use crate::inspect::rounds::{round_rows, RoundRow, RoundsError, STAGES};
 use crate::inspect::{InspectError, RoundTree};
+use crate::round::steps::StepMetrics;
 use bat_contract::pack::Pack;
 use bat_contract::vocabulary::GateStatus;
 
@@ -151,6 +152,9 @@ pub struct Arm {
     /// The custom metrics of each round (same index as `rows`); empty
     /// when no `--metric` was asked for.
     pub metrics: Vec<Metrics>,
+    /// The step metrics of each round (same index as `rows`; `None` for
+    /// rounds whose trainer wrote none).
+    pub steps: Vec<Option<StepMetrics>>,
 }
 
 /// What a reviewer needs to reproduce an arm.
@@ -286,12 +290,17 @@ pub fn collect(
                 .map(|r| round_metrics(ledger, r.commit))
                 .collect::<Result<Vec<Metrics>, InspectError>>()?
         };
+        let steps = rows
+            .iter()
+            .map(|r| crate::round::steps::round_steps(ledger, r.commit))
+            .collect::<Result<Vec<_>, InspectError>>()?;
         arms.push(Arm {
             source: s.clone(),
             rows,
             drift,
             facts,
             metrics,
+            steps,
         });
     }
     check_metrics(&arms, &opts.metrics)?;
@@ -477,6 +486,48 @@ fn metric_plots(arms: &[Arm], wanted: &[String]) -> Vec<Plot> {
                 y_ticks: None,
                 series,
                 empty_note: "no round has this metric".into(),
+            }
+        })
+        .collect()
+}
+
+/// One plot per step metric name, each arm a curve over its global step
+/// (a round's steps continue where the previous round's ended; see
+/// [`super::tensorboard::global_steps`]). Empty when no round has steps.
+fn step_plots(arms: &[Arm]) -> Vec<Plot> {
+    let mut keys = std::collections::BTreeSet::new();
+    for m in arms.iter().flat_map(|a| a.steps.iter().flatten()) {
+        keys.extend(m.keys());
+    }
+    keys.into_iter()
+        .map(|key| {
+            let mut series = Vec::with_capacity(arms.len());
+            for a in arms {
+                let offsets = super::tensorboard::global_steps(&a.steps);
+                let mut points = Vec::new();
+                for ((m, r), off) in a.steps.iter().zip(&a.rows).zip(offsets) {
+                    for (step, y) in m.iter().flat_map(|m| m.series(&key)) {
+                        points.push(Point {
+                            x: off as f64 + step as f64,
+                            y,
+                            label: format!("{} step {step} {}", r.round_id, fmt_num(y)),
+                            class: "",
+                        });
+                    }
+                }
+                series.push(Series {
+                    name: a.source.name.clone(),
+                    points,
+                    line: true,
+                    band: Vec::new(),
+                });
+            }
+            Plot {
+                id: format!("plot-step-{}", metric_slug(&key)),
+                title: format!("{key} per training step"),
+                y_ticks: None,
+                series,
+                empty_note: "no round of this arm has this step metric".into(),
             }
         })
         .collect()
@@ -896,6 +947,14 @@ pub fn render(d: &ReportData) -> String {
         out.push_str("<h2 id=\"metrics\">Custom metrics (--metric)</h2><div class=\"grid2\">");
         for p in metric_plots(arms, &d.options.metrics) {
             svg::render(&p, &mut out);
+        }
+        out.push_str("</div>");
+    }
+    let steps = step_plots(arms);
+    if !steps.is_empty() {
+        out.push_str("<h2 id=\"steps\">Training steps (the trainer's step metrics; rounds follow one another on the step axis)</h2><div class=\"grid2\">");
+        for p in steps {
+            svg::render_with_x_label(&p, "step", &mut out);
         }
         out.push_str("</div>");
     }

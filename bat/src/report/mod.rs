@@ -10,6 +10,7 @@ pub mod html;
 pub mod metrics;
 pub mod query;
 pub mod svg;
+pub mod tensorboard;
 
 use bat_ledger::{CommitId, Ledger};
 

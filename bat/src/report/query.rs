@@ -1,6 +1,6 @@
 //! `bat query`: read-only SQL over a campaign, in an in-memory SQLite
 //! database built from the ledger for one query. The catalog's own tables
-//! are never exposed: the database holds six documented tables
+//! are never exposed: the database holds seven documented tables
 //! (`docs/rounds.md` has the `rounds` columns, `docs/query.md` the rest):
 //!
 //! - `rounds`: one row per round per listed branch ([`RoundRow`]);
@@ -17,6 +17,9 @@
 //! - `metrics`: the custom metrics of every round in `rounds`, long form
 //!   (`commit`, `branch`, `round_id`, `round_number`, `source`, `key`,
 //!   `value`; see [`super::metrics`]);
+//! - `steps`: the step metrics of every round in `rounds`, long form
+//!   (`commit`, `branch`, `round_id`, `round_number`, `step`, `key`,
+//!   `value`; see [`crate::round::steps`]);
 //! - `arm_scores`: per arm group, per round and for the final checkpoint,
 //!   each score's mean and bootstrap interval ([`super::arm_scores`]),
 //!   filled when [`BuildOptions::arm_scores`] asks for it.
@@ -78,11 +81,11 @@ impl bat_ledger::Diagnostic for QueryError {
         match self {
             QueryError::Rounds(e) => e.hint(),
             QueryError::Sql { .. } => Some(
-                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                "tables: rounds, commits, files, evals, metrics, steps, arm_scores (see docs/query.md)"
                     .to_string(),
             ),
             QueryError::NotReadOnly => Some(
-                "tables: rounds, commits, files, evals, metrics, arm_scores (see docs/query.md)"
+                "tables: rounds, commits, files, evals, metrics, steps, arm_scores (see docs/query.md)"
                     .to_string(),
             ),
             _ => None,
@@ -164,6 +167,8 @@ CREATE TABLE arm_scores (arm TEXT NOT NULL, members TEXT NOT NULL, round INTEGER
   level REAL NOT NULL);
 CREATE TABLE metrics (\"commit\" TEXT NOT NULL, branch TEXT NOT NULL, round_id TEXT NOT NULL,
   round_number INTEGER, source TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL);
+CREATE TABLE steps (\"commit\" TEXT NOT NULL, branch TEXT NOT NULL, round_id TEXT NOT NULL,
+  round_number INTEGER, step INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL);
 ";
 
 /// SQL type of each round column (`docs/rounds.md`).
@@ -242,6 +247,9 @@ pub fn build(
         let mut ins_metric = tx
             .prepare("INSERT INTO metrics VALUES (?,?,?,?,?,?,?)")
             .map_err(QueryError::Build)?;
+        let mut ins_step = tx
+            .prepare("INSERT INTO steps VALUES (?,?,?,?,?,?,?)")
+            .map_err(QueryError::Build)?;
         let mut ins_eval = tx
             .prepare("INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
             .map_err(QueryError::Build)?;
@@ -264,6 +272,22 @@ pub fn build(
                             v,
                         ])
                         .map_err(QueryError::Build)?;
+                }
+                let steps = crate::round::steps::round_steps(ledger, row.commit)?;
+                for st in steps.iter().flat_map(|m| m.rows.iter()) {
+                    for (k, v) in &st.values {
+                        ins_step
+                            .execute(rusqlite::params![
+                                row.commit.to_string(),
+                                row.branch,
+                                row.round_id,
+                                row.round_number,
+                                i64::try_from(st.step).unwrap_or(i64::MAX),
+                                k,
+                                v,
+                            ])
+                            .map_err(QueryError::Build)?;
+                    }
                 }
             }
             for item in ledger.history(s.tip, None)? {

@@ -117,6 +117,11 @@ fn tick_label(v: f64) -> String {
 
 /// Render `p` as an `<svg>` element appended to `out`.
 pub fn render(p: &Plot, out: &mut String) {
+    render_with_x_label(p, "round", out);
+}
+
+/// [`render`] with another name for the x axis (`step`).
+pub fn render_with_x_label(p: &Plot, x_label: &str, out: &mut String) {
     let total: usize = p.series.iter().map(|s| s.points.len()).sum();
     let _ = write!(
         out,
@@ -203,9 +208,10 @@ pub fn render(p: &Plot, out: &mut String) {
     }
     let _ = write!(
         out,
-        r#"<text x="{}" y="{}" text-anchor="end" class="tick">round</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="end" class="tick">{}</text>"#,
         W - RIGHT,
-        H - 3.0
+        H - 3.0,
+        esc(x_label)
     );
     let mut legend_x = LEFT;
     for (i, s) in p.series.iter().enumerate() {

@@ -186,6 +186,10 @@ pub fn committed_files(l: &RoundLayout) -> Vec<(String, PathBuf)> {
         ("prescription.json".to_string(), l.prescription.clone()),
         ("training-health.json".to_string(), l.health.clone()),
     ];
+    let steps = l.dir.join(super::steps::STEP_METRICS_PATH);
+    if steps.is_file() {
+        v.push((super::steps::STEP_METRICS_PATH.to_string(), steps));
+    }
     for f in [
         "checkpoint-binding.json",
         "eval-request.json",

@@ -64,6 +64,7 @@ pub mod promote;
 pub mod provenance;
 pub mod record;
 pub(crate) mod side;
+pub mod steps;
 pub mod validate;
 pub mod view;
 

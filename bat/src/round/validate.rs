@@ -16,7 +16,9 @@
 //!    the one `round.json` recorded);
 //! 6. `summary`: the candidate and baseline summaries pass the gate's
 //!    acceptance (finite scores, …);
-//! 7. `training_health`: `training-health.json` is JSON;
+//! 7. `training_health`: `training-health.json` is JSON; `layout`:
+//!    `step-metrics.jsonl`, when present, is valid step metrics
+//!    ([`super::steps`]);
 //! 8. `firewall`: `data/train.jsonl` passes the leakage scan with held-out
 //!    markers = the evaluation's task ids (those of stripped length ≥ 4,
 //!    casefolded) plus the markers file given;
@@ -180,6 +182,18 @@ pub fn validate(
         &l.health,
         &health_bytes,
     )?;
+
+    // 7b. Step metrics, when the trainer wrote them: a bad line would
+    // break every reader of the commit, so it is refused here.
+    let steps = l.dir.join(super::steps::STEP_METRICS_PATH);
+    if steps.is_file() {
+        super::steps::StepMetrics::read(&steps).map_err(|e| {
+            RoundError::from(RoundCheck::Layout {
+                path: steps.clone(),
+                reason: e.to_string(),
+            })
+        })?;
+    }
 
     let (markers_sha256, marker_count) = firewall(l, opts, &data.train, &docs.summary, &raw)?;
     let outcome = gate(l, pack, (&baseline, &baseline_path), &docs, &health)?;

@@ -156,6 +156,8 @@ pub fn trainer_template() -> Vec<String> {
         "{output}",
         "--health",
         "{health}",
+        "--metrics",
+        "{metrics}",
         "--round-id",
         "{round_id}",
         "--target-stage",

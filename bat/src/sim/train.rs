@@ -285,6 +285,10 @@ pub struct TrainRequest<'a> {
     pub seed: u64,
     /// Worker threads, 0 for rayon's default (results do not depend on it).
     pub threads: usize,
+    /// The step metrics file to write (`{metrics}`), one line per step:
+    /// `step` (1-based), `reward_mean`, `kl` (to the reference, after the
+    /// step's update) and `tokens` (generated in the step).
+    pub metrics: Option<&'a Path>,
 }
 
 /// What a training run did.
@@ -437,6 +441,31 @@ fn health_document(
     )
 }
 
+/// One line of the step metrics file (`{metrics}`).
+fn step_line(step: u64, reward_mean: f64, kl: f64, tokens: u64) -> String {
+    let line = serde_json::json!({
+        "step": step,
+        "reward_mean": reward_mean,
+        "kl": kl,
+        "tokens": tokens,
+    });
+    format!("{line}\n")
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SimError> {
+    bat_contract::fsutil::write_atomic(path, bytes).map_err(|source| SimError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The mean KL divergence to the reference over every decision point.
+fn mean_kl(policy: &Policy, reference: &Policy) -> f64 {
+    let points = policy.logits.len() / ACTIONS.len();
+    let total = (0..points).fold(0.0, |a, i| a + kl_at(policy, reference, i * ACTIONS.len()));
+    total / points as f64
+}
+
 /// Train one round and write the candidate folder, then the health file.
 pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimError> {
     let env = Environment::from_pack(pack)?;
@@ -487,6 +516,7 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     let mut reward_total = 0.0;
     let mut first_mean = 0.0;
     let mut last_mean = 0.0;
+    let mut step_lines = String::new();
     for step in 0..opt.steps {
         let batch = (step as usize) % batches;
         let pass = (step as usize / batches) as u64;
@@ -527,18 +557,20 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         last_mean = step_mean;
         reward_total += step_sum;
         rollouts += n as u64;
-        tokens += groups.iter().map(|g| g.tokens).sum::<u64>();
+        let step_tokens = groups.iter().map(|g| g.tokens).sum::<u64>();
+        tokens += step_tokens;
         apply_update(&mut policy, &groups, lr, opt.kl_coefficient, n);
+        if req.metrics.is_some() {
+            let kl = mean_kl(&policy, &reference);
+            step_lines.push_str(&step_line(step + 1, step_mean, kl, step_tokens));
+        }
     }
     if (0..policy.len()).any(|i| !policy.param(i).is_finite()) {
         return Err(SimError::Diverged {
             round_id: req.round_id.to_string(),
         });
     }
-    let points = policy.logits.len() / ACTIONS.len();
-    let kl_total = (0..points).fold(0.0, |a, i| {
-        a + kl_at(&policy, &reference, i * ACTIONS.len())
-    });
+    let kl_mean = mean_kl(&policy, &reference);
     let update_l2 = (0..policy.len())
         .fold(0.0, |a, i| {
             let d = policy.param(i) - reference.param(i);
@@ -552,10 +584,13 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
         mean_reward_first_step: first_mean,
         mean_reward_last_step: last_mean,
         mean_reward: reward_total / rollouts.max(1) as f64,
-        kl_to_reference: kl_total / points as f64,
+        kl_to_reference: kl_mean,
         update_l2,
     };
     policy.save(req.output)?;
+    if let Some(p) = req.metrics {
+        write_file(p, step_lines.as_bytes())?;
+    }
     let health = health_document(
         req,
         pack,

@@ -65,7 +65,7 @@ setup, py, here, tracks = sys.argv[1:]
 # round, and digested with the scripts), so a replay needs no BAT_PYTHON.
 trainer = [py, f"{here}/train_grpo.py", "{checkpoint}", "{dataset}", "{output}", "{health}",
            "{runtime_tool_format}", "{round_id}", "{target_stage}", "--reward-mode", "{reward_mode}",
-           "--seed", "{seed}"]
+           "--seed", "{seed}", "--metrics", "{metrics}"]
 evaluator = ["bash", f"{here}/evaluate.sh", "--python", py, "{checkpoint}", "{request}", "{output}",
              "--seed", "{seed}", "--tracks", tracks]
 for name, t in (("trainer", trainer), ("evaluator", evaluator)):

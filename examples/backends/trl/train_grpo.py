@@ -4,7 +4,8 @@ Template (trainer.json; run.sh writes it with absolute paths):
 
     [PYTHON, "examples/backends/trl/train_grpo.py", "{checkpoint}", "{dataset}",
      "{output}", "{health}", "{runtime_tool_format}", "{round_id}",
-     "{target_stage}", "--reward-mode", "{reward_mode}", "--seed", "{seed}"]
+     "{target_stage}", "--reward-mode", "{reward_mode}", "--seed", "{seed}",
+     "--metrics", "{metrics}"]
 
 ``--seed`` (the campaign's ``{seed}``, default 0) seeds transformers/torch,
 the trainer's sampler and the data order.
@@ -25,6 +26,12 @@ count, from the completion ids TRL passes to the reward). No wall-clock
 figure goes into the health file: it is a compared artifact of
 ``bat replay --verify`` (bat records the trainer's wall time itself).
 
+Step metrics (``--metrics``, bat's ``{metrics}``): one JSON line per
+optimizer step from TRL's log history (``logging_steps=1``): ``step``,
+``reward_mean``, ``reward_std``, ``kl``, ``loss``, ``grad_norm``,
+``learning_rate``, ``entropy`` where TRL logged them; no timing figures,
+so the file is as deterministic as the training.
+
 Determinism: seeded (TRL/transformers ``set_seed``, the round's sampler),
 one CPU thread, ``torch.use_deterministic_algorithms(True)``.
 """
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -84,12 +92,42 @@ def write_json_atomic(path: str, value: dict) -> None:
     os.replace(tmp, path)
 
 
+# TRL log-history key -> step metric name; only deterministic figures.
+STEP_KEYS = {
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "kl": "kl",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "entropy": "entropy",
+}
+
+
+def write_step_metrics(path: str, log_history: list) -> None:
+    """One line per logged training step (docs/backends.md, ``{metrics}``)."""
+    lines = []
+    for entry in log_history:
+        if "step" not in entry or "train_runtime" in entry:
+            continue
+        row = {"step": int(entry["step"])}
+        for key, name in STEP_KEYS.items():
+            v = entry.get(key)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                row[name] = float(v)
+        if len(row) > 1:
+            lines.append(json.dumps(row, sort_keys=True))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(l + "\n" for l in lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     for name in ("checkpoint", "dataset", "output", "health", "tool_format", "round_id", "target_stage"):
         ap.add_argument(name)
     ap.add_argument("--reward-mode", default="stage", choices=["stage", "terminal"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--metrics", default=None, help="step metrics file to write (bat's {metrics})")
     ap.add_argument("--generations", type=int, default=4, help="continuations per state (the GRPO group)")
     ap.add_argument("--states-per-step", type=int, default=2)
     ap.add_argument("--max-completion-length", type=int, default=96)
@@ -155,6 +193,9 @@ def main() -> None:
     tokenizer.save_pretrained(a.output)
     if not os.path.isfile(os.path.join(a.output, "config.json")):
         sys.exit(f"train_grpo: export left no config.json in {a.output}")
+
+    if a.metrics:
+        write_step_metrics(a.metrics, trainer.state.log_history)
 
     rollouts = max(reward.rollouts, 1)
     health = {

@@ -136,8 +136,12 @@ pub fn commit_loop_round(
     crate::round::commit_round(ledger, round.round_dir, &opts, ctx)
 }
 
-impl RoundSink for LedgerSink<'_> {
-    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError> {
+impl LedgerSink<'_> {
+    /// Commit one round (and, with the first, the starting checkpoint).
+    pub fn commit(
+        &mut self,
+        round: &CompletedRound<'_>,
+    ) -> Result<crate::round::RoundCommit, SinkError> {
         // The campaign's starting checkpoint goes into the ledger with its
         // first round (once per identity), so replays need no outside copy.
         let lm = round.loop_meta;
@@ -150,12 +154,24 @@ impl RoundSink for LedgerSink<'_> {
                     source: Box::new(source),
                 })?;
         }
-        let c = commit_loop_round(self.ledger, round, &self.options, &self.ctx)?;
-        Ok(format!(
-            "committed {} ({})",
-            c.commit.0.short(),
-            c.gate_status
-        ))
+        Ok(commit_loop_round(
+            self.ledger,
+            round,
+            &self.options,
+            &self.ctx,
+        )?)
+    }
+
+    /// The progress note of a round commit.
+    pub fn note(c: &crate::round::RoundCommit) -> String {
+        format!("committed {} ({})", c.commit.0.short(), c.gate_status)
+    }
+}
+
+impl RoundSink for LedgerSink<'_> {
+    fn round_completed(&mut self, round: &CompletedRound<'_>) -> Result<String, SinkError> {
+        let c = self.commit(round)?;
+        Ok(LedgerSink::note(&c))
     }
 
     fn stores_logs(&self) -> bool {
