@@ -59,7 +59,8 @@ pub struct ReportArgs {
     /// tasks, runtime-tool-format, evaluator, base-checkpoint, budget. As
     /// with `bat compare`, arms that differ in any other of these are
     /// reported as not comparable and the exit code is 1 (the page is
-    /// written either way).
+    /// written either way). With no arms named, every branch is shown and
+    /// differences are listed without failing.
     #[arg(long = "allow-difference", value_name = "FIELD")]
     pub allow_difference: Vec<String>,
 }
@@ -101,6 +102,11 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
     let secs = started.elapsed().as_secs_f64();
     let differences: &[Difference] = data.differences.as_deref().unwrap_or(&[]);
     let comparable = differences.iter().all(|d| d.allowed);
+    // With no arms named the page is an overview of every branch, not a
+    // claim that they are comparable arms: the differences are listed but
+    // do not fail the command (a fresh demo ledger's seeds differ in their
+    // initial checkpoint by design).
+    let judged = !args.revs.is_empty();
     if g.json {
         print_json(&serde_json::json!({
             "output": args.output, "bytes": html.len(), "rounds": rounds,
@@ -137,14 +143,14 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
                 );
             }
         }
-        out!("{}", render_differences(differences, g.paint));
-        if !comparable && args.revs.is_empty() {
+        out!("{}", render_differences(differences, judged, g.paint));
+        if !comparable && !judged {
             outln!(
                 "(with no arms named, every branch is an arm of its own; name arm groups such as 'bat/*' 'terminal/*' to pool each arm's seeds)"
             );
         }
     }
-    if comparable {
+    if comparable || !judged {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(super::error::EXIT_FAILURE))
@@ -153,7 +159,7 @@ pub fn run(args: ReportArgs, g: &Session) -> CliResult {
 
 /// The comparability lines (nothing when the arms share every field), in
 /// `bat compare`'s words.
-fn render_differences(diffs: &[Difference], paint: Paint) -> String {
+fn render_differences(diffs: &[Difference], judged: bool, paint: Paint) -> String {
     if diffs.is_empty() {
         return String::new();
     }
@@ -162,8 +168,13 @@ fn render_differences(diffs: &[Difference], paint: Paint) -> String {
             "comparable only with allowed differences: {}\n",
             paint.paint(Role::Bad, "the arms differ as listed")
         )
-    } else {
+    } else if judged {
         format!("{}\n", paint.paint(Role::Bad, "NOT COMPARABLE: the arms differ (exit 1); name each difference with --allow-difference FIELD to accept it"))
+    } else {
+        format!(
+            "{}\n",
+            paint.paint(Role::Bad, "the branches are not comparable arms as they stand: they differ as listed")
+        )
     };
     for d in diffs {
         out.push_str(&format!(
