@@ -442,7 +442,7 @@ fn a_stored_tree_twenty_thousand_levels_deep_is_survivable() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let srv = Server::start(&dir, &[]);
+    let srv = Server::start(&dir, &["--allow-anonymous-read"]);
     let dst = t.path().join("clone");
     let out = crate::common::bat()
         .arg("clone")
