@@ -91,7 +91,7 @@ fn cases() -> Vec<Hostile> {
             what: ".bat directory",
             blobs: vec![x.clone()],
             trees: vec![planted, sub, ledger_dir],
-            says: ".bat entry",
+            says: "ledger directory",
         },
         Hostile {
             what: "too deep",
@@ -336,8 +336,8 @@ fn http_puts_and_ref_updates_with_hostile_trees_are_refused() {
         let main = before
             .0
             .iter()
-            .find(|r| r.0 == "refs/heads/main")
-            .expect("main");
+            .find(|r| r.0 == "heads/main")
+            .unwrap_or_else(|| panic!("no main among {:?}", before.0));
         let body = serde_json::json!({"name": "refs/heads/main", "expected": main.1.to_string(),
             "new": planted.to_string(), "force": true});
         let (status, text) = post(

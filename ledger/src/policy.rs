@@ -161,7 +161,10 @@ impl std::fmt::Display for Rule {
                 f,
                 "a directory holds {entries} entries, more than the limit of {limit}"
             ),
-            Rule::LedgerDir => write!(f, "a recorded tree never holds a {LEDGER_DIR} entry"),
+            Rule::LedgerDir => write!(
+                f,
+                "a recorded tree never holds a ledger directory ({LEDGER_DIR}, in any case)"
+            ),
             Rule::CaseCollision { other } => write!(
                 f,
                 "the name is the same as {} on a case-insensitive file system",
