@@ -331,6 +331,11 @@ impl TreeSource for StoreSource<'_> {
     }
 
     fn symlink_target(&mut self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        // Only what is stored here: a partial clone's promised target is
+        // not fetched in the middle of a check.
+        if self.0.locate(id)?.is_none() {
+            return Ok(None);
+        }
         match self.0.read_bytes(id) {
             Ok(b) => Ok(Some(b)),
             Err(Error::ObjectMissing { .. } | Error::Pruned { .. }) => Ok(None),
