@@ -673,11 +673,11 @@ mod tests {
         // The same subtree placed deeper than it fits: refused by its
         // summary, without reading it again.
         let sub = id;
-        let mut id = sub;
+        let mut deep = sub;
         for _ in 0..200 {
-            id = m.tree(vec![dir("x", id)]);
+            deep = m.tree(vec![dir("x", deep)]);
         }
-        let both = m.tree(vec![dir("first", sub), dir("second", id)]);
+        let both = m.tree(vec![dir("first", sub), dir("second", deep)]);
         let mut walk = TreeCheck::new(Limits::default());
         let r = walk.check_root(&TreeId(both), &mut m);
         assert!(matches!(rule_of(r), Rule::TooDeep { .. }));
