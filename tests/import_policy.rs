@@ -459,3 +459,41 @@ fn a_stored_tree_twenty_thousand_levels_deep_is_survivable() {
     assert_eq!(l.tree_totals(&tree).expect("totals"), (1, 1));
     let _: ObjectId = tree.0;
 }
+
+/// Recording asks the same rules: a directory whose names collide on a
+/// case-insensitive file system, or nested past the depth limit, is not
+/// committed (so nothing is recorded that checkout would refuse).
+#[test]
+fn commit_refuses_what_checkout_would_refuse() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let (dir, _) = new_ledger(t.path(), "w");
+    let run = |args: &[&str]| {
+        crate::common::bat()
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("run bat")
+    };
+    let folded = dir.join("folded");
+    std::fs::create_dir_all(folded.join("sub")).expect("mkdir");
+    std::fs::write(folded.join("sub/Data"), b"1").expect("write");
+    std::fs::write(folded.join("sub/data"), b"2").expect("write");
+    let out = run(&["commit", folded.to_str().expect("utf-8"), "-m", "x"]);
+    refused_cleanly(&out, "case-insensitive", "case collision");
+    let mut deep = dir.join("deep");
+    for _ in 0..300 {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    std::fs::write(deep.join("f"), b"x").expect("write");
+    let top = dir.join("deep");
+    let out = run(&["commit", top.to_str().expect("utf-8"), "-m", "x"]);
+    refused_cleanly(&out, "deeper than 256 levels", "deep directory");
+    let l = Ledger::discover(&dir).expect("open");
+    assert!(
+        l.list_refs("refs/").expect("refs").is_empty(),
+        "nothing committed"
+    );
+    assert_fsck_clean(&l);
+}
