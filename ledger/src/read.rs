@@ -61,7 +61,7 @@ impl Ledger {
     pub fn walk_files(&self, tree: &TreeId) -> Result<Vec<FileEntry>> {
         let max_depth = u64::from(crate::policy::Limits::default().max_depth);
         let mut out = Vec::new();
-        // (entries of one directory, next entry, that directory's path)
+        // (the entries of one directory still to visit, its path)
         let mut stack: Vec<(std::vec::IntoIter<TreeEntry>, String)> =
             vec![(self.read_tree(tree)?.entries.into_iter(), String::new())];
         while let Some((entries, prefix)) = stack.last_mut() {
