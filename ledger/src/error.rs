@@ -233,6 +233,17 @@ pub enum Error {
         /// What did not verify.
         reason: String,
     },
+    /// A tree breaks the import policy ([`crate::policy`]): it is refused
+    /// on import, on record and on checkout alike.
+    #[error("tree {id} is refused {place}: {rule}")]
+    TreeRefused {
+        /// The tree holding the offending entry.
+        id: ObjectId,
+        /// Where: the entry's path from the root walked (quoted, shortened).
+        place: String,
+        /// The rule broken, with its limit.
+        rule: crate::policy::Rule,
+    },
     /// Invalid caller input (metadata, fields, messages).
     #[error("invalid input: {message}")]
     InvalidInput {
@@ -327,12 +338,22 @@ impl Diagnostic for Error {
             Error::Pruned { .. } => {
                 "a retention gc dropped its bytes on purpose; `bat fetch REMOTE` from a remote that still has it restores it"
             }
+            Error::TreeRefused { .. } => {
+                "bat refuses trees that could not be checked out safely (limits and rules: docs/SECURITY.md, \"Import policy and limits\"); nothing was stored or written"
+            }
             Error::PromisorFetch { .. } => {
                 "this partial clone needs its remote: pass --token / --endpoint (or BAT_TOKEN, AWS_*) as for `bat fetch`"
             }
             _ => return None,
         };
         Some(hint.to_string())
+    }
+
+    fn code(&self) -> Option<String> {
+        match self {
+            Error::TreeRefused { rule, .. } => Some(format!("tree_refused:{}", rule.code())),
+            _ => None,
+        }
     }
 }
 

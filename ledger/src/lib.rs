@@ -53,6 +53,7 @@ pub mod layers;
 pub mod maint;
 pub mod object;
 pub mod pack;
+pub mod policy;
 pub mod progress;
 pub mod read;
 pub mod refs;
@@ -67,6 +68,7 @@ pub use error::{reads_as_code, shows_a_code, Diagnostic, Error, ErrorKind, Resul
 pub use id::{CommitId, ObjectId, TreeId};
 pub use maint::{FsckReport, GcOptions, GcReport, Problem, PrunedFile, Stats};
 pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, RawCommit, Tree, TreeEntry};
+pub use policy::{Limits, TreeCheck};
 pub use progress::{NoProgress, Progress};
 pub use read::{CheckoutStats, FileEntry, History, HistoryCommit};
 pub use refs::{Head, ReflogEntry};

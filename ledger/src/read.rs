@@ -54,23 +54,39 @@ pub struct CheckoutStats {
 }
 
 impl Ledger {
-    /// Every non-directory entry below `tree`, in path order.
+    /// Every non-directory entry below `tree`, in path order. The walk
+    /// keeps its own stack, so no stored tree can overflow the thread's;
+    /// a tree nested deeper than [`crate::policy::Limits::max_depth`] is
+    /// refused ([`Error::TreeRefused`]) rather than listed.
     pub fn walk_files(&self, tree: &TreeId) -> Result<Vec<FileEntry>> {
+        let max_depth = u64::from(crate::policy::Limits::default().max_depth);
         let mut out = Vec::new();
-        self.walk_into(tree, "", &mut out)?;
-        Ok(out)
-    }
-
-    fn walk_into(&self, tree: &TreeId, prefix: &str, out: &mut Vec<FileEntry>) -> Result<()> {
-        let t = self.read_tree(tree)?;
-        for e in t.entries {
+        // (the entries of one directory still to visit, its path)
+        let mut stack: Vec<(std::vec::IntoIter<TreeEntry>, String)> =
+            vec![(self.read_tree(tree)?.entries.into_iter(), String::new())];
+        while let Some((entries, prefix)) = stack.last_mut() {
+            let Some(e) = entries.next() else {
+                stack.pop();
+                continue;
+            };
             let path = if prefix.is_empty() {
                 e.name.clone()
             } else {
                 format!("{prefix}/{}", e.name)
             };
             if e.mode == Mode::Tree {
-                self.walk_into(&TreeId(e.id), &path, out)?;
+                let sub = self.read_tree(&TreeId(e.id))?.entries;
+                if !sub.is_empty() && stack.len() as u64 >= max_depth {
+                    return Err(Error::TreeRefused {
+                        id: e.id,
+                        place: format!("at {}", crate::policy::shown(&path)),
+                        rule: crate::policy::Rule::TooDeep {
+                            depth: stack.len() as u64 + 1,
+                            limit: max_depth as u32,
+                        },
+                    });
+                }
+                stack.push((sub.into_iter(), path));
             } else {
                 out.push(FileEntry {
                     path,
@@ -80,7 +96,49 @@ impl Ledger {
                 });
             }
         }
-        Ok(())
+        Ok(out)
+    }
+
+    /// How many non-directory entries lie below `tree` and the sum of
+    /// their sizes, counted per path as [`Ledger::walk_files`] would list
+    /// them, but from a summary per tree object (each read once, with an
+    /// explicit stack) and without the depth limit: for bookkeeping of
+    /// trees whatever their shape (saturating at `u64::MAX`).
+    pub fn tree_totals(&self, tree: &TreeId) -> Result<(u64, u64)> {
+        let mut done: HashMap<ObjectId, (u64, u64)> = HashMap::new();
+        let mut stack: Vec<(ObjectId, Option<Vec<TreeEntry>>)> = vec![(tree.0, None)];
+        while let Some((id, entries)) = stack.pop() {
+            if done.contains_key(&id) {
+                continue;
+            }
+            match entries {
+                None => {
+                    let t = self.read_tree(&TreeId(id))?;
+                    let subs: Vec<ObjectId> = t
+                        .entries
+                        .iter()
+                        .filter(|e| e.mode == Mode::Tree && !done.contains_key(&e.id))
+                        .map(|e| e.id)
+                        .collect();
+                    stack.push((id, Some(t.entries)));
+                    stack.extend(subs.into_iter().map(|s| (s, None)));
+                }
+                Some(entries) => {
+                    let (mut n, mut bytes) = (0u64, 0u64);
+                    for e in &entries {
+                        let (en, eb) = if e.mode == Mode::Tree {
+                            done[&e.id]
+                        } else {
+                            (1, e.size)
+                        };
+                        n = n.saturating_add(en);
+                        bytes = bytes.saturating_add(eb);
+                    }
+                    done.insert(id, (n, bytes));
+                }
+            }
+        }
+        Ok(done[&tree.0])
     }
 
     /// Look up a `/`-separated path in a tree. The empty path (or "/") is the
@@ -242,6 +300,11 @@ impl Ledger {
         // A partial clone fetches the promised files in one transfer before
         // anything is written (verified on arrival), not one by one.
         self.prefetch_tree(&c.tree, None, progress, cancel)?;
+        // The rules every import applied (crate::policy), asked again
+        // before anything is written: a ledger written before they existed,
+        // or a partial clone whose symlink targets just arrived.
+        crate::policy::TreeCheck::new(crate::policy::Limits::default())
+            .check_root(&c.tree, &mut crate::policy::StoreSource(self))?;
         std::fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
         let tmp = tempfile::Builder::new()
             .prefix(".bat-checkout-")
@@ -254,14 +317,7 @@ impl Ledger {
             .sum();
         progress.start("checking out", Some(total));
         let mut stats = CheckoutStats::default();
-        self.checkout_tree(
-            &c.tree,
-            tmp.path(),
-            tmp.path(),
-            &mut stats,
-            progress,
-            cancel,
-        )?;
+        self.checkout_tree(&c.tree, tmp.path(), &mut stats, progress, cancel)?;
         progress.finish();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
@@ -274,22 +330,29 @@ impl Ledger {
         Ok(stats)
     }
 
-    /// Write one tree under `dir` (inside the checkout `root`), refusing
-    /// what `commit` refuses to record: a `.bat` entry (a planted ledger)
-    /// and symlinks that are absolute or climb out of `root`.
+    /// Write the tree under `root` (a fresh directory), one directory at a
+    /// time from an explicit stack, refusing again what the policy refuses
+    /// at the point of writing: a `.bat` entry (a planted ledger) and
+    /// symlinks that are absolute or climb out of `root`.
     fn checkout_tree(
         &self,
         tree: &TreeId,
         root: &Path,
-        dir: &Path,
         stats: &mut CheckoutStats,
         progress: &dyn Progress,
         cancel: &AtomicBool,
     ) -> Result<()> {
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::PermissionsExt;
-        let t = self.read_tree(tree)?;
-        for e in t.entries {
+        let mut stack: Vec<(std::vec::IntoIter<TreeEntry>, std::path::PathBuf)> = vec![(
+            self.read_tree(tree)?.entries.into_iter(),
+            root.to_path_buf(),
+        )];
+        while let Some((entries, dir)) = stack.last_mut() {
+            let Some(e) = entries.next() else {
+                stack.pop();
+                continue;
+            };
             check_cancel(cancel)?;
             let path = dir.join(&e.name);
             if e.name == crate::store::LEDGER_DIR {
@@ -302,7 +365,8 @@ impl Ledger {
                 Mode::Tree => {
                     std::fs::create_dir(&path).map_err(io_err("create directory", &path))?;
                     stats.dirs += 1;
-                    self.checkout_tree(&TreeId(e.id), root, &path, stats, progress, cancel)?;
+                    let sub = self.read_tree(&TreeId(e.id))?.entries.into_iter();
+                    stack.push((sub, path));
                 }
                 Mode::Symlink => {
                     let target = self.read_bytes(&e.id)?;
@@ -475,35 +539,23 @@ impl Drop for ReadTx<'_> {
 }
 
 /// Refuse absolute symlinks and relative ones that climb above `root`:
-/// the rule both for recording a directory and for checking one out.
+/// the rule for recording a directory, for checking one out and (through
+/// [`crate::policy::symlink_climb`], the same measure) for every import.
 pub(crate) fn check_symlink(root: &Path, link: &Path, target: &Path) -> Result<()> {
     let escapes = || Error::SymlinkEscapes {
         path: link.to_path_buf(),
         target: target.display().to_string(),
     };
-    if target.is_absolute() {
-        return Err(escapes());
-    }
     let rel_parent = link
         .parent()
         .and_then(|p| p.strip_prefix(root).ok())
         .ok_or_else(escapes)?;
-    let mut depth: i64 = rel_parent
+    let depth = rel_parent
         .components()
         .filter(|c| matches!(c, Component::Normal(_)))
-        .count() as i64;
-    for c in target.components() {
-        match c {
-            Component::Normal(_) => depth += 1,
-            Component::ParentDir => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err(escapes());
-                }
-            }
-            Component::CurDir => {}
-            _ => return Err(escapes()),
-        }
+        .count() as u64;
+    match crate::policy::symlink_climb(target) {
+        Some(climb) if climb <= depth => Ok(()),
+        _ => Err(escapes()),
     }
-    Ok(())
 }

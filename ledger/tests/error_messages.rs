@@ -68,6 +68,14 @@ fn samples() -> Vec<Box<dyn Diagnostic>> {
             path: p(),
             target: s(),
         }),
+        Box::new(Error::TreeRefused {
+            id,
+            place: "at \"a/b\"".into(),
+            rule: bat_ledger::policy::Rule::TooDeep {
+                depth: 257,
+                limit: 256,
+            },
+        }),
         Box::new(Error::UnsupportedFileType {
             path: p(),
             kind: "fifo",
@@ -170,6 +178,22 @@ fn kinds_follow_the_variant_and_wrappers_pass_them_through() {
     };
     assert!(moved.hint().is_some_and(|h| h.contains("--force")));
     assert!(Error::Cancelled.hint().is_none());
+    // A refused tree names its rule as a code, the figures in the sentence.
+    let refused = Error::TreeRefused {
+        id: ObjectId([1; 32]),
+        place: "at \"x\"".into(),
+        rule: bat_ledger::policy::Rule::NameTooLong {
+            bytes: 300,
+            limit: 255,
+        },
+    };
+    assert_eq!(
+        refused.code().as_deref(),
+        Some("tree_refused:name_too_long")
+    );
+    assert!(refused.to_string().contains("300 bytes"), "{refused}");
+    assert!(refused.to_string().contains("255"), "{refused}");
+    assert!(refused.hint().is_some_and(|h| h.contains("SECURITY.md")));
 }
 
 #[test]

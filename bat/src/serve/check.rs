@@ -66,6 +66,11 @@ pub fn check_update(
     let mut seen_commits: HashSet<CommitId> = HashSet::new();
     let mut seen_trees: HashSet<TreeId> = HashSet::new();
     let mut found_stop = stop.is_none();
+    // The import policy (bat_ledger::policy), on every commit the move
+    // brings: the same rules its objects met on `/v1/put`, asked again of
+    // the whole tree in place (objects put in several requests, or stored
+    // before the rules existed).
+    let mut policy = bat_ledger::TreeCheck::new(bat_ledger::Limits::default());
     let mut stack = vec![new];
     while let Some(c) = stack.pop() {
         if Some(c) == stop {
@@ -92,6 +97,7 @@ pub fn check_update(
         }
         let commit = l.read_commit(&c)?;
         check_tree(l, commit.tree, &mut seen_trees)?;
+        policy.check_root(&commit.tree, &mut bat_ledger::policy::StoreSource(l))?;
         stack.extend(commit.parents.iter().copied());
     }
     Ok(found_stop)

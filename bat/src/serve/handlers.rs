@@ -76,6 +76,12 @@ pub(crate) fn ledger_error(e: bat_ledger::Error) -> ApiError {
             format!("{e}: pull first"),
         ),
         bat_ledger::Error::InvalidRefName { .. } => ApiError::bad_request(e.to_string()),
+        // The import policy (a put's trees, a ref update's commit).
+        bat_ledger::Error::TreeRefused { .. } => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "tree_refused",
+            e.to_string(),
+        ),
         other => ApiError::internal(other.to_string()),
     }
 }

@@ -309,17 +309,19 @@ impl Ledger {
     }
 
     /// Commit an already-stored tree (for callers that build trees
-    /// themselves). `logical_bytes` is computed by walking it.
+    /// themselves). `logical_bytes` is computed by walking it. Like git's
+    /// `commit-tree`, this records the tree as built: the import policy
+    /// ([`crate::policy`]) is not asked here; checkout, push and every
+    /// import still refuse a tree that breaks it.
     pub fn commit_tree(&mut self, tree: TreeId, req: &CommitRequest) -> Result<CommitOutcome> {
         for m in &req.also_move {
             refs::validate_full_ref_name(&m.name)?;
         }
         let expected = self.branch_tip_for(req)?;
-        let files = self.walk_files(&tree)?;
-        let logical = files.iter().map(|f| f.size).sum();
+        let (files, logical) = self.tree_totals(&tree)?;
         let mut staging = Staging::new(self);
         let mut out = self.finish_commit(&mut staging, tree, logical, req, expected)?;
-        out.files = files.len() as u64;
+        out.files = files;
         Ok(out)
     }
 
@@ -533,7 +535,12 @@ impl Ledger {
                     });
                 }
                 let tree = Tree::new(entries).map_err(|message| Error::InvalidInput { message })?;
-                Ok((st.put(self, Kind::Tree, &tree.encode())?, 0))
+                // Nothing is recorded that checkout or an import would
+                // refuse (crate::policy: names, entries, case collisions).
+                let bytes = tree.encode();
+                let id = Kind::Tree.id_of(&bytes);
+                crate::policy::check_local(id, &tree, "", &crate::policy::Limits::default())?;
+                Ok((st.put(self, Kind::Tree, &bytes)?, 0))
             }
         }
     }

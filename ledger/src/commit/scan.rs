@@ -50,6 +50,21 @@ pub(super) fn scan(root: &Path, dir: &Path, files: &mut Vec<ScannedFile>) -> Res
             path: path.clone(),
             reason,
         })?;
+        // The policy's position limits (crate::policy), so nothing is
+        // recorded that checkout or an import would refuse.
+        let limits = crate::policy::Limits::default();
+        let rel = path.strip_prefix(root).unwrap_or(&path);
+        if rel.components().count() as u64 > u64::from(limits.max_depth)
+            || rel.as_os_str().len() as u64 > u64::from(limits.max_path_bytes)
+        {
+            return Err(Error::InvalidName {
+                path: path.clone(),
+                reason: format!(
+                    "the path is deeper than {} levels or longer than {} bytes, bat's limits",
+                    limits.max_depth, limits.max_path_bytes
+                ),
+            });
+        }
         let md = std::fs::symlink_metadata(&path).map_err(io_err("stat", &path))?;
         let ft = md.file_type();
         let node = if ft.is_symlink() {

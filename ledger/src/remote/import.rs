@@ -131,6 +131,66 @@ struct Decoded {
     trees: HashMap<ObjectId, Tree>,
     commits: Vec<(CommitId, Commit)>,
     lists: HashMap<ObjectId, ChunkList>,
+    /// Bytes objects some tree of the batch names as a symlink target.
+    want_links: HashSet<ObjectId>,
+    /// Their bytes, kept for the policy's symlink check.
+    links: HashMap<ObjectId, Vec<u8>>,
+}
+
+/// Symlink targets named by the trees of `batch` (decoded once more here,
+/// before the bytes they name go by): their bytes are kept for
+/// [`crate::policy`]. Undecodable trees are left for the main pass to
+/// refuse.
+fn symlink_targets(batch: &[WireObject]) -> HashSet<ObjectId> {
+    let limit = u64::from(crate::policy::Limits::default().max_path_bytes);
+    let mut out = HashSet::new();
+    for o in batch {
+        let WireBody::Record {
+            compression,
+            payload,
+        } = &o.body
+        else {
+            continue;
+        };
+        if o.kind != Kind::Tree || o.raw_len > MAX_RECORD_RAW {
+            continue;
+        }
+        let Ok(raw) = decode_record(o, *compression, payload) else {
+            continue;
+        };
+        let Ok(t) = Tree::decode(&raw) else {
+            continue;
+        };
+        out.extend(
+            t.entries
+                .iter()
+                .filter(|e| e.mode == Mode::Symlink && e.size <= limit)
+                .map(|e| e.id),
+        );
+    }
+    out
+}
+
+/// The batch on top of the store, as the policy walk reads it.
+struct BatchSource<'a> {
+    ledger: &'a Ledger,
+    dec: &'a Decoded,
+}
+
+impl crate::policy::TreeSource for BatchSource<'_> {
+    fn tree(&mut self, id: &ObjectId) -> Result<Tree> {
+        match self.dec.trees.get(id) {
+            Some(t) => Ok(t.clone()),
+            None => self.ledger.read_tree(&TreeId(*id)),
+        }
+    }
+
+    fn symlink_target(&mut self, id: &ObjectId) -> Result<Option<Vec<u8>>> {
+        if let Some(b) = self.dec.links.get(id) {
+            return Ok(Some(b.clone()));
+        }
+        crate::policy::StoreSource(self.ledger).symlink_target(id)
+    }
 }
 
 impl Ledger {
@@ -254,7 +314,10 @@ impl Ledger {
         // in this batch, and a compressor for versions stored whole.
         let mut costs: HashMap<ObjectId, u32> = HashMap::new();
         let mut whole_comp = None;
-        let mut dec = Decoded::default();
+        let mut dec = Decoded {
+            want_links: symlink_targets(&batch),
+            ..Decoded::default()
+        };
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut aliases: Vec<(ObjectId, u64, ObjectId)> = Vec::new();
         let mut absent: HashMap<ObjectId, (u64, &str)> = HashMap::new();
@@ -281,6 +344,9 @@ impl Ledger {
                 WireBody::Chunked { list } => {
                     if o.kind != Kind::Bytes {
                         return Err(bad(o.id, "a chunked object must be a bytes object"));
+                    }
+                    if dec.want_links.contains(&o.id) {
+                        return Err(bad(o.id, "a symlink target must be stored whole"));
                     }
                     aliases.push((o.id, o.raw_len, *list));
                     continue;
@@ -385,6 +451,7 @@ impl Ledger {
         }
         absent.retain(|id, _| !seen.contains(id));
         self.check_structure(&dec, st, &absent)?;
+        self.check_policy(&dec)?;
         st.sync()?;
         let mut logical: Vec<(CommitId, &Commit, u64)> = Vec::new();
         for (cid, c) in &dec.commits {
@@ -450,6 +517,25 @@ impl Ledger {
         Ok(())
     }
 
+    /// The import policy ([`crate::policy`]) on everything the batch
+    /// brings: every commit's whole tree (positions: depth, path length,
+    /// escaping symlinks; stored subtrees included), then the rules of one
+    /// tree on the batch's trees that no commit of it reaches.
+    fn check_policy(&self, dec: &Decoded) -> Result<()> {
+        let limits = crate::policy::Limits::default();
+        let mut walk = crate::policy::TreeCheck::new(limits);
+        let mut src = BatchSource { ledger: self, dec };
+        for (_, c) in &dec.commits {
+            walk.check_root(&c.tree, &mut src)?;
+        }
+        for (id, t) in &dec.trees {
+            if !walk.checked(id) {
+                crate::policy::check_local(*id, t, "", &limits)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Check a decoded object's id, decode structured kinds, keep bytes
     /// that later objects of the batch use as delta bases.
     fn check_and_keep(
@@ -466,6 +552,9 @@ impl Ledger {
         }
         match o.kind {
             Kind::Bytes => {
+                if dec.want_links.contains(&o.id) {
+                    dec.links.insert(o.id, raw.clone());
+                }
                 if bases.get(&o.id).is_some_and(|&n| n > 0) {
                     cache.insert(o.id, Arc::new(raw));
                 }

@@ -71,7 +71,12 @@ pub fn fetch_objects(
     let mut files: Vec<ObjectId> = Vec::new();
     let mut promised = 0u64;
     let mut promised_set: HashSet<ObjectId> = HashSet::new();
+    let max_depth = u64::from(crate::policy::Limits::default().max_depth);
     for (_, c) in commits.iter().rev() {
+        // Levels are requested one round trip each: a tree nested past the
+        // policy's depth is refused here, before thousands of requests
+        // (import would refuse it anyway).
+        let mut depth = 0u64;
         let mut level: Vec<(ObjectId, String)> = Vec::new();
         if !local.contains(&c.tree.0)? && seen.insert(c.tree.0) {
             level.push((c.tree.0, String::new()));
@@ -86,6 +91,7 @@ pub fn fetch_objects(
                 Ok(())
             })?;
             let mut next = Vec::new();
+            depth += 1;
             for o in got {
                 let raw = decode_for_walk(&o, Kind::Tree)?;
                 let t = Tree::decode(&raw).map_err(|r| RemoteError::Corrupt {
@@ -93,6 +99,17 @@ pub fn fetch_objects(
                     reason: format!("not a valid tree: {r}"),
                 })?;
                 let prefix = paths.get(&o.id).cloned().unwrap_or_default();
+                if depth > max_depth && !t.entries.is_empty() {
+                    return Err(crate::error::Error::TreeRefused {
+                        id: o.id,
+                        place: format!("at {}", crate::policy::shown(&prefix)),
+                        rule: crate::policy::Rule::TooDeep {
+                            depth,
+                            limit: max_depth as u32,
+                        },
+                    }
+                    .into());
+                }
                 for e in &t.entries {
                     let path = if prefix.is_empty() {
                         e.name.clone()

@@ -142,6 +142,15 @@ impl Planner<'_, '_> {
     ) -> Result<(Vec<ObjectId>, Vec<ObjectId>), RemoteError> {
         let mut tree_order: Vec<ObjectId> = Vec::new();
         let mut files: Vec<ObjectId> = Vec::new();
+        // What the other side would refuse (crate::policy) is refused
+        // here, before a round trip per tree level.
+        let mut policy = crate::policy::TreeCheck::new(crate::policy::Limits::default());
+        for cid in commit_order {
+            policy.check_root(
+                &missing_commits[cid].tree,
+                &mut crate::policy::StoreSource(self.local),
+            )?;
+        }
         for cid in commit_order {
             let root = missing_commits[cid].tree.0;
             if !self.seen.insert(root) {
