@@ -238,6 +238,8 @@ fn is_plain_number(s: &str) -> bool {
         i += exp;
     }
     i == b.len()
+}
+
 /// The fixed columns of a step metrics export (`bat export --steps`);
 /// the metric names of the steps follow, sorted.
 pub const STEP_COLUMNS: [&str; 5] = ["branch", "round_id", "round_number", "commit", "step"];
