@@ -28,6 +28,7 @@ mod errs_cli;
 mod eval_contract;
 mod eval_vectors;
 mod export_query;
+mod hostile_bounded;
 mod integrity_cli;
 mod interrupt;
 mod ledger_bad_input;

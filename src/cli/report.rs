@@ -57,6 +57,7 @@ pub struct ReportArgs {
 
 /// Run `bat report`.
 pub fn run(args: ReportArgs, g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&args.output, "-o")?;
     let started = Instant::now();
     let l = open(g)?;
     let srcs = sources(&l, &args.revs)
