@@ -194,7 +194,15 @@ mod tests {
         assert_eq!(parse_size("2GiB"), Ok(2 << 30));
         assert_eq!(parse_size("64m"), Ok(64 << 20));
         assert_eq!(parse_size("1048576"), Ok(1 << 20));
-        for bad in ["12", "1KiB", "lots", "5TiB", "", "-1MiB", "18446744073709551615GiB"] {
+        for bad in [
+            "12",
+            "1KiB",
+            "lots",
+            "5TiB",
+            "",
+            "-1MiB",
+            "18446744073709551615GiB",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
@@ -213,7 +221,10 @@ mod tests {
         let wide = serde_json::Value::String("é".repeat(70_000));
         let c = cell_text(&wide);
         assert!(c.starts_with(&"é".repeat(MAX_CELL_CHARS)));
-        assert!(c.ends_with("… (70000 chars; use --json for the full value)"), "{c}");
+        assert!(
+            c.ends_with("… (70000 chars; use --json for the full value)"),
+            "{c}"
+        );
         let narrow = serde_json::Value::String("é".repeat(MAX_CELL_CHARS));
         assert_eq!(cell_text(&narrow).chars().count(), MAX_CELL_CHARS);
         assert_eq!(cell_text(&serde_json::Value::Null), "");
