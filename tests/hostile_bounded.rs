@@ -604,3 +604,47 @@ fn a_bundle_recording_one_round_id_twice_is_refused_and_resolution_refuses_to_gu
     bat(o).arg("fsck").assert().success();
     bat(o).arg("gc").assert().success();
 }
+
+#[test]
+fn a_push_recording_one_round_id_twice_is_refused_by_bat_serve() {
+    use crate::common::serve::{Server, WRITE_TOKEN};
+    let origin = one_commit();
+    let srv = Server::with_tokens(origin.path(), origin.path(), &[]);
+    let src = one_commit();
+    let s = src.path();
+    {
+        let mut l = bat_ledger::Ledger::discover(s).expect("open");
+        let tree = l
+            .read_commit(&l.resolve("HEAD").expect("HEAD"))
+            .expect("read")
+            .tree;
+        crafted_round(&mut l, tree, "r02", 1);
+        crafted_round(&mut l, tree, "r02", 2);
+    }
+    bat(s).args(["branch", "dup"]).assert().success();
+    bat(s)
+        .args(["remote", "add", "origin", &srv.url])
+        .assert()
+        .success();
+    let branches = || {
+        text(
+            &bat(origin.path())
+                .args(["--json", "branch"])
+                .output()
+                .expect("spawn")
+                .stdout,
+        )
+    };
+    let before = branches();
+    let out = fails(bat(s).args(["--token", WRITE_TOKEN, "push", "origin", "dup"]));
+    let err = stderr(&out);
+    assert!(err.contains("records round r02 in 2 commits"), "{err}");
+    let after = branches();
+    assert!(
+        !after.contains("dup"),
+        "the refused push made a branch: {after}"
+    );
+    assert_eq!(before, after);
+    drop(srv);
+    bat(origin.path()).arg("fsck").assert().success();
+}
