@@ -458,6 +458,8 @@ fn no_verb_writes_its_output_inside_the_ledger_directory() {
         ("bundle file", vec!["bundle", "create", ".bat/b.bundle"]),
         ("destination", vec!["clone", &bundle, ".bat/clone"]),
         ("-o", vec!["man", "-o", ".bat/man"]),
+        ("the demo directory", vec!["demo", ".bat/demo"]),
+        ("--output", vec!["sim", "init", "--output", ".bat/policy"]),
         (
             "--output-dir",
             vec!["source", "build", "--output-dir", ".bat/src"],

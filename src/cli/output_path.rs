@@ -2,11 +2,16 @@
 //! `export -o`, `bundle create FILE`, …) are never inside a ledger's own
 //! directory: a file or folder written there is one the ledger does not
 //! know, and the next `gc` or `fsck` trips over it. One check for every
-//! verb, made before anything is written.
+//! verb, made before anything is written. The one exception is bat's own
+//! scratch: the work folders of `bat run` and `bat replay`
+//! (`.bat/runs/<run>/…`, `.bat/replays/<replay>/…`), where the loop's
+//! trainer and evaluator commands (`bat sim train`, `bat eval summarize`,
+//! `bat gate`, …) write their outputs and which `gc` clears.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::CliError;
+use bat::retention::{REPLAYS_DIR, RUNS_DIR};
 use bat_ledger::store::{LEDGER_DIR, VERSION_FILE};
 
 /// `path` made absolute with symbolic links resolved as far as it exists;
@@ -48,12 +53,19 @@ fn resolve(path: &Path) -> PathBuf {
 }
 
 /// The ledger directory (`.bat` holding a `VERSION` file) `path` lies in,
-/// if any.
+/// if any, unless it lies inside one of bat's work folders there.
 fn ledger_dir_around(path: &Path) -> Option<PathBuf> {
-    resolve(path)
-        .ancestors()
-        .find(|a| a.file_name().is_some_and(|n| n == LEDGER_DIR) && a.join(VERSION_FILE).is_file())
-        .map(Path::to_path_buf)
+    let path = resolve(path);
+    let dir = path.ancestors().find(|a| {
+        a.file_name().is_some_and(|n| n == LEDGER_DIR) && a.join(VERSION_FILE).is_file()
+    })?;
+    let inside: Vec<Component> = path.strip_prefix(dir).ok()?.components().collect();
+    // `runs/<run>/<something>`: inside one run's (or replay's) folder.
+    let in_work_folder = inside.len() >= 3
+        && [RUNS_DIR, REPLAYS_DIR]
+            .iter()
+            .any(|s| inside[0] == Component::Normal(std::ffi::OsStr::new(s)));
+    (!in_work_folder).then(|| dir.to_path_buf())
 }
 
 /// Refuse `path` as an output target (`what` names the flag or argument,
@@ -89,6 +101,9 @@ mod tests {
             root.join("work/../.bat/x"),
             root.join("link/y"),
             root.join(".bat"),
+            root.join(".bat/runs/x"),
+            root.join(".bat/runs"),
+            root.join(".bat/replays/r1"),
         ] {
             assert_eq!(
                 ledger_dir_around(&inside),
@@ -100,6 +115,8 @@ mod tests {
             root.join("out"),
             root.join(".bat/../out"),
             root.join("other/.bat/x"),
+            root.join(".bat/runs/1-2/work/raw.json"),
+            root.join(".bat/replays/1-2/rounds/r03/candidate"),
         ] {
             assert_eq!(ledger_dir_around(&outside), None, "{outside:?}");
         }

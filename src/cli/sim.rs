@@ -110,6 +110,7 @@ pub struct EvaluateArgs {
 pub fn run(a: SimArgs, g: &Session) -> CliResult {
     match a.command {
         SimCommand::Init(a) => {
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
             let policy = sim::init_model_with(&a.output, a.seed, a.learning_rate)?;
             if g.json {
                 print_json(&serde_json::json!({
@@ -128,6 +129,8 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Train(a) => {
             end_with_parent();
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
+            super::output_path::refuse_inside_ledger(&a.health, "--health")?;
             let mode = a
                 .reward_mode
                 .parse::<RewardMode>()
@@ -165,6 +168,7 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Evaluate(a) => {
             end_with_parent();
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
             let report = evaluate::evaluate(
                 &evaluate::EvaluateRequest {
                     checkpoint: &a.checkpoint,
