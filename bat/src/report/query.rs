@@ -577,13 +577,16 @@ pub fn run(
     std::thread::scope(|scope| {
         // The watchdog: interrupts SQLite at the deadline or on cancel,
         // ends when `done` is dropped (the statement finished).
+        // An interrupt only reaches a statement already running, so it is
+        // repeated until the statement has ended.
         scope.spawn(move || loop {
             let now = Instant::now();
-            if now >= deadline || cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            let wait = if now >= deadline || cancel.load(std::sync::atomic::Ordering::Relaxed) {
                 handle.interrupt();
-                return;
-            }
-            let wait = (deadline - now).min(Duration::from_millis(50));
+                Duration::from_millis(20)
+            } else {
+                (deadline - now).min(Duration::from_millis(50))
+            };
             match stop.recv_timeout(wait) {
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 _ => return,
@@ -640,6 +643,45 @@ fn run_statement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ENDLESS: &str =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+
+    #[test]
+    fn an_endless_statement_stops_at_the_time_limit_or_on_cancel() {
+        let conn = Connection::open_in_memory().expect("in-memory database");
+        let limits = QueryLimits {
+            timeout: Duration::from_millis(300),
+            ..QueryLimits::default()
+        };
+        let started = Instant::now();
+        let e = run(&conn, ENDLESS, &limits, &crate::Ctx::quiet()).expect_err("endless");
+        assert!(matches!(e, QueryError::TimeLimit { .. }), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            e.to_string(),
+            "the query ran longer than its time limit of 300ms"
+        );
+        let cancel = std::sync::atomic::AtomicBool::new(true);
+        let ctx = crate::Ctx::new(&bat_ledger::NoProgress, &cancel);
+        let e = run(&conn, ENDLESS, &QueryLimits::default(), &ctx).expect_err("cancelled");
+        assert!(matches!(e, QueryError::Cancelled), "{e}");
+        // A statement that ends is unaffected.
+        let ok = run(&conn, "SELECT 1 AS one", &limits, &crate::Ctx::quiet()).expect("runs");
+        assert_eq!(ok.rows, vec![vec![serde_json::json!(1)]]);
+    }
+
+    #[test]
+    fn limits_read_as_people_write_them() {
+        assert_eq!(human_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(human_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(human_bytes(512 << 20), "512 MiB");
+        assert_eq!(human_bytes(2 << 30), "2 GiB");
+        assert_eq!(human_bytes(1536 << 10), "1536 KiB");
+        assert_eq!(human_bytes(100), "100 B");
+    }
 
     #[test]
     fn only_reading_statement_kinds_pass() {
