@@ -29,6 +29,7 @@ mod errs_cli;
 mod eval_contract;
 mod eval_vectors;
 mod export_query;
+mod hostile_bounded;
 mod import_policy;
 mod integrity_cli;
 mod interrupt;

@@ -133,6 +133,18 @@ pub enum CloneError {
         /// The cause ([`RemoteError::Unauthorized`]).
         source: RemoteError,
     },
+    /// The remote's history records a round id twice on one branch; the
+    /// clone was refused and what this run created removed.
+    #[error("{source}")]
+    DuplicateRounds {
+        /// The destination.
+        dest: PathBuf,
+        /// This run created the destination and removed it again.
+        removed: bool,
+        /// The cause ([`crate::round::RoundError::DuplicateRoundId`];
+        /// boxed: large, rare).
+        source: Box<crate::round::RoundError>,
+    },
     /// Opening the remote failed before anything was created.
     #[error(transparent)]
     Remote(#[from] RemoteError),
@@ -154,6 +166,7 @@ impl bat_ledger::Diagnostic for CloneError {
             }
             CloneError::Remote(e) => e.kind(),
             CloneError::Ledger(e) => e.kind(),
+            CloneError::DuplicateRounds { .. } => bat_ledger::ErrorKind::User,
             CloneError::Io { .. } | CloneError::Private { .. } => bat_ledger::ErrorKind::User,
         }
     }
@@ -187,6 +200,7 @@ impl bat_ledger::Diagnostic for CloneError {
                 ),
             )),
             CloneError::Refused { source, .. } => source.hint(),
+            CloneError::DuplicateRounds { source, .. } => source.hint(),
             CloneError::Remote(e) => e.hint(),
             CloneError::Ledger(e) => e.hint(),
             _ => None,
@@ -239,9 +253,27 @@ pub fn clone(
             progress,
             cancel,
         )?;
+        // A history recording a round id twice is refused before any
+        // local branch is made from it (the fetched refs are undone).
+        if let Err(e) = crate::round::unique::refuse_duplicate_rounds(&mut l, &out.refs) {
+            return Ok(Err(e));
+        }
         let branch = map_refs(&mut l, &out.remote_refs, &req.url)?;
-        Ok((out, branch))
+        Ok(Ok((out, branch)))
     })();
+    let fetched = match fetched {
+        Ok(Err(e)) => {
+            drop(l);
+            let removed = created && remove_new_clone(&req.dest, dest_existed);
+            return Err(CloneError::DuplicateRounds {
+                dest: req.dest.clone(),
+                removed,
+                source: Box::new(e),
+            });
+        }
+        Ok(Ok(x)) => Ok(x),
+        Err(e) => Err(e),
+    };
     let (fetch, branch) = match fetched {
         Ok(x) => x,
         Err(e) => {

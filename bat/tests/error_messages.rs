@@ -160,6 +160,14 @@ fn other_samples() -> Vec<Box<dyn Diagnostic>> {
         }),
         Box::new(bat::report::html::ReportError::NoRounds { name: s() }),
         Box::new(bat::report::query::QueryError::NotReadOnly),
+        Box::new(bat::report::query::QueryError::TimeLimit {
+            limit: std::time::Duration::from_secs(30),
+        }),
+        Box::new(bat::report::query::QueryError::MemoryLimit {
+            limit: 512 << 20,
+            what: "the rows of the result",
+        }),
+        Box::new(bat::report::query::QueryError::Cancelled),
         Box::new(bat::retention::PolicyError::Empty),
         Box::new(bat::round::meta::MetaError::Malformed { reason: s() }),
         Box::new(bat::serve::auth::TokenFileError::BadLine {
@@ -182,6 +190,15 @@ fn other_samples() -> Vec<Box<dyn Diagnostic>> {
             reason: s(),
         })),
         Box::new(RoundError::Ledger(bat_ledger::Error::Cancelled)),
+        Box::new(RoundError::AmbiguousRoundId {
+            round_id: "r02".into(),
+            commits: vec![],
+        }),
+        Box::new(RoundError::DuplicateRoundId {
+            reference: "refs/heads/main".into(),
+            round_id: "r02".into(),
+            commits: vec![],
+        }),
     ]
 }
 

@@ -236,7 +236,7 @@ fn weight_paths(model: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), Binding
         if !is_file(&index) {
             continue;
         }
-        let bytes = fs::read(&index).map_err(|e| io_err(&index, e))?;
+        let bytes = crate::fsutil::read_json_input(&index).map_err(|e| io_err(&index, e))?;
         let payload = json::parse_bytes(&bytes).map_err(|e| BindingError::IndexJson {
             path: disp(&index),
             reason: e.to_string(),

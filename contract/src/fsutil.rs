@@ -50,18 +50,39 @@ pub const MAX_JSON_INPUT: u64 = 512 << 20;
 /// Read a whole file of at most `max` bytes; a longer (or endless) input is
 /// an `InvalidData` error after reading `max + 1` bytes at most.
 pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
     let f = std::fs::File::open(path)?;
     let hint = f.metadata().map(|m| m.len()).unwrap_or(0).min(max);
-    let mut out = Vec::with_capacity(hint as usize);
-    f.take(max + 1).read_to_end(&mut out)?;
+    read_capped_from(f, max, hint)
+}
+
+/// [`read_capped`] for any stream (stdin, a pipe): at most `max` bytes,
+/// `hint` of them reserved up front.
+pub fn read_capped_from(r: impl std::io::Read, max: u64, hint: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(hint.min(max) as usize);
+    r.take(max + 1).read_to_end(&mut out)?;
     if out.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("larger than {max} bytes (the limit for this input)"),
+            format!("larger than {}, the limit for this input", human_size(max)),
         ));
     }
     Ok(out)
+}
+
+/// `512 MiB` (536870912 bytes): a limit as a person reads it, exact.
+fn human_size(n: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit} ({n} bytes)", n >> shift);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// [`read_capped_from`] on stdin with the JSON limit.
+pub fn read_json_stdin() -> std::io::Result<Vec<u8>> {
+    read_capped_from(std::io::stdin().lock(), MAX_JSON_INPUT, 0)
 }
 
 /// [`read_capped`] with the JSON limit.

@@ -42,6 +42,7 @@ pub struct BindArgs {
 
 /// Run `bat bind`.
 pub fn run(a: BindArgs, _g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&a.output, "--output")?;
     let step = u64::try_from(a.gate_step)
         .map_err(|_| CliError::new("--gate-step must be non-negative").usage())?;
     let arm = match a.arm {

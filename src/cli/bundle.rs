@@ -51,6 +51,7 @@ pub fn run(args: BundleArgs, g: &Session) -> CliResult {
 }
 
 fn create(file: PathBuf, revs: Vec<String>, g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&file, "bundle file")?;
     let l = open(g)?;
     let all = l.all_refs().map_err(lerr)?;
     let mut refs: Vec<(String, bat_ledger::CommitId)> = Vec::new();

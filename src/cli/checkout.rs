@@ -21,6 +21,7 @@ pub struct CheckoutArgs {
 
 /// Run `bat checkout`.
 pub fn run(args: CheckoutArgs, g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&args.to, "--to")?;
     let l = open(g)?;
     let id = resolve(&l, &args.rev)?;
     let bars = Bars::new(g);

@@ -43,6 +43,7 @@ pub fn run(args: CloneArgs, g: &Session) -> CliResult {
         Some(d) if dest.is_relative() => d.join(dest),
         _ => dest,
     };
+    super::output_path::refuse_inside_ledger(&dest, "the destination")?;
     let cred = args.cred.credential()?;
     let mut net = g.net.clone();
     if let (None, Some(c)) = (&net.token, &cred) {

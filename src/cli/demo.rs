@@ -44,7 +44,10 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs, g: &Session) -> CliResult {
     let started = std::time::Instant::now();
     let dir = match args.dir {
-        Some(d) => d,
+        Some(d) => {
+            super::output_path::refuse_inside_ledger(&d, "the demo directory")?;
+            d
+        }
         None => tempfile::Builder::new()
             .prefix("bat-demo-")
             .tempdir()

@@ -136,6 +136,7 @@ fn attach(a: AttachArgs, g: &Session) -> CliResult {
 }
 
 fn summarize(a: SummarizeArgs) -> CliResult {
+    super::output_path::refuse_inside_ledger(&a.output, "--output")?;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let raw_path = resolve_existing(&a.raw)?;
     let raw = bat_contract::fsutil::read_json_input(&raw_path)

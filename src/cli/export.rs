@@ -184,6 +184,9 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> CliError + '_ {
 
 /// Run `bat export`.
 pub fn run(args: ExportArgs, g: &Session) -> CliResult {
+    if let Some(o) = &args.output {
+        super::output_path::refuse_inside_ledger(o, "-o")?;
+    }
     if args.ci {
         return run_ci(&args, g);
     }

@@ -44,6 +44,8 @@ fn read_json(p: &std::path::Path) -> Result<Value, CliError> {
 
 /// Run `bat gate`.
 pub fn run(a: GateArgs, _g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&a.gate_output, "--gate-output")?;
+    super::output_path::refuse_inside_ledger(&a.prescription_output, "--prescription-output")?;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let model = GateModel::from_pack(&pack)?;
     let baseline = read_json(&a.baseline)?;

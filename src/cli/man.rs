@@ -20,6 +20,7 @@ pub struct ManArgs {
 
 /// Run `bat man`.
 pub fn run(args: ManArgs, g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&args.out, "-o")?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| CliError::new(format!("cannot create {}: {e}", args.out.display())))?;
     let mut root = super::Cli::command();

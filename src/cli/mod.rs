@@ -14,6 +14,7 @@
 pub mod output;
 pub mod error;
 pub mod interrupt;
+pub mod output_path;
 
 pub mod bind;
 pub mod branch;
@@ -437,6 +438,7 @@ impl Command {
                 | Command::Pull(_)
                 | Command::Push(_)
                 | Command::Bundle(_)
+                | Command::Query(_)
         )
     }
 }

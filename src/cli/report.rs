@@ -67,6 +67,7 @@ pub struct ReportArgs {
 
 /// Run `bat report`.
 pub fn run(args: ReportArgs, g: &Session) -> CliResult {
+    super::output_path::refuse_inside_ledger(&args.output, "-o")?;
     let started = Instant::now();
     let allow = super::compare::allowed_fields(&args.allow_difference)?;
     let l = open(g)?;

@@ -55,13 +55,22 @@ pub fn run(args: RewardArgs, _g: &Session) -> CliResult {
     })?;
     let pack = Pack::load_or_default(a.pack.as_deref())?;
     let k = pack.contract()?;
-    let text = if a.file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
+    // Untrusted input: at most the JSON limit (512 MiB) is read, so an
+    // endless stream (`/dev/zero`, a runaway pipe) is refused, not buffered.
+    let bytes = if a.file.as_os_str() == "-" {
+        bat_contract::fsutil::read_json_stdin()
             .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?
     } else {
-        std::fs::read_to_string(&a.file)
+        bat_contract::fsutil::read_json_input(&a.file)
             .map_err(|e| CliError::new(format!("cannot read {}: {e}", a.file.display())))?
     };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CliError::new(format!(
+            "cannot read {}: not UTF-8 text (byte {})",
+            a.file.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     let mut out = std::io::stdout().lock();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

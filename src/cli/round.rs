@@ -77,6 +77,7 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 
 /// Build a round as the CLI does (files written, manifest returned as PJ text).
 pub fn build(args: &BuildArgs) -> Result<String, CliError> {
+    super::output_path::refuse_inside_ledger(&args.output_dir, "--output-dir")?;
     let pack = Pack::load_or_default(args.pack.as_deref())?;
     let k = pack.contract()?;
     if let Some(t) = &args.target_stage {

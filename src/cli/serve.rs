@@ -69,9 +69,16 @@ pub fn run(args: ServeArgs, g: &Session) -> CliResult {
     let tokens = match &args.token_file {
         None => TokenSet::empty(),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                CliError::new(format!("cannot read token file {}: {e}", p.display())).usage()
-            })?;
+            // A token file is a few lines; 1 MiB bounds a wrong path.
+            let text = bat_contract::fsutil::read_capped(p, 1 << 20)
+                .and_then(|b| {
+                    String::from_utf8(b).map_err(|e| {
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())
+                    })
+                })
+                .map_err(|e| {
+                    CliError::new(format!("cannot read token file {}: {e}", p.display())).usage()
+                })?;
             TokenSet::parse(&text)
                 .map_err(|e| CliError::new(format!("{}: {e}", p.display())).usage())?
         }

@@ -114,6 +114,7 @@ pub struct EvaluateArgs {
 pub fn run(a: SimArgs, g: &Session) -> CliResult {
     match a.command {
         SimCommand::Init(a) => {
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
             let policy = sim::init_model_with(&a.output, a.seed, a.learning_rate)?;
             if g.json {
                 print_json(&serde_json::json!({
@@ -132,6 +133,8 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Train(a) => {
             end_with_parent();
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
+            super::output_path::refuse_inside_ledger(&a.health, "--health")?;
             let mode = a
                 .reward_mode
                 .parse::<RewardMode>()
@@ -170,6 +173,7 @@ pub fn run(a: SimArgs, g: &Session) -> CliResult {
         }
         SimCommand::Evaluate(a) => {
             end_with_parent();
+            super::output_path::refuse_inside_ledger(&a.output, "--output")?;
             let report = evaluate::evaluate(
                 &evaluate::EvaluateRequest {
                     checkpoint: &a.checkpoint,

@@ -36,6 +36,7 @@ pub enum SourceCommand {
 pub fn run(args: SourceArgs, _g: &Session) -> CliResult {
     match args.command {
         SourceCommand::Build { output_dir, pack } => {
+            super::output_path::refuse_inside_ledger(&output_dir, "--output-dir")?;
             let pack = Pack::load_or_default(pack.as_deref())?;
             let k = pack.contract()?;
             let built = source::build_source(&k)?;

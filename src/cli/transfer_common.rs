@@ -95,8 +95,11 @@ pub fn fetch_named(
         _ => None,
     };
     let p = TransferProgress::new(g);
-    bat_ledger::remote::transfer::fetch(l, remote.as_mut(), name, filter, &p, g.cancel())
-        .map_err(rerr)
+    let out = bat_ledger::remote::transfer::fetch(l, remote.as_mut(), name, filter, &p, g.cancel())
+        .map_err(rerr)?;
+    // A fetched history recording a round id twice is undone and refused.
+    bat::round::unique::refuse_duplicate_rounds(l, &out.refs)?;
+    Ok(out)
 }
 
 /// Text report of a fetch.

@@ -28,8 +28,16 @@
 //! statement, refused unless SQLite reports it read-only, and with
 //! attaching other databases disabled, so a query can neither change the
 //! scratch database nor write a file.
+//!
+//! A statement is also bounded ([`QueryLimits`]): SQLite is interrupted
+//! when the time limit passes or the caller's cancel flag is set, SQLite's
+//! own heap is capped (`PRAGMA hard_heap_limit`, which covers the loaded
+//! tables too) and so is the size of the result held for the caller, so a
+//! recursive CTE without end or a string-building one stops with an error
+//! naming the limit instead of running until the machine gives out.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use bat_ledger::{CommitId, Ledger, Mode};
 use rusqlite::limits::Limit;
@@ -64,6 +72,76 @@ pub enum QueryError {
     /// The statement would change data.
     #[error("only read-only statements are allowed (SELECT, WITH … SELECT, read-only PRAGMA)")]
     NotReadOnly,
+    /// The statement ran longer than its time limit and was stopped.
+    #[error("the query ran longer than its time limit of {}", human_duration(*limit))]
+    TimeLimit {
+        /// The limit that was reached.
+        limit: Duration,
+    },
+    /// The statement (or its result) needed more memory than its limit.
+    #[error("the query needed more than its memory limit of {} ({what})", human_bytes(*limit))]
+    MemoryLimit {
+        /// The limit that was reached, in bytes.
+        limit: u64,
+        /// What outgrew it: SQLite's working memory or the result.
+        what: &'static str,
+    },
+    /// The caller's cancel flag stopped the statement.
+    #[error("the query was interrupted")]
+    Cancelled,
+}
+
+/// `30s`, `1m30s`, `250ms`: a duration as a person writes it.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let s = d.as_secs();
+    match (s / 60, s % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+/// `512 MiB`, `1536 KiB`, `100 B`: a byte count in the largest binary unit
+/// that divides it.
+pub fn human_bytes(n: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} B")
+}
+
+/// How long a statement may run and how much memory it may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// Wall-clock time from the start of the statement to its last row.
+    pub timeout: Duration,
+    /// SQLite's heap (the loaded tables included) and, separately, the
+    /// bytes of the result held for the caller.
+    pub max_memory: u64,
+}
+
+impl QueryLimits {
+    /// The default time limit: long enough for any statement over a real
+    /// campaign (they take milliseconds), short enough that a runaway one
+    /// is noticed.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default memory limit: a campaign's tables are a few megabytes.
+    pub const DEFAULT_MAX_MEMORY: u64 = 512 << 20;
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        QueryLimits {
+            timeout: Self::DEFAULT_TIMEOUT,
+            max_memory: Self::DEFAULT_MAX_MEMORY,
+        }
+    }
 }
 
 impl bat_ledger::Diagnostic for QueryError {
@@ -73,6 +151,7 @@ impl bat_ledger::Diagnostic for QueryError {
             QueryError::Arms(e) => e.kind(),
             QueryError::Sql { .. } => bat_ledger::ErrorKind::Usage,
             QueryError::NotReadOnly => bat_ledger::ErrorKind::Usage,
+            QueryError::Cancelled => bat_ledger::ErrorKind::Interrupted,
             _ => bat_ledger::ErrorKind::User,
         }
     }
@@ -86,6 +165,16 @@ impl bat_ledger::Diagnostic for QueryError {
             ),
             QueryError::NotReadOnly => Some(
                 "tables: rounds, commits, files, evals, metrics, steps, arm_scores (see docs/query.md)"
+                    .to_string(),
+            ),
+            QueryError::TimeLimit { .. } => Some(
+                "a recursive CTE needs a condition that ends it (WHERE n < 100) or a LIMIT; \
+                 raise the limit with `bat query --timeout 2m` if the statement is meant to run long"
+                    .to_string(),
+            ),
+            QueryError::MemoryLimit { .. } => Some(
+                "select fewer rows or narrower values (LIMIT, substr()); \
+                 raise the limit with `bat query --max-memory 2GiB` if the result is meant to be large"
                     .to_string(),
             ),
             _ => None,
@@ -448,23 +537,112 @@ fn allowed_kind(sql: &str) -> bool {
     }
 }
 
-/// Run one read-only statement.
-pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
+/// Approximate bytes a value takes once held in a result.
+fn held_bytes(v: &serde_json::Value) -> u64 {
+    let payload = match v {
+        serde_json::Value::String(s) => s.len(),
+        _ => 8,
+    };
+    (payload + std::mem::size_of::<serde_json::Value>()) as u64
+}
+
+/// The error a failed step of a bounded statement means: an interrupt is
+/// the cancel flag or the time limit, an allocation failure or a value
+/// over SQLite's length limit is the memory limit.
+fn limit_error(
+    e: rusqlite::Error,
+    limits: &QueryLimits,
+    started: Instant,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> QueryError {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::OperationInterrupted) if cancel.load(std::sync::atomic::Ordering::Relaxed) => {
+            QueryError::Cancelled
+        }
+        Some(C::OperationInterrupted) if started.elapsed() >= limits.timeout => {
+            QueryError::TimeLimit {
+                limit: limits.timeout,
+            }
+        }
+        Some(C::OutOfMemory | C::TooBig) => QueryError::MemoryLimit {
+            limit: limits.max_memory,
+            what: "SQLite's working memory",
+        },
+        _ => QueryError::Sql(e),
+    }
+}
+
+/// Run one read-only statement within `limits`; `ctx.cancel` interrupts
+/// it. SQLite's heap limit is process-wide: it stays set after the call
+/// (the CLI runs one query per process).
+pub fn run(
+    conn: &Connection,
+    sql: &str,
+    limits: &QueryLimits,
+    ctx: &crate::Ctx,
+) -> Result<QueryResult, QueryError> {
     if !allowed_kind(sql) {
         return Err(QueryError::NotReadOnly);
     }
-    let mut stmt = conn.prepare(sql).map_err(QueryError::Sql)?;
+    let heap = i64::try_from(limits.max_memory).unwrap_or(i64::MAX);
+    conn.query_row(&format!("PRAGMA hard_heap_limit={heap}"), [], |_| Ok(()))
+        .map_err(QueryError::Build)?;
+    // No single value longer than the memory limit (SQLite's own cap is
+    // about 1 GB, an int).
+    let length = i32::try_from(limits.max_memory).unwrap_or(i32::MAX);
+    conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, length.max(1 << 20))
+        .map_err(QueryError::Build)?;
+    let started = Instant::now();
+    let deadline = started + limits.timeout;
+    let handle = conn.get_interrupt_handle();
+    let (done, stop) = std::sync::mpsc::channel::<()>();
+    let cancel = ctx.cancel;
+    std::thread::scope(|scope| {
+        // The watchdog: interrupts SQLite at the deadline or on cancel,
+        // ends when `done` is dropped (the statement finished).
+        // An interrupt only reaches a statement already running, so it is
+        // repeated until the statement has ended.
+        scope.spawn(move || loop {
+            let now = Instant::now();
+            let wait = if now >= deadline || cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                handle.interrupt();
+                Duration::from_millis(20)
+            } else {
+                (deadline - now).min(Duration::from_millis(50))
+            };
+            match stop.recv_timeout(wait) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+        });
+        let res = run_statement(conn, sql, limits, started, ctx);
+        drop(done);
+        res
+    })
+}
+
+fn run_statement(
+    conn: &Connection,
+    sql: &str,
+    limits: &QueryLimits,
+    started: Instant,
+    ctx: &crate::Ctx,
+) -> Result<QueryResult, QueryError> {
+    let fail = |e| limit_error(e, limits, started, ctx.cancel);
+    let mut stmt = conn.prepare(sql).map_err(fail)?;
     if !stmt.readonly() {
         return Err(QueryError::NotReadOnly);
     }
     let columns: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = columns.len();
     let mut rows = Vec::new();
-    let mut q = stmt.query([]).map_err(QueryError::Sql)?;
-    while let Some(r) = q.next().map_err(QueryError::Sql)? {
+    let mut held: u64 = 0;
+    let mut q = stmt.query([]).map_err(fail)?;
+    while let Some(r) = q.next().map_err(fail)? {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
-            let v = match r.get_ref(i).map_err(QueryError::Sql)? {
+            let v = match r.get_ref(i).map_err(fail)? {
                 ValueRef::Null => serde_json::Value::Null,
                 ValueRef::Integer(i) => i.into(),
                 ValueRef::Real(f) => serde_json::Number::from_f64(f)
@@ -472,7 +650,14 @@ pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
                 ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned().into(),
                 ValueRef::Blob(b) => hex::encode(b).into(),
             };
+            held += held_bytes(&v);
             out.push(v);
+        }
+        if held > limits.max_memory {
+            return Err(QueryError::MemoryLimit {
+                limit: limits.max_memory,
+                what: "the rows of the result",
+            });
         }
         rows.push(out);
     }
@@ -482,6 +667,45 @@ pub fn run(conn: &Connection, sql: &str) -> Result<QueryResult, QueryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ENDLESS: &str =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+
+    #[test]
+    fn an_endless_statement_stops_at_the_time_limit_or_on_cancel() {
+        let conn = Connection::open_in_memory().expect("in-memory database");
+        let limits = QueryLimits {
+            timeout: Duration::from_millis(300),
+            ..QueryLimits::default()
+        };
+        let started = Instant::now();
+        let e = run(&conn, ENDLESS, &limits, &crate::Ctx::quiet()).expect_err("endless");
+        assert!(matches!(e, QueryError::TimeLimit { .. }), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            e.to_string(),
+            "the query ran longer than its time limit of 300ms"
+        );
+        let cancel = std::sync::atomic::AtomicBool::new(true);
+        let ctx = crate::Ctx::new(&bat_ledger::NoProgress, &cancel);
+        let e = run(&conn, ENDLESS, &QueryLimits::default(), &ctx).expect_err("cancelled");
+        assert!(matches!(e, QueryError::Cancelled), "{e}");
+        // A statement that ends is unaffected.
+        let ok = run(&conn, "SELECT 1 AS one", &limits, &crate::Ctx::quiet()).expect("runs");
+        assert_eq!(ok.rows, vec![vec![serde_json::json!(1)]]);
+    }
+
+    #[test]
+    fn limits_read_as_people_write_them() {
+        assert_eq!(human_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(human_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(human_bytes(512 << 20), "512 MiB");
+        assert_eq!(human_bytes(2 << 30), "2 GiB");
+        assert_eq!(human_bytes(1536 << 10), "1536 KiB");
+        assert_eq!(human_bytes(100), "100 B");
+    }
 
     #[test]
     fn only_reading_statement_kinds_pass() {

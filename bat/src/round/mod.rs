@@ -65,6 +65,7 @@ pub mod provenance;
 pub mod record;
 pub(crate) mod side;
 pub mod steps;
+pub mod unique;
 pub mod validate;
 pub mod view;
 
@@ -288,9 +289,46 @@ pub enum RoundError {
         /// Why.
         reason: String,
     },
+    /// A round id names more than one round commit in HEAD's history (a
+    /// ledger that took such a history in before imports refused it).
+    #[error(
+        "round id {round_id} is ambiguous: HEAD's history holds {} round commits recording it: {}",
+        commits.len(),
+        short_ids(commits)
+    )]
+    AmbiguousRoundId {
+        /// The round id.
+        round_id: String,
+        /// The candidates, newest first.
+        commits: Vec<bat_ledger::CommitId>,
+    },
+    /// A fetched history records one round id in more than one round
+    /// commit; the fetch was undone.
+    #[error(
+        "refused {reference}: its history records round {round_id} in {} commits ({}), \
+         and a branch records each round id once; no ref was changed",
+        commits.len(),
+        short_ids(commits)
+    )]
+    DuplicateRoundId {
+        /// The remote's ref that brought it.
+        reference: String,
+        /// The round id.
+        round_id: String,
+        /// The round commits recording it, newest first.
+        commits: Vec<bat_ledger::CommitId>,
+    },
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] bat_ledger::Error),
+}
+
+/// Commit ids as a comma list, each shortened to 12 hex digits.
+fn short_ids(ids: &[bat_ledger::CommitId]) -> String {
+    ids.iter()
+        .map(|c| c.to_string().chars().take(12).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl bat_ledger::Diagnostic for RoundError {
@@ -304,6 +342,7 @@ impl bat_ledger::Diagnostic for RoundError {
                 | bat_ledger::Error::AmbiguousPrefix { .. },
             ) => ErrorKind::Usage,
             RoundError::Ledger(bat_ledger::Error::Cancelled) => ErrorKind::Interrupted,
+            RoundError::AmbiguousRoundId { .. } => ErrorKind::Usage,
             _ => ErrorKind::User,
         }
     }
@@ -320,6 +359,13 @@ impl bat_ledger::Diagnostic for RoundError {
             }
             RoundError::Ledger(bat_ledger::Error::BranchMoved { .. }) => {
                 "another commit landed on the branch while the round was validated; commit the round again"
+            }
+            RoundError::AmbiguousRoundId { .. } => {
+                "name the round by its commit id (one of those listed); `bat log` shows both"
+            }
+            RoundError::DuplicateRoundId { .. } => {
+                "the remote's branch was not written by `bat commit` or `bat run`, which refuse a \
+                 repeated round id; ask its owner to rewrite the branch"
             }
             RoundError::Ledger(e) => return e.hint(),
             _ => return None,

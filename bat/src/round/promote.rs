@@ -217,11 +217,17 @@ pub fn resolve_rev(ledger: &Ledger, rev: &str) -> Result<CommitId, RoundError> {
     let (base, ops) = rev.split_at(split);
     if is_round_id(base) {
         if let Some(head) = ledger.head()?.commit() {
-            // Streams: stops at the newest match without loading the rest.
-            for item in ledger.history(head, None)? {
-                let (id, c) = item?;
-                if meta::round_id_of(&c.metadata) == Some(base) {
-                    return Ok(ledger.resolve(&format!("{id}{ops}"))?);
+            // The whole history: a round id recorded twice (a ledger that
+            // took such a history in) is refused, never guessed.
+            let found = super::unique::commits_recording(ledger, head, base)?;
+            match found.as_slice() {
+                [] => {}
+                [id] => return Ok(ledger.resolve(&format!("{id}{ops}"))?),
+                _ => {
+                    return Err(RoundError::AmbiguousRoundId {
+                        round_id: base.to_string(),
+                        commits: found,
+                    })
                 }
             }
         }

@@ -360,6 +360,20 @@ pub(crate) async fn update_ref(
                 invalid.to_string(),
             ),
         })?;
+        // One round id, one round commit per branch (as `bat commit` and
+        // fetch/clone hold it): a history recording one twice is refused.
+        if let Some(d) = crate::round::unique::duplicate_round(l, new).map_err(ledger_error)? {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "duplicate_round_id",
+                format!(
+                    "{name}: the history of {new} records round {} in {} commits; \
+                     a branch records each round id once",
+                    d.round_id,
+                    d.commits.len()
+                ),
+            ));
+        }
         if !fast_forward && !req.force {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,

@@ -489,10 +489,11 @@ pub fn train(req: &TrainRequest<'_>, pack: &Pack) -> Result<TrainReport, SimErro
     let rows_per_batch = int_field(&manifest, "rows_per_batch", req.manifest)? as usize;
     let batches = int_field(&manifest, "batches", req.manifest)? as usize;
     let continuations = int_field(&manifest, "continuations_per_state", req.manifest)? as usize;
-    let dataset = std::fs::read(req.dataset).map_err(|source| SimError::Io {
-        path: req.dataset.to_path_buf(),
-        source,
-    })?;
+    let dataset =
+        bat_contract::fsutil::read_json_input(req.dataset).map_err(|source| SimError::Io {
+            path: req.dataset.to_path_buf(),
+            source,
+        })?;
     let rows = parse_rows(&env, &dataset, req.dataset)?;
     if Some(rows.len()) != rows_per_batch.checked_mul(batches) {
         return Err(SimError::Manifest {
