@@ -221,3 +221,31 @@ fn sigkill_during_auto_gc_leaves_an_fsck_clean_ledger() {
     }
     assert!(killed > 0, "no kill landed during the automatic gc");
 }
+
+#[test]
+fn a_run_gcs_at_its_end() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let w = t.path().join("ledger");
+    std::fs::create_dir_all(&w).expect("mkdir");
+    succeeded(bat().arg("init").arg(&w).output().expect("spawn bat init"));
+    succeeded(run(&w, &["config", "gc.auto", "1"]));
+    let work = t.path().join("work");
+    let out = succeeded(run(
+        &w,
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "--rounds",
+            "2",
+            "--batches",
+            "10",
+            "--work-dir",
+            crate::common::utf8(&work),
+        ],
+    ));
+    let err = text(&out.stderr);
+    assert!(err.contains("bat run: auto gc:"), "{err}");
+    assert_eq!(packs(&w), 1, "{err}");
+    fsck_clean(&w);
+}
