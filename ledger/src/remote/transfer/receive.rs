@@ -577,8 +577,14 @@ mod tests {
         let stats = receive_with(rx, &mut remote, &[file], Vec::new(), &mut HashSet::new())
             .expect("receive");
         assert!(stats.objects_stored > 5, "{stats:?}");
-        let deltas = local.stats().expect("stats").delta_objects;
-        assert!(deltas > 0, "the chains arrived as deltas");
+        let st = local.stats().expect("stats");
+        assert!(st.delta_objects > 0, "the chains arrived as deltas");
         assert!(local.read_bytes(&file).expect("read") == last);
+        // The deltas that waited for their bases left no file behind: the
+        // packs folder holds the registered packs only.
+        let files = std::fs::read_dir(local.packs_dir())
+            .expect("read the packs folder")
+            .count() as u64;
+        assert_eq!(files, st.packs, "only registered packs remain");
     }
 }
