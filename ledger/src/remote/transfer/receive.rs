@@ -367,29 +367,42 @@ impl Receiver<'_> {
         })
     }
 
-    /// Import the waiting deltas whose base is stored, pass after pass
-    /// (each pass stores the bases of the next), until none is ready.
+    /// Import the waiting deltas whose base is stored, and the deltas
+    /// waiting on those, chain by chain: each delta right after its base
+    /// (depth first), so an import finds the base decoded in its batch
+    /// rather than decoding the base's chain from the packs once per link.
+    /// Deltas whose base is neither stored nor waiting stay waiting.
     fn release_ready(&mut self) -> Result<(), RemoteError> {
-        loop {
-            let mut ready = Vec::new();
-            let mut still = Vec::new();
-            for s in std::mem::take(&mut self.deferred.waiting) {
-                if self.local.contains(&s.base)? {
-                    ready.push(s);
-                } else {
-                    still.push(s);
+        let waiting = std::mem::take(&mut self.deferred.waiting);
+        let mut bases: Vec<ObjectId> = Vec::new();
+        let mut by_base: HashMap<ObjectId, Vec<Spilled>> = HashMap::new();
+        for s in waiting {
+            let children = by_base.entry(s.base).or_default();
+            if children.is_empty() {
+                bases.push(s.base);
+            }
+            children.push(s);
+        }
+        for base in bases {
+            if !self.local.contains(&base)? {
+                continue;
+            }
+            let mut stack: Vec<Spilled> = by_base.remove(&base).unwrap_or_default();
+            stack.reverse();
+            while let Some(s) = stack.pop() {
+                let o = self.deferred.get(&s)?;
+                self.push(o)?;
+                if let Some(mut children) = by_base.remove(&s.id) {
+                    children.reverse();
+                    stack.extend(children);
                 }
             }
-            self.deferred.waiting = still;
-            if ready.is_empty() {
-                return Ok(());
-            }
-            for s in &ready {
-                let o = self.deferred.get(s)?;
-                self.push(o)?;
-            }
-            self.flush()?;
         }
+        self.flush()?;
+        self.deferred
+            .waiting
+            .extend(by_base.into_values().flatten());
+        Ok(())
     }
 }
 
