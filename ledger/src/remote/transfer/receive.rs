@@ -122,13 +122,14 @@ impl Limits {
         raw: BATCH_RAW_BYTES,
     };
 
-    /// While chains are resolved: their links and bases arrive and are
-    /// imported a level at a time, and the heap the allocator keeps from one
-    /// level's batches (freed, not returned to the system) adds to the
-    /// next level's. A quarter of a batch keeps a chain's fetch within what
-    /// a fetch of versions stored whole needs (a lazy checkout three links
-    /// deep peaked at 133 MB with full batches, 87 MB with these, against
-    /// 93 MB for the keyframe, on a 192 MiB bf16 series; tests/lazy_memory.rs).
+    /// While chains are resolved: their bases arrive and are imported, then
+    /// their links, and the heap the allocator keeps from the bases'
+    /// batches (freed, not returned to the system) adds to the links'. A
+    /// quarter of a batch keeps a chain's fetch within what a fetch of
+    /// versions stored whole needs: on a 192 MiB bf16 series a lazy
+    /// checkout three links deep peaked at 125 MB with full batches and
+    /// 72 MB with these, against 93 MB for the keyframe
+    /// (tests/lazy_memory.rs, docs/benchmarks.md).
     const CHAIN: Limits = Limits {
         bytes: BATCH_BYTES / 4,
         raw: BATCH_RAW_BYTES / 4,
