@@ -172,3 +172,43 @@ fn reward_section_of_a_terminal_reward_replay_shows_each_sides_mode() {
     assert!(text.contains("CHANGED"), "{text}");
     assert!(!text.contains("unchanged"), "{text}");
 }
+
+/// Between two plain commits the text shows only what applies: the files
+/// and their tensors, no empty round sections (which `--section` still
+/// shows, and `--json` keeps).
+#[test]
+fn plain_commit_text_has_only_the_sections_that_apply() {
+    let t = tempfile::tempdir().expect("tmp");
+    let ledger = t.path().join("ledger");
+    std::fs::create_dir_all(&ledger).expect("mkdir");
+    ok(&ledger, &["init"]);
+    let work = t.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    std::fs::write(work.join("notes.txt"), b"one").expect("w");
+    let w0: Vec<f32> = (0..8).map(|i| i as f32).collect();
+    safetensors_file(&work.join("model.safetensors"), &w0);
+    ok(&ledger, &["commit", p(&work), "-m", "v1"]);
+    std::fs::write(work.join("notes.txt"), b"one two").expect("w");
+    let mut w1 = w0.clone();
+    w1[1] = f32::NAN;
+    w1[5] += 0.25;
+    safetensors_file(&work.join("model.safetensors"), &w1);
+    ok(&ledger, &["commit", p(&work), "-m", "v2"]);
+    let text = ok(&ledger, &["diff", "HEAD~1", "HEAD"]);
+    let _s = crate::common::snapshot_settings().bind_to_scope();
+    insta::assert_snapshot!(text, @r"
+    diff xxxxxxxxxxxx xxxxxxxxxxxx
+    (neither commit is a round: round sections left out; --section shows them)
+
+    [files]  0 added, 0 removed, 2 changed, 0 unchanged; N -> N bytes
+      changed  model.safetensors  N -> N bytes (±N)
+      changed  notes.txt          N -> N bytes (±N)
+      model.safetensors
+          bias                         unchanged
+          w                            changed 0.2500 of 8 elements, max|Δ| 0.2500, L2 0.2500, 1 non-finite
+    ");
+    let asked = ok(&ledger, &["diff", "HEAD~1", "HEAD", "--section", "gate"]);
+    assert!(asked.contains("[gate]"), "{asked}");
+    let d = json(&ledger, &["diff", "HEAD~1", "HEAD"]);
+    assert_eq!(d["checkpoint"]["files"], "absent", "{d}");
+}

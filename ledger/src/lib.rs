@@ -66,7 +66,7 @@ pub use catalog::{Location, ObjectRow, FORMAT_VERSION};
 pub use commit::{CommitOutcome, CommitRequest, OnMoved, RefMove};
 pub use error::{reads_as_code, shows_a_code, Diagnostic, Error, ErrorKind, Result};
 pub use id::{CommitId, ObjectId, TreeId};
-pub use maint::{FsckReport, GcOptions, GcReport, Problem, PrunedFile, Stats};
+pub use maint::{FsckReport, GcAutoDue, GcOptions, GcReport, Problem, PrunedFile, Stats};
 pub use object::{ChunkList, ChunkRef, Commit, FieldValue, Kind, Mode, RawCommit, Tree, TreeEntry};
 pub use policy::{Limits, TreeCheck};
 pub use progress::{NoProgress, Progress};

@@ -84,6 +84,13 @@ pub struct CommitArgs {
 
 /// Run `bat commit`.
 pub fn run(args: CommitArgs, g: &Session) -> CliResult {
+    let code = commit(args, g)?;
+    super::gc::auto(g, "commit")?;
+    Ok(code)
+}
+
+/// The commit itself (a round or a plain directory).
+fn commit(args: CommitArgs, g: &Session) -> CliResult {
     let author = g.author(args.author.as_deref());
     // A ledger's own files (`bat commit .bat`) are a moving target and
     // would plant a ledger inside a tree.

@@ -17,6 +17,9 @@ use super::{print_json, CliError, CliResult, Session};
 /// faster, higher stores less. `base-files` (true/false, default true):
 /// read a delta base from the previous version's file when it is still
 /// there unchanged (each piece checked by BLAKE3) instead of decoding it.
+/// `gc.auto` (a pack count, default 50; 0 or false: off): after `bat
+/// commit` and `bat run`, gc when more packs than this are small enough to
+/// merge, unless another bat process uses the ledger.
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
     /// The setting to show or change (omit to list them all).

@@ -55,14 +55,22 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
         scratch_dir: args.scratch_dir,
         ..DiffOptions::default()
     };
+    // Between two commits that are not rounds, the text leaves out the
+    // round sections (all "absent"); asked for by --section, they show.
+    let plain = opts.sections.is_empty() && !is_round(&l, a)? && !is_round(&l, b)?;
     let ctx = bat::Ctx::new(&bars, g.cancel());
     let d = diff_commits(&l, a, b, &opts, &ctx)?;
     if g.json {
         print_json(&d)?;
     } else {
-        out!("{}", render(&d, g.paint));
+        out!("{}", render(&d, g.paint, plain));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether commit `c` is a round commit.
+fn is_round(l: &bat_ledger::Ledger, c: bat_ledger::CommitId) -> Result<bool, super::CliError> {
+    Ok(bat::inspect::RoundTree::open(l, c)?.round.is_some())
 }
 
 fn s(v: &Value) -> String {
@@ -140,8 +148,20 @@ fn counts(out: &mut String, title: &str, m: &Value) {
 /// Renders one section of the diff document.
 type RenderSection = fn(&mut String, &Value, Paint);
 
-/// Render the diff document as text, one section after another.
-fn render(d: &Value, p: Paint) -> String {
+/// The sections only a round has (a plain commit's are all absent).
+const ROUND_SECTIONS: [&str; 6] = [
+    "curriculum",
+    "mixture",
+    "reward",
+    "checkpoint",
+    "eval",
+    "gate",
+];
+
+/// Render the diff document as text, one section after another; for two
+/// `plain` commits (no round), only the sections that apply: files, and
+/// audits when a side has any.
+fn render(d: &Value, p: Paint, plain: bool) -> String {
     let mut o = String::new();
     o.push_str(&format!(
         "diff {} {}\n",
@@ -158,8 +178,15 @@ fn render(d: &Value, p: Paint) -> String {
         ("audit", render_audit),
         ("files", render_files),
     ];
+    if plain {
+        o.push_str("(neither commit is a round: round sections left out; --section shows them)\n");
+    }
     for (name, render_section) in sections {
-        if let Some(v) = d.get(name) {
+        let applies = !plain
+            || !(ROUND_SECTIONS.contains(&name)
+                || (name == "audit"
+                    && ["a", "b"].iter().all(|x| !d[name][x]["audits"].is_array())));
+        if let Some(v) = d.get(name).filter(|_| applies) {
             render_section(&mut o, v, p);
         }
     }

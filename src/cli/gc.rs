@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use bat_ledger::GcOptions;
+use bat_ledger::{GcOptions, Ledger, LockMode};
 use clap::Args;
 
 use super::ledger_common::{lerr, open, open_exclusive, Bars};
@@ -152,4 +152,64 @@ pub fn run(args: GcArgs, g: &Session) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The automatic gc after `bat commit` and `bat run` (`bat config gc.auto`):
+/// when more small packs than the threshold wait to be merged, gc as `bat
+/// gc` would, with progress, if no other bat process uses the ledger (it
+/// tries the exclusive lock once and otherwise leaves it to a later
+/// commit). `verb` has finished and recorded its work: a failed gc is a
+/// warning, an interrupted one ends the process as interrupted (the ledger
+/// is unchanged, gc being crash-safe).
+pub fn auto(g: &Session, verb: &str) -> Result<(), CliError> {
+    let due = match open(g).and_then(|l| l.gc_auto_due().map_err(lerr)) {
+        Ok(Some(due)) => due,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            eprintln!(
+                "bat {verb}: warning: cannot check whether to gc: {}",
+                e.message
+            );
+            return Ok(());
+        }
+    };
+    let mut l = match Ledger::discover_with(&g.start_dir(), LockMode::Exclusive) {
+        Ok(l) => l,
+        Err(bat_ledger::Error::Busy { .. }) => {
+            eprintln!(
+                "bat {verb}: auto gc skipped: another bat process is using the ledger \
+                 ({} small packs, gc.auto {}; a later commit or `bat gc` merges them)",
+                due.small_packs, due.limit
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            eprintln!("bat {verb}: warning: auto gc skipped: {}", lerr(e).message);
+            return Ok(());
+        }
+    };
+    eprintln!(
+        "bat {verb}: auto gc: {} small packs, over gc.auto {} (`bat config gc.auto 0` turns this off)",
+        due.small_packs, due.limit
+    );
+    let bars = Bars::new(g);
+    match l.gc_with(&GcOptions::default(), &bars, g.cancel()) {
+        Ok(rep) => {
+            eprintln!(
+                "bat {verb}: auto gc: rewrote {} packs, deleted {} pack files; packs {} -> {} bytes",
+                rep.rewritten_packs, rep.deleted_packs, rep.bytes_before, rep.bytes_after
+            );
+            Ok(())
+        }
+        Err(bat_ledger::Error::Cancelled) => Err(CliError::interrupted(format!(
+            "auto gc after bat {verb} stopped (what {verb} recorded is kept; gc changed nothing)"
+        ))),
+        Err(e) => {
+            eprintln!(
+                "bat {verb}: warning: auto gc failed (what {verb} recorded is kept): {}",
+                lerr(e).message
+            );
+            Ok(())
+        }
+    }
 }

@@ -669,6 +669,17 @@ type Holds = std::collections::BTreeMap<String, String>;
 
 /// Run `bat run`.
 pub fn run(a: RunArgs, g: &Session) -> CliResult {
+    let code = run_arms(a, g)?;
+    // After the ledger handle and the run lock are released: gc needs the
+    // ledger to itself.
+    if code == ExitCode::SUCCESS {
+        super::gc::auto(g, "run")?;
+    }
+    Ok(code)
+}
+
+/// The run itself: every arm, then the report.
+fn run_arms(a: RunArgs, g: &Session) -> CliResult {
     let supervision = a.grace.supervision()?;
     let hook = read_hook(&a)?;
     let mut ledger = open(g)?;

@@ -16,7 +16,42 @@ use crate::store::{Ledger, LockMode};
 
 use super::*;
 
+/// Why an automatic gc is due ([`Ledger::gc_auto_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GcAutoDue {
+    /// Registered packs smaller than [`GC_SMALL_PACK`]: the ones gc merges.
+    pub small_packs: u64,
+    /// The `gc.auto` threshold they passed.
+    pub limit: u32,
+}
+
 impl Ledger {
+    /// Registered packs smaller than [`GC_SMALL_PACK`] (gc merges them into
+    /// packs of up to [`GC_PACK_TARGET`]; a missing file counts as small).
+    /// One `stat` per pack, no pack is opened.
+    pub fn small_packs(&self) -> Result<u64> {
+        Ok(self
+            .stat_packs()?
+            .values()
+            .filter(|p| p.size.unwrap_or(0) < GC_SMALL_PACK)
+            .count() as u64)
+    }
+
+    /// Whether `bat commit` and `bat run` should gc now: more small packs
+    /// than [`crate::WriteConfig::gc_auto`] (0: never). Every commit adds
+    /// one pack and a reader opens each pack it needs, so past the
+    /// threshold merging them pays; checkpoint packs above
+    /// [`GC_SMALL_PACK`] are left alone, so a gc brings the count back
+    /// under the threshold and the next commits do not trigger another.
+    pub fn gc_auto_due(&self) -> Result<Option<GcAutoDue>> {
+        let limit = self.config.gc_auto;
+        if limit == 0 {
+            return Ok(None);
+        }
+        let small_packs = self.small_packs()?;
+        Ok((small_packs > u64::from(limit)).then_some(GcAutoDue { small_packs, limit }))
+    }
+
     /// Delete every file in the packs directory the catalog does not
     /// register. Only under the exclusive lock (gc).
     pub(super) fn remove_orphan_packs(&self) -> Result<u64> {

@@ -18,6 +18,7 @@ mod rebuild;
 mod reroot;
 mod stats;
 
+pub use gc::GcAutoDue;
 pub(crate) use prune::record_received_absent;
 pub use prune::{GcOptions, PrunedFile};
 

@@ -85,6 +85,10 @@ pub struct WriteConfig {
     /// folder, and decoding its chain was most of a commit's CPU time
     /// (FORMAT.md §12.2). `false` always decodes.
     pub reuse_base_files: bool,
+    /// Automatic gc after `bat commit` and `bat run`: runs when more than
+    /// this many packs are small enough for gc to merge
+    /// ([`crate::maint::Ledger::gc_auto_due`]); 0 turns it off.
+    pub gc_auto: u32,
 }
 
 /// Highest effective `delta_max_depth`, and the bound on chains that
@@ -125,6 +129,7 @@ impl Default for WriteConfig {
             joint_coding: true,
             high_exceptions: false,
             reuse_base_files: true,
+            gc_auto: 50,
         }
     }
 }

@@ -18,17 +18,21 @@ pub enum Setting {
     DeltaDepth,
     /// [`WriteConfig::reuse_base_files`]: `true` or `false`.
     BaseFiles,
+    /// [`WriteConfig::gc_auto`]: a pack count, `0`/`false` (off) or
+    /// `true` (the default count).
+    GcAuto,
 }
 
 impl Setting {
     /// Every setting, in listing order.
-    pub const ALL: [Setting; 2] = [Setting::DeltaDepth, Setting::BaseFiles];
+    pub const ALL: [Setting; 3] = [Setting::DeltaDepth, Setting::BaseFiles, Setting::GcAuto];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Setting::DeltaDepth => "delta-depth",
             Setting::BaseFiles => "base-files",
+            Setting::GcAuto => "gc.auto",
         }
     }
 
@@ -46,6 +50,9 @@ impl Setting {
             Setting::BaseFiles => {
                 "read delta bases from the previous version's file when it is unchanged (true/false)"
             }
+            Setting::GcAuto => {
+                "gc after commit and run when more small packs than this wait to be merged (0/false: never)"
+            }
         }
     }
 
@@ -54,6 +61,7 @@ impl Setting {
         match self {
             Setting::DeltaDepth => "write.delta_depth",
             Setting::BaseFiles => "write.base_files",
+            Setting::GcAuto => "gc.auto",
         }
     }
 
@@ -71,6 +79,16 @@ impl Setting {
                 "false" | "off" | "no" | "0" => Ok("false".into()),
                 _ => Err(format!("base-files must be true or false, not {value:?}")),
             },
+            Setting::GcAuto => match value.trim() {
+                "false" | "off" | "no" => Ok("0".into()),
+                "true" | "on" | "yes" => Ok(WriteConfig::default().gc_auto.to_string()),
+                v => match v.parse::<u32>() {
+                    Ok(n) => Ok(n.to_string()),
+                    Err(_) => Err(format!(
+                        "gc.auto must be a pack count (0 or false: off, true: the default), not {value:?}"
+                    )),
+                },
+            },
         }
     }
 
@@ -79,6 +97,7 @@ impl Setting {
         match self {
             Setting::DeltaDepth => c.delta_max_depth.to_string(),
             Setting::BaseFiles => c.reuse_base_files.to_string(),
+            Setting::GcAuto => c.gc_auto.to_string(),
         }
     }
 
@@ -90,6 +109,7 @@ impl Setting {
             match self {
                 Setting::DeltaDepth => c.delta_max_depth = d.delta_max_depth,
                 Setting::BaseFiles => c.reuse_base_files = d.reuse_base_files,
+                Setting::GcAuto => c.gc_auto = d.gc_auto,
             }
             return true;
         };
@@ -99,6 +119,7 @@ impl Setting {
         match self {
             Setting::DeltaDepth => c.delta_max_depth = v.parse().expect("parse checked it"),
             Setting::BaseFiles => c.reuse_base_files = v == "true",
+            Setting::GcAuto => c.gc_auto = v.parse().expect("parse checked it"),
         }
         true
     }
