@@ -10,8 +10,8 @@
 //! resampled with it.
 //!
 //! Per resample and group the engine draws integer multiplicities of every
-//! cell ([`Shape::draw`]); a mean is then a dot product of those counts
-//! with the cells' scores, an IQM a walk over the cells in ascending order
+//! cell ([`Shape::draw`]); a mean is then the sum of those counts times
+//! the cells' scores (all of a group's matrices at once, cell by cell), an IQM a walk over the cells in ascending order
 //! ([`weighted_trimmed_mean`]), and P(A > B) of a stratum the
 //! Mann–Whitney count of the drawn runs, found from prefix sums of B's
 //! counts in B's sorted order at ranks computed once ([`PairStratum`]): no
@@ -157,14 +157,37 @@ struct Group {
     shape: Shape,
     members: Vec<usize>,
     flat: Vec<Vec<f64>>,
+    /// The members' scores cell by cell (`rows[cell × members + k]`), so a
+    /// resample's sums run over the members, contiguous, for each drawn
+    /// cell (vectorized, and drawn-zero cells skipped).
+    rows: Vec<f64>,
     orders: Vec<Option<Vec<u32>>>,
     stream: u64,
 }
 
-/// The group of each matrix of one arm.
-fn groups(req: &ArmRequest<'_>) -> (Vec<Group>, Vec<(usize, usize)>) {
+impl Group {
+    fn fill_rows(&mut self) {
+        let m = self.members.len();
+        self.rows = vec![0.0; self.shape.cells * m];
+        for (k, v) in self.flat.iter().enumerate() {
+            for (cell, x) in v.iter().enumerate() {
+                self.rows[cell * m + k] = *x;
+            }
+        }
+    }
+}
+
+/// The group of each matrix of one arm, as (group, position in it), and
+/// the matrices that repeat an earlier one of their group bit for bit
+/// (the final checkpoint is its last round's; a held round keeps the
+/// checkpoint before it) as (matrix, the earlier matrix): those are
+/// resampled once.
+type Grouping = (Vec<Group>, Vec<(usize, usize)>, Vec<(usize, usize)>);
+
+fn groups(req: &ArmRequest<'_>) -> Grouping {
     let mut out: Vec<Group> = Vec::new();
     let mut at = Vec::with_capacity(req.matrices.len());
+    let mut aliases = Vec::new();
     for (i, m) in req.matrices.iter().enumerate() {
         let g = match out
             .iter()
@@ -176,6 +199,7 @@ fn groups(req: &ArmRequest<'_>) -> (Vec<Group>, Vec<(usize, usize)>) {
                     shape: Shape::of(m),
                     members: Vec::new(),
                     flat: Vec::new(),
+                    rows: Vec::new(),
                     orders: Vec::new(),
                     stream: group_stream(req.stream, m),
                 });
@@ -183,7 +207,18 @@ fn groups(req: &ArmRequest<'_>) -> (Vec<Group>, Vec<(usize, usize)>) {
             }
         };
         let v: Vec<f64> = m.values().collect();
-        let order = req.iqm.get(i).copied().unwrap_or(false).then(|| {
+        let wants_iqm = req.iqm.get(i).copied().unwrap_or(false);
+        let same = out[g].members.iter().zip(&out[g].flat).position(|(j, w)| {
+            (!wants_iqm || req.iqm.get(*j).copied().unwrap_or(false))
+                && w.len() == v.len()
+                && w.iter().zip(&v).all(|(x, y)| x.to_bits() == y.to_bits())
+        });
+        if let Some(k) = same {
+            at.push((g, k));
+            aliases.push((i, out[g].members[k]));
+            continue;
+        }
+        let order = wants_iqm.then(|| {
             let mut o: Vec<u32> = (0..v.len() as u32).collect();
             o.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
             o
@@ -193,16 +228,16 @@ fn groups(req: &ArmRequest<'_>) -> (Vec<Group>, Vec<(usize, usize)>) {
         out[g].flat.push(v);
         out[g].orders.push(order);
     }
-    (out, at)
+    out.iter_mut().for_each(Group::fill_rows);
+    (out, at, aliases)
 }
 
 /// One shared stratum of a pair item, ranked once: A's cells in ascending
 /// order of score with, for each, how many of B's runs are lower (`lt`)
 /// and lower or equal (`le`); B's cells in ascending order.
 struct PairStratum {
-    a_cells: Vec<u32>,
-    lt: Vec<u32>,
-    le: Vec<u32>,
+    /// A's cells in ascending order, each with B's `lt` and `le` counts.
+    a: Vec<(u32, u32, u32)>,
     b_cells: Vec<u32>,
     track: usize,
 }
@@ -220,13 +255,15 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
         let mut b_idx: Vec<usize> = (0..rb.len()).collect();
         b_idx.sort_by(|x, y| rb[*x].total_cmp(&rb[*y]));
         let b_sorted: Vec<f64> = b_idx.iter().map(|k| rb[*k]).collect();
-        let lt = a_idx
+        let a = a_idx
             .iter()
-            .map(|x| b_sorted.partition_point(|y| *y < ra[*x]) as u32)
-            .collect();
-        let le = a_idx
-            .iter()
-            .map(|x| b_sorted.partition_point(|y| *y <= ra[*x]) as u32)
+            .map(|x| {
+                (
+                    (oa[i] + x) as u32,
+                    b_sorted.partition_point(|y| *y < ra[*x]) as u32,
+                    b_sorted.partition_point(|y| *y <= ra[*x]) as u32,
+                )
+            })
             .collect();
         let t = ma.strata[i].track.as_str();
         let track = match tracks.iter().position(|x| *x == t) {
@@ -237,9 +274,7 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
             }
         };
         out.push(PairStratum {
-            a_cells: a_idx.iter().map(|x| (oa[i] + x) as u32).collect(),
-            lt,
-            le,
+            a,
             b_cells: b_idx.iter().map(|x| (ob[j] + x) as u32).collect(),
             track,
         });
@@ -280,7 +315,7 @@ pub fn resample(
     cfg: &Bootstrap,
     keep_going: &mut dyn FnMut(usize) -> bool,
 ) -> Option<Resampled> {
-    let mut arm_groups: Vec<(Vec<Group>, Vec<(usize, usize)>)> = arms.iter().map(groups).collect();
+    let mut arm_groups: Vec<Grouping> = arms.iter().map(groups).collect();
     let mut out: Vec<Vec<Distribution>> = arms
         .iter()
         .map(|a| {
@@ -333,15 +368,16 @@ pub fn resample(
     // Per arm, per group: run counts, stratum weights, cell weights.
     let mut buffers: Vec<Vec<Buffers>> = arm_groups
         .iter()
-        .map(|(gs, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
+        .map(|(gs, _, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
         .collect();
     let mut prefix: Vec<u64> = Vec::new();
+    let mut sums: Vec<f64> = Vec::new();
     let mut pair_weights: Vec<u32> = Vec::new();
     for r in 0..cfg.resamples {
         if r % 256 == 0 && !keep_going(r) {
             return None;
         }
-        for ((gs, _), (bufs, dists)) in arm_groups
+        for ((gs, _, _), (bufs, dists)) in arm_groups
             .iter_mut()
             .zip(buffers.iter_mut().zip(out.iter_mut()))
         {
@@ -350,7 +386,19 @@ pub fn resample(
                 g.shape
                     .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
                 buf.fill(&g.shape);
-                for ((k, v), order) in g.members.iter().zip(&g.flat).zip(&g.orders) {
+                let m = g.members.len();
+                sums.clear();
+                sums.resize(m, 0.0);
+                for (c, row) in buf.real.iter().zip(g.rows.chunks_exact(m.max(1))) {
+                    if *c != 0.0 {
+                        for (s, x) in sums.iter_mut().zip(row) {
+                            *s += c * x;
+                        }
+                    }
+                }
+                for (((k, v), order), sum) in
+                    g.members.iter().zip(&g.flat).zip(&g.orders).zip(&sums)
+                {
                     let d = &mut dists[*k];
                     if buf.total == 0 {
                         d.means.push(f64::NAN);
@@ -359,7 +407,7 @@ pub fn resample(
                         }
                         continue;
                     }
-                    d.means.push(dot(&buf.real, v) / buf.total as f64);
+                    d.means.push(sum / f64::from(buf.total));
                     if let Some(order) = order {
                         d.iqms
                             .push(weighted_trimmed_mean(order, v, &buf.cells, buf.total));
@@ -387,6 +435,15 @@ pub fn resample(
             }
         }
     }
+    for ((_, _, aliases), (dists, req)) in arm_groups.iter().zip(out.iter_mut().zip(arms)) {
+        for (i, j) in aliases {
+            let mut d = dists[*j].clone();
+            if !req.iqm.get(*i).copied().unwrap_or(false) {
+                d.iqms = Vec::new();
+            }
+            dists[*i] = d;
+        }
+    }
     Some(Resampled {
         arms: out,
         pairs: pair_out,
@@ -408,15 +465,14 @@ fn improvement_once(
         if *w == 0 {
             continue;
         }
-        prefix.clear();
-        prefix.push(0);
+        prefix.resize(s.b_cells.len() + 1, 0);
         let mut run = 0u64;
-        for c in &s.b_cells {
+        for (p, c) in prefix[1..].iter_mut().zip(&s.b_cells) {
             run += u64::from(cb[*c as usize]);
-            prefix.push(run);
+            *p = run;
         }
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
-        for ((c, lt), le) in s.a_cells.iter().zip(&s.lt).zip(&s.le) {
+        for (c, lt, le) in &s.a {
             let x = u64::from(ca[*c as usize]);
             tot_a += x;
             twice_u += x * (prefix[*lt as usize] + prefix[*le as usize]);
@@ -461,33 +517,16 @@ impl Buffers {
         for (s, w) in self.weight.iter().enumerate() {
             let start = shape.offsets[s];
             let end = shape.offsets.get(s + 1).copied().unwrap_or(shape.cells);
-            for i in start..end {
-                let c = self.runs[i] * w;
-                self.cells[i] = c;
-                self.real[i] = f64::from(c);
-                total += c;
+            let cells = self.cells[start..end].iter_mut();
+            let real = self.real[start..end].iter_mut();
+            for ((run, c), r) in self.runs[start..end].iter().zip(cells).zip(real) {
+                *c = run * w;
+                *r = f64::from(*c);
+                total += *c;
             }
         }
         self.total = total;
     }
-}
-
-/// Σ a·b with four running sums (a fixed order, so the same bits on every
-/// machine; four lanes let the compiler vectorize it).
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..4 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut tail = 0.0;
-    for (x, y) in ra.iter().zip(rb) {
-        tail += x * y;
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// The 25% trimmed mean of a multiset given by `counts` over values `v`,
@@ -498,19 +537,15 @@ pub fn weighted_trimmed_mean(order: &[u32], v: &[f64], counts: &[u32], total: u3
     let (lo, hi) = (cut, total - cut);
     let mut at = 0u32;
     let mut sum = 0.0;
+    // Branch-free but for the exit: a cell drawn zero times, or wholly
+    // outside the kept ranks, adds 0 × its score.
     for &i in order {
-        let c = counts[i as usize];
-        if c == 0 {
-            continue;
-        }
-        let (start, end) = (at, at + c);
-        at = end;
-        if end > lo {
-            let kept = end.min(hi) - start.max(lo);
-            sum += f64::from(kept) * v[i as usize];
-            if at >= hi {
-                break;
-            }
+        let start = at;
+        at += counts[i as usize];
+        let kept = at.min(hi).saturating_sub(start.max(lo));
+        sum += f64::from(kept) * v[i as usize];
+        if at >= hi {
+            break;
         }
     }
     sum / f64::from(hi - lo)
