@@ -203,7 +203,9 @@ impl Evaluation {
 /// many runs each evaluation gave (a seed's repeats stay together, so the
 /// bootstrap can draw seeds before their repeats).
 pub fn matrix<'a>(evals: impl IntoIterator<Item = &'a Evaluation>, score: &Score) -> ScoreMatrix {
-    let mut by: BTreeMap<(&str, &str), (Vec<f64>, Vec<usize>)> = BTreeMap::new();
+    // (track, task) → (runs, runs per seed)
+    type Runs = (Vec<f64>, Vec<usize>);
+    let mut by: BTreeMap<(&str, &str), Runs> = BTreeMap::new();
     let evals: Vec<&Evaluation> = evals.into_iter().collect();
     for (k, e) in evals.iter().enumerate() {
         for c in &e.cells {

@@ -522,6 +522,9 @@ fn statistics(
     })
 }
 
+/// One arm's audit gap per round (`None`: not audited) and its trend.
+pub type Trend = (Vec<Option<Estimate>>, Option<AuditTrend>);
+
 /// The audit gap of every arm per round and its trend, without the other
 /// statistics (what `bat log` needs: much cheaper than
 /// [`compare_inputs`], with the same numbers for the gap and its slope).
@@ -529,7 +532,7 @@ pub fn audit_trends(
     inputs: &[ArmInput],
     cfg: &Bootstrap,
     ctx: &Ctx,
-) -> Result<Vec<(Vec<Option<Estimate>>, Option<AuditTrend>)>, ExperimentError> {
+) -> Result<Vec<Trend>, ExperimentError> {
     let plans: Vec<Plan> = inputs.iter().map(|a| Plan::of(a, &[], 0)).collect();
     let requests: Vec<ArmRequest<'_>> = plans
         .iter()
@@ -682,11 +685,7 @@ fn pair(
 
 /// Per round the audit gap (gating − audit Overall) with its interval, and
 /// the slope of the gap over the audited rounds.
-fn audit_trend(
-    p: &Plan,
-    ds: &[Distribution],
-    cfg: &Bootstrap,
-) -> (Vec<Option<Estimate>>, Option<AuditTrend>) {
+fn audit_trend(p: &Plan, ds: &[Distribution], cfg: &Bootstrap) -> Trend {
     let mut gaps = Vec::with_capacity(p.audits.len());
     let mut xs = Vec::new();
     let mut dists: Vec<Vec<f64>> = Vec::new();
