@@ -59,8 +59,9 @@ pub struct ArmScoreRow {
     pub iqm: Option<f64>,
     /// Scores pooled (seeds × repeats × strata), final scores only.
     pub runs: Option<i64>,
-    /// The resampling scheme (`runs`: within each (track, task) stratum;
-    /// `tasks`: tasks within tracks as well).
+    /// The resampling scheme (`runs`: within each (track, task) stratum,
+    /// seeds, then each drawn seed's repeats; `tasks`: tasks within
+    /// tracks as well).
     pub scheme: String,
     /// Bootstrap resamples.
     pub resamples: i64,
