@@ -2,8 +2,12 @@
 //! cells × 10,000 resamples on generated, ledger-free inputs through the
 //! same library function the verb uses ([`compare_inputs`]), then one run
 //! on a real ledger ([`compare_arms`]: reading the cells included).
-//! Prints min / median / max over the repetitions. Target (issue 30):
-//! under 1 s on one core.
+//! Prints min / median / max over the repetitions, of wall time and of the
+//! CPU time the process spent (Linux `/proc/self/schedstat`; on a shared,
+//! loaded machine the CPU time is what "on one core" means). Also times
+//! the per-arm statistics alone (`bat report`, `export --ci`, `query`,
+//! Python) and the audit trend alone (`bat log`). Target (issue 30): under
+//! 1 s on one core.
 //!
 //! `cargo run --release --example compare_bench [REPS] [LEDGER ARM ARM…]`
 //! (default 5 repetitions; LEDGER is a ledger's folder; without one, `bat demo` makes one in a temp
@@ -14,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bat::experiment::cells::{Cell, Evaluation};
-use bat::experiment::compare::{compare_arms, compare_inputs, ArmInput, CompareRequest};
+use bat::experiment::compare::{
+    arm_statistics, audit_trends, compare_arms, compare_inputs, ArmInput, CompareRequest,
+};
 use bat::experiment::stats::{Bootstrap, SplitMix64};
 use bat::Ctx;
 
@@ -78,6 +84,34 @@ fn generated() -> Vec<ArmInput> {
         .collect()
 }
 
+/// CPU time of this process so far, in seconds (`None` off Linux).
+fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
+/// Run `f` `reps` times; (wall, cpu) seconds of each run.
+fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
+    let (mut wall, mut cpu) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for _ in 0..reps {
+        let (t, c) = (Instant::now(), cpu_seconds());
+        f();
+        wall.push(t.elapsed().as_secs_f64());
+        cpu.push(match (c, cpu_seconds()) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::NAN,
+        });
+    }
+    (wall, cpu)
+}
+
+fn row(name: &str, (mut wall, mut cpu): (Vec<f64>, Vec<f64>)) {
+    let (a, b, c) = stats(&mut wall);
+    let (d, e, f) = stats(&mut cpu);
+    println!("{name:<34} {a:>7.3} {b:>7.3} {c:>7.3}   {d:>7.3} {e:>7.3} {f:>7.3}");
+}
+
 fn stats(times: &mut [f64]) -> (f64, f64, f64) {
     times.sort_by(f64::total_cmp);
     (times[0], times[times.len() / 2], times[times.len() - 1])
@@ -98,23 +132,52 @@ fn main() {
     let cfg = Bootstrap::default();
     let ctx = Ctx::quiet();
     let inputs = generated();
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = Instant::now();
-        let e = compare_inputs(&inputs, &cfg, &ctx).expect("compare");
-        times.push(t.elapsed().as_secs_f64());
-        assert_eq!(e.pairs.len(), ARMS * (ARMS - 1) / 2);
-    }
-    let (min, med, max) = stats(&mut times);
     println!("compare: {ARMS} arms × {SEEDS} seeds × {ROUNDS} rounds × {} cells × {} resamples, {reps} repetitions",
         TRACKS * TASKS_PER_TRACK * REPEATS, cfg.resamples);
     println!(
-        "{:<28} {:>9} {:>9} {:>9}",
-        "input", "min s", "median s", "max s"
+        "{:<34} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7}",
+        "seconds", "wall min", "median", "max", "cpu min", "median", "max"
     );
-    println!(
-        "{:<28} {min:>9.3} {med:>9.3} {max:>9.3}",
-        "generated (no ledger)"
+    row(
+        "generated: compare",
+        timed(reps, || {
+            let e = compare_inputs(&inputs, &cfg, &ctx).expect("compare");
+            assert_eq!(e.pairs.len(), ARMS * (ARMS - 1) / 2);
+        }),
+    );
+    row(
+        "generated: arm statistics (report)",
+        timed(reps, || {
+            let e = arm_statistics(&inputs, &cfg, &ctx).expect("statistics");
+            assert!(e.pairs.is_empty());
+        }),
+    );
+    // The same arms with every round audited: what `bat log` resamples.
+    let mut rng = SplitMix64::for_resample(43, 0, 0);
+    let audited: Vec<ArmInput> = inputs
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            a.audits = a
+                .rounds
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|(_, e)| {
+                            (e.clone(), "audit-v1".to_string(), evaluation(&mut rng, 0.3))
+                        })
+                        .collect()
+                })
+                .collect();
+            a
+        })
+        .collect();
+    row(
+        "generated + audits: audit trend (log)",
+        timed(reps, || {
+            let t = audit_trends(&audited, &cfg, &ctx).expect("trends");
+            assert_eq!(t.len(), ARMS);
+        }),
     );
 
     // One real ledger.
@@ -148,17 +211,13 @@ fn main() {
         bootstrap: cfg,
         allow: Vec::new(),
     };
-    let mut times = Vec::with_capacity(reps);
     let mut cells = 0;
-    for _ in 0..reps {
-        let t = Instant::now();
+    let times = timed(reps, || {
         let e = compare_arms(&l, &req, &ctx).expect("compare");
-        times.push(t.elapsed().as_secs_f64());
         cells = e.arms.iter().map(|a| a.scores[0].runs).sum::<usize>();
-    }
-    let (min, med, max) = stats(&mut times);
-    println!(
-        "{:<28} {min:>9.3} {med:>9.3} {max:>9.3}",
-        format!("ledger: {} arms, {cells} cells", arms.len())
+    });
+    row(
+        &format!("ledger: {} arms, {cells} cells", arms.len()),
+        times,
     );
 }

@@ -55,6 +55,7 @@ fn strata(m: &[Vec<f64>]) -> ScoreMatrix {
                 track: "t".into(),
                 task: format!("task{j:03}"),
                 runs: m.iter().map(|row| row[j]).collect(),
+                seeds: Vec::new(),
             })
             .collect(),
     }

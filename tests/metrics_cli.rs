@@ -437,7 +437,13 @@ fn arm_groups_and_confidence_intervals_in_export_query_report_and_log() {
         html.contains(r#"id="plot-arms-overall" class="plot" data-points="6""#),
         "two arms × 3 rounds"
     );
-    assert_eq!(html.matches(r#"<polygon class="band""#).count(), 2);
+    // One band plot per score (Overall first), each with a band per arm.
+    let plots = html.matches(r#"id="plot-arms-"#).count();
+    assert!(
+        html.contains(r#"id="plot-arms-S3""#),
+        "every score has its bands"
+    );
+    assert_eq!(html.matches(r#"<polygon class="band""#).count(), 2 * plots);
     assert!(html.contains("scheme <code>runs</code>, 400 resamples, seed 0"));
     assert!(!html.contains("data-rising=\"true\""));
 
@@ -468,7 +474,7 @@ fn arm_groups_and_confidence_intervals_in_export_query_report_and_log() {
     let log = common::ok(dir, &["log", "main"]);
     // The line after the table, with its figure (the demo is seeded, the
     // bootstrap too).
-    insta::assert_snapshot!(log.lines().last().unwrap_or(""), @"audit gap rising: slope +0.1000 per round, 95% CI [+0.0959, +0.1042] (gating − audit Overall; 10000 resamples, seed 0): the gating scorer may be overfit");
+    insta::assert_snapshot!(log.lines().last().unwrap_or(""), @"audit gap rising: slope +0.1000 per round, 95% CI [+0.1000, +0.1000] (gating − audit Overall; 10000 resamples, seed 0): the gating scorer may be overfit");
     let log = common::ok(dir, &["log", replay]);
     assert!(!log.contains("audit gap rising"), "{log}");
 }

@@ -35,18 +35,24 @@ pub struct CompareArgs {
     /// intervals).
     #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S")]
     pub bootstrap_seed: u64,
-    /// What a resample redraws: `runs` within each (track, task) (rliable's
-    /// default), or `tasks` within each track and then their runs (for
-    /// claims meant to hold over other tasks).
+    /// What a resample redraws: `runs` — within each (track, task), the
+    /// arm's seeds with replacement, then each drawn seed's repeats
+    /// (rliable's stratified bootstrap, with a seed as the run and its
+    /// repeats kept together) — or `tasks`: first tasks within each track,
+    /// then as `runs` (for claims meant to hold over other tasks).
     #[arg(long, default_value = "runs", value_name = "runs|tasks", value_parser = ["runs", "tasks"])]
     pub resample: String,
     /// Accept a difference between the arms (repeatable): protocol, pack,
     /// tasks, runtime-tool-format, evaluator, base-checkpoint, budget.
     #[arg(long = "allow-difference", value_name = "FIELD")]
     pub allow_difference: Vec<String>,
-    /// Show the per-round table (always in --json).
+    /// Show the per-round table (every score is always in --json).
     #[arg(long)]
     pub per_round: bool,
+    /// The score of the per-round table: overall, task, agentic, S1…S5 or
+    /// track:NAME (implies --per-round).
+    #[arg(long, value_name = "KEY")]
+    pub score: Option<String>,
 }
 
 /// `bat compare --json`: the statistics, plus the round-by-round summary
@@ -95,6 +101,23 @@ pub fn run(args: CompareArgs, g: &Session) -> CliResult {
     let bars = Bars::new(g);
     let ctx = bat::Ctx::new(&bars, g.cancel());
     let e = compare_arms(&l, &req, &ctx).map_err(CliError::from)?;
+    if let Some(k) = &args.score {
+        let known: Vec<String> = e
+            .arms
+            .first()
+            .map(|a| a.scores.iter().map(|s| s.score.name()).collect())
+            .unwrap_or_default();
+        if !known.contains(k) {
+            return Err(
+                CliError::usage_error(format!("--score {k}: the arms have no such score"))
+                    .with_hint(format!("one of: {}", known.join(", "))),
+            );
+        }
+    }
+    let per_round = args
+        .score
+        .as_deref()
+        .or(args.per_round.then_some("overall"));
     let singles = args.arms.len() == 2
         && args
             .arms
@@ -118,7 +141,7 @@ pub fn run(args: CompareArgs, g: &Session) -> CliResult {
         if let Some(c) = &legacy {
             out!("{}\n", render(c, g.paint));
         }
-        out!("{}", render_experiment(&e, args.per_round, g.paint));
+        out!("{}", render_experiment(&e, per_round, g.paint));
     }
     if e.comparable {
         Ok(ExitCode::SUCCESS)

@@ -191,12 +191,17 @@ fn pair_row(p: &PairScore, first: bool, a: &str, b: &str) -> Vec<Cell> {
 
 /// Render an N-arm comparison: the bootstrap's settings, per-score
 /// statistics of each arm, pairwise differences, the audit-gap trend, the
-/// per-round view (with `per_round`) and comparability.
-pub fn render_experiment(e: &Experiment, per_round: bool, paint: Paint) -> String {
+/// per-round view of one score (with `per_round`: `Some(score name)`) and
+/// comparability.
+pub fn render_experiment(e: &Experiment, per_round: Option<&str>, paint: Paint) -> String {
     let b = &e.bootstrap;
     let scheme = match b.scheme {
-        Scheme::Runs => "runs resampled within each (track, task)",
-        Scheme::Tasks => "tasks resampled within each track, then their runs",
+        Scheme::Runs => {
+            "within each (track, task): its seeds resampled, then each drawn seed's repeats"
+        }
+        Scheme::Tasks => {
+            "tasks resampled within each track; within each task its seeds, then their repeats"
+        }
     };
     let mut out = format!(
         "bootstrap: {} resamples, seed {}, scheme {} ({scheme}), {:.0}% percentile intervals\n",
@@ -265,7 +270,7 @@ pub fn render_experiment(e: &Experiment, per_round: bool, paint: Paint) -> Strin
             t.row(pair_row(s, k == 0, &p.a, &p.b));
         }
     }
-    out.push_str("\npairs (verdict: the difference's interval excludes 0; P(A>B) interval on overall only)\n");
+    out.push_str("\npairs (verdict: the difference's interval excludes 0)\n");
     out.push_str(&t.render(paint));
     for p in &e.pairs {
         out.push_str(&format!("overall: {}\n", p.verdict));
@@ -296,18 +301,18 @@ pub fn render_experiment(e: &Experiment, per_round: bool, paint: Paint) -> Strin
             ));
         }
     }
-    if per_round {
-        out.push_str(&render_rounds(e, paint));
+    if let Some(score) = per_round {
+        out.push_str(&render_rounds(e, score, paint));
     }
     out.push_str(&render_comparability(e, paint));
     out
 }
 
-fn render_rounds(e: &Experiment, paint: Paint) -> String {
+fn render_rounds(e: &Experiment, score: &str, paint: Paint) -> String {
     let mut t = Table::with_header(&[
         ("round", Align::Right),
         ("arm", Align::Left),
-        ("overall", Align::Right),
+        ("mean", Align::Right),
         ("95% CI", Align::Left),
         ("IQM", Align::Right),
         ("audit gap", Align::Right),
@@ -321,6 +326,10 @@ fn render_rounds(e: &Experiment, paint: Paint) -> String {
                 Some(g) => (signed(g.point), interval(g, signed)),
                 None => ("-".into(), "-".into()),
             };
+            let (mean, ci, iqm) = match r.scores.iter().find(|s| s.score.name() == score) {
+                Some(s) => (num(s.mean.point), interval(&s.mean, num), num(s.iqm)),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
             t.row(vec![
                 if i == 0 {
                     r.round.to_string().into()
@@ -328,20 +337,20 @@ fn render_rounds(e: &Experiment, paint: Paint) -> String {
                     "".into()
                 },
                 a.label.as_str().into(),
-                num(r.overall.point).into(),
-                interval(&r.overall, num).into(),
-                num(r.overall_iqm).into(),
+                mean.into(),
+                ci.into(),
+                iqm.into(),
                 gap.into(),
                 gap_ci.into(),
             ]);
         }
     }
-    let mut out = String::from("\nper round (checkpoint after the round)\n");
+    let mut out = format!("\nper round: {score} of the checkpoint after the round\n");
     out.push_str(&t.render(paint));
     let mut t = Table::with_header(&[
         ("round", Align::Right),
         ("pair", Align::Left),
-        ("A − B", Align::Right),
+        ("overall A − B", Align::Right),
         ("95% CI", Align::Left),
         ("verdict", Align::Left),
     ]);

@@ -84,7 +84,7 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
         report.seeds.len(),
         report.rounds
     );
-    out!("{}", render_experiment(&report.experiment, false, g.paint));
+    out!("{}", render_experiment(&report.experiment, None, g.paint));
     outln!();
     outln!("ledger        {d}/.bat");
     outln!(

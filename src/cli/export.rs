@@ -44,8 +44,8 @@ pub struct ExportArgs {
     /// Write arm scores with confidence intervals instead of round rows:
     /// each argument is one arm (a branch, a glob such as 'bat/*' or a
     /// comma list; its branches are the seeds), and each row is one score
-    /// of one arm at one round (Overall, audit gap) or at the final
-    /// checkpoint (every score), or the audit gap's slope per round: arm,
+    /// of one arm at one round or at the final checkpoint (every score;
+    /// per round also the audit gap), or the audit gap's slope per round: arm,
     /// members, round, round_ids, score, mean, ci_low, ci_high, iqm, runs,
     /// and the bootstrap that made the interval (scheme, resamples, seed,
     /// level), the statistics of `bat compare`.

@@ -401,7 +401,7 @@ fn write_audit_trend(l: &Ledger, rev: &str, w: &mut impl Write) -> Result<(), St
     }
     let cfg = bat::experiment::stats::Bootstrap::default();
     let Ok(rows) =
-        bat::report::arm_scores::arm_scores(l, &[rev.to_string()], &cfg, &bat::Ctx::quiet())
+        bat::report::arm_scores::audit_slopes(l, &[rev.to_string()], &cfg, &bat::Ctx::quiet())
     else {
         return Ok(());
     };

@@ -28,7 +28,8 @@ pub struct ReportArgs {
     /// local branch). An arm group (a glob such as 'bat/*' or a comma list)
     /// is one arm whose branches are its seeds: its curves show each
     /// branch, and the "Arms with confidence intervals" section shows the
-    /// group's per-round Overall with a bootstrap band and flags an arm
+    /// group's per-round scores (Overall first, then every other score)
+    /// with bootstrap bands and flags an arm
     /// whose audit-gap slope lies above zero.
     pub revs: Vec<String>,
     /// The HTML file to write.

@@ -220,8 +220,18 @@ pub fn assert_points_match_rounds(c: &Campaign, plots: &BTreeMap<String, PlotPoi
             assert!(n >= log.len(), "{id} {name}: {n} points");
         }
     }
+    // One band plot per score besides Overall (task, agentic, stages,
+    // tracks), each with a point per round of each arm.
+    let other_bands: Vec<&String> = plots
+        .keys()
+        .filter(|k| k.starts_with("plot-arms-") && *k != "plot-arms-overall")
+        .collect();
+    assert!(other_bands.len() >= 3, "{other_bands:?}");
+    for id in &other_bands {
+        assert_eq!(plots[*id].stated, plots[*id].circles, "{id}");
+    }
     assert_eq!(
-        plots.len(),
+        plots.len() - other_bands.len(),
         PER_ROUND.len() + 4 + steps.len(),
         "{:?}",
         plots.keys()

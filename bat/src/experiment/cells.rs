@@ -197,26 +197,34 @@ impl Evaluation {
     }
 }
 
-/// The matrix of `score` over `evals` pooled: one stratum per (track,
-/// task), sorted; its runs every matching cell of every evaluation, in the
-/// order given.
+/// The matrix of `score` over `evals` (one per seed): one stratum per
+/// (track, task), sorted; its runs every matching cell of every
+/// evaluation, grouped by evaluation in the order given, and `seeds` how
+/// many runs each evaluation gave (a seed's repeats stay together, so the
+/// bootstrap can draw seeds before their repeats).
 pub fn matrix<'a>(evals: impl IntoIterator<Item = &'a Evaluation>, score: &Score) -> ScoreMatrix {
-    let mut by: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    // (track, task) → (runs, runs per seed)
+    type Runs = (Vec<f64>, Vec<usize>);
+    let mut by: BTreeMap<(&str, &str), Runs> = BTreeMap::new();
     let evals: Vec<&Evaluation> = evals.into_iter().collect();
-    for e in &evals {
+    for (k, e) in evals.iter().enumerate() {
         for c in &e.cells {
             if let Some(x) = score.value(c) {
-                by.entry((&c.track, &c.task)).or_default().push(x);
+                let (runs, seeds) = by.entry((&c.track, &c.task)).or_default();
+                runs.push(x);
+                seeds.resize(k + 1, 0);
+                seeds[k] += 1;
             }
         }
     }
     ScoreMatrix {
         strata: by
             .into_iter()
-            .map(|((t, k), runs)| Stratum {
+            .map(|((t, k), (runs, seeds))| Stratum {
                 track: t.to_string(),
                 task: k.to_string(),
                 runs,
+                seeds: seeds.into_iter().filter(|n| *n > 0).collect(),
             })
             .collect(),
     }
@@ -404,6 +412,7 @@ mod tests {
         let m = matrix([&e, &e], &Score::Overall);
         assert_eq!(m.strata.len(), 2);
         assert_eq!(m.strata[0].runs.len(), 4, "two seeds × two repeats");
+        assert_eq!(m.strata[0].seeds, [2, 2]);
         assert_eq!(e.repeats()[&("a".to_string(), "t1".to_string())], 2);
     }
 }

@@ -4,16 +4,20 @@
 //! For every arm and every score (Overall, task, agentic, each stage, each
 //! track) on the final checkpoint: mean, IQM and their bootstrap intervals.
 //! For every pair of arms (in the order given: the first against each
-//! later one): the difference of means with its interval, the probability
-//! of improvement (its interval for Overall only — the pairwise resampling
-//! is the costly part), and the verdict. Per round (the checkpoint after
-//! round k, rounds aligned by position): each arm's Overall mean with its
-//! interval and IQM, and each pair's Overall difference and verdict. Per
-//! round with audits: the audit gap (gating minus audit Overall) with its
-//! interval, and its least-squares slope over rounds with an interval from
-//! the same resamples; an arm whose slope interval lies above zero is
-//! flagged (its gating score pulls away from the audit: scorer
-//! overfitting). Comparability ([`Field`]): what the arms must share.
+//! later one) and every score: the difference of means with its interval,
+//! the probability of improvement with its interval, and the verdict. Per
+//! round (the checkpoint after round k, rounds aligned by position): each
+//! arm's mean of every score with its interval and IQM, and each pair's
+//! Overall difference and verdict. Per round with audits: the audit gap
+//! (gating minus audit Overall) with its interval, and its least-squares
+//! slope over rounds with an interval from the same resamples; an arm whose
+//! slope interval lies above zero is flagged (its gating score pulls away
+//! from the audit: scorer overfitting). Comparability ([`Field`]): what the
+//! arms must share.
+//!
+//! Every interval of one comparison comes from one pass of
+//! [`stats::resample`]: an arm's matrices of one shape (usually all of its
+//! checkpoints) share their draws.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,8 +27,8 @@ use serde::Serialize;
 use super::arms::resolve_str;
 use super::cells::{gather, matrix, ArmCells, Evaluation, Score};
 use super::stats::{
-    self, bootstrap, pairwise, probability_of_improvement, stream_of, Bootstrap, Distribution,
-    Estimate, Pairwise, ScoreMatrix, Verdict,
+    self, probability_of_improvement, resample, stream_of, ArmRequest, Bootstrap, Distribution,
+    Estimate, PairRequest, Pairwise, ScoreMatrix, Verdict,
 };
 use super::ExperimentError;
 use crate::Ctx;
@@ -107,6 +111,17 @@ pub struct ScoreStats {
     pub runs: usize,
 }
 
+/// One score of the checkpoint after one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundScore {
+    /// The score.
+    pub score: Score,
+    /// Mean with its interval.
+    pub mean: Estimate,
+    /// IQM (point only).
+    pub iqm: f64,
+}
+
 /// One round of one arm.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundStats {
@@ -114,10 +129,14 @@ pub struct RoundStats {
     pub round: usize,
     /// The members' round ids at that position.
     pub round_ids: Vec<String>,
-    /// Overall of the checkpoint after this round: mean with interval.
+    /// Overall of the checkpoint after this round: mean with interval
+    /// (the same as `scores`' `overall`).
     pub overall: Estimate,
     /// Its IQM (point only).
     pub overall_iqm: f64,
+    /// Every score of the checkpoint after this round, in the order of the
+    /// final checkpoint's scores.
+    pub scores: Vec<RoundScore>,
     /// Gating minus audit Overall with its interval (`None`: no audit).
     pub audit_gap: Option<Estimate>,
 }
@@ -159,8 +178,7 @@ pub struct ArmStats {
 pub struct PairScore {
     /// The score.
     pub score: Score,
-    /// Difference, P(A > B) and verdict. P(A > B)'s interval is `NaN`
-    /// (JSON `null`) for scores other than Overall.
+    /// Difference, P(A > B) and verdict, each with its interval.
     #[serde(flatten)]
     pub pairwise: Pairwise,
 }
@@ -339,10 +357,99 @@ pub fn compare_cells(
     Ok(out)
 }
 
+/// Where an arm's matrices are in its [`ArmRequest`].
+struct Plan {
+    matrices: Vec<ScoreMatrix>,
+    iqm: Vec<bool>,
+    /// Per score, the final checkpoint's matrix.
+    finals: Vec<usize>,
+    /// Per round position, per score.
+    rounds: Vec<Vec<usize>>,
+    /// Per round position with an audit: (gating, audit) Overall matrices
+    /// and the protocol ids.
+    audits: Vec<Option<(usize, usize, Vec<String>)>>,
+}
+
+impl Plan {
+    /// The matrices of `a`: every score of the final checkpoint and of each
+    /// of `n_rounds` rounds, then the audits (`scores` empty and
+    /// `n_rounds` 0: the audits alone).
+    fn of(a: &ArmInput, scores: &[Score], n_rounds: usize) -> Plan {
+        let mut p = Plan {
+            matrices: Vec::new(),
+            iqm: Vec::new(),
+            finals: Vec::new(),
+            rounds: Vec::new(),
+            audits: Vec::new(),
+        };
+        let push = |p: &mut Plan, m: ScoreMatrix, iqm: bool| {
+            p.matrices.push(m);
+            p.iqm.push(iqm);
+            p.matrices.len() - 1
+        };
+        for s in scores {
+            let k = push(&mut p, matrix(&a.finals, s), true);
+            p.finals.push(k);
+        }
+        for k in 0..n_rounds {
+            let evals: Vec<&Evaluation> = a
+                .rounds
+                .get(k)
+                .or(a.rounds.last())
+                .map(|r| r.iter().map(|(_, e)| e).collect())
+                .unwrap_or_default();
+            let ids = scores
+                .iter()
+                .map(|s| push(&mut p, matrix(evals.iter().copied(), s), false))
+                .collect();
+            p.rounds.push(ids);
+        }
+        for round in &a.audits {
+            if round.is_empty() {
+                p.audits.push(None);
+                continue;
+            }
+            let g = push(
+                &mut p,
+                matrix(round.iter().map(|(g, _, _)| g), &Score::Overall),
+                false,
+            );
+            let x = push(
+                &mut p,
+                matrix(round.iter().map(|(_, _, e)| e), &Score::Overall),
+                false,
+            );
+            let protocols = round.iter().map(|(_, p, _)| p.clone()).collect();
+            p.audits.push(Some((g, x, protocols)));
+        }
+        p
+    }
+}
+
 /// The statistics of ledger-free inputs (no comparability check).
 pub fn compare_inputs(
     inputs: &[ArmInput],
     cfg: &Bootstrap,
+    ctx: &Ctx,
+) -> Result<Experiment, ExperimentError> {
+    statistics(inputs, cfg, true, ctx)
+}
+
+/// Each arm's statistics alone, without the pairs (what `bat report`,
+/// `export --ci`, `query` and Python show): the same numbers as
+/// [`compare_inputs`]' arms, without the cost of the pairwise resampling.
+pub fn arm_statistics(
+    inputs: &[ArmInput],
+    cfg: &Bootstrap,
+    ctx: &Ctx,
+) -> Result<Experiment, ExperimentError> {
+    statistics(inputs, cfg, false, ctx)
+}
+
+fn statistics(
+    inputs: &[ArmInput],
+    cfg: &Bootstrap,
+    with_pairs: bool,
     ctx: &Ctx,
 ) -> Result<Experiment, ExperimentError> {
     let scores = Score::all_of(inputs.iter().flat_map(|a| a.finals.iter()));
@@ -352,94 +459,60 @@ pub fn compare_inputs(
     let streams: Vec<u64> = (0..inputs.len())
         .map(|i| stream_of([format!("arm {i}").as_str()]))
         .collect();
-    // Final checkpoint: every score of every arm, jointly resampled.
-    let mut finals: Vec<(Vec<ScoreMatrix>, Vec<Distribution>)> = Vec::new();
-    ctx.progress
-        .start("resampling", Some(2 * inputs.len() as u64));
-    for (i, a) in inputs.iter().enumerate() {
-        check(ctx)?;
-        ctx.progress.inc(1);
-        let ms: Vec<ScoreMatrix> = scores.iter().map(|s| matrix(&a.finals, s)).collect();
-        let refs: Vec<&ScoreMatrix> = ms.iter().collect();
-        let d = bootstrap(&refs, &vec![true; refs.len()], cfg, streams[i]);
-        finals.push((ms, d));
-    }
-    // Per round: Overall of every arm.
     let n_rounds = inputs.iter().map(|a| a.rounds.len()).max().unwrap_or(0);
-    let mut per_round: Vec<Vec<(ScoreMatrix, Distribution)>> = Vec::new();
-    for (i, a) in inputs.iter().enumerate() {
-        check(ctx)?;
-        ctx.progress.inc(1);
-        let mut v = Vec::with_capacity(n_rounds);
-        for k in 0..n_rounds {
-            let evals: Vec<&Evaluation> = a
-                .rounds
-                .get(k)
-                .or(a.rounds.last())
-                .map(|r| r.iter().map(|(_, e)| e).collect())
-                .unwrap_or_default();
-            let m = matrix(evals, &Score::Overall);
-            let d = bootstrap(&[&m], &[false], cfg, streams[i] ^ round_key(k))
-                .pop()
-                .expect("one matrix in, one distribution out");
-            v.push((m, d));
-        }
-        per_round.push(v);
-    }
-    let mut arms_out = Vec::with_capacity(inputs.len());
-    for (i, a) in inputs.iter().enumerate() {
-        let (ms, ds) = &finals[i];
-        let score_stats = scores
-            .iter()
-            .zip(ms)
-            .zip(ds)
-            .map(|((s, m), d)| ScoreStats {
-                score: s.clone(),
-                mean: d.mean_estimate(cfg.level),
-                iqm: d.iqm_estimate(cfg.level),
-                strata: m.strata.len(),
-                runs: m.len(),
-            })
-            .collect();
-        let (gaps, audit) = audit_trend(a, cfg, streams[i]);
-        let rounds = (0..n_rounds)
-            .map(|k| {
-                let (m, d) = &per_round[i][k];
-                RoundStats {
-                    round: k + 1,
-                    round_ids: a
-                        .rounds
-                        .get(k)
-                        .map(|r| r.iter().map(|(id, _)| id.clone()).collect())
-                        .unwrap_or_default(),
-                    overall: d.mean_estimate(cfg.level),
-                    overall_iqm: stats::iqm(m),
-                    audit_gap: gaps.get(k).copied().flatten(),
-                }
-            })
-            .collect();
-        arms_out.push(ArmStats {
-            label: a.label.clone(),
-            spec: a.spec.clone(),
-            members: a.members.clone(),
-            final_rounds: a.final_rounds.clone(),
-            scores: score_stats,
-            rounds,
-            audit,
-        });
-    }
-    ctx.progress.finish();
-    let mut pairs = Vec::new();
+    let plans: Vec<Plan> = inputs
+        .iter()
+        .map(|a| Plan::of(a, &scores, n_rounds))
+        .collect();
+    let requests: Vec<ArmRequest<'_>> = plans
+        .iter()
+        .zip(&streams)
+        .map(|(p, s)| ArmRequest {
+            matrices: p.matrices.iter().collect(),
+            iqm: p.iqm.clone(),
+            stream: *s,
+        })
+        .collect();
+    let mut pair_requests = Vec::new();
     for i in 0..inputs.len() {
-        for j in i + 1..inputs.len() {
-            check(ctx)?;
-            pairs.push(pair(
-                (&inputs[i], &finals[i], &per_round[i], streams[i]),
-                (&inputs[j], &finals[j], &per_round[j], streams[j]),
-                &scores,
-                cfg,
-            ));
+        for j in (i + 1..inputs.len()).filter(|_| with_pairs) {
+            pair_requests.push(PairRequest {
+                a: i,
+                b: j,
+                items: plans[i]
+                    .finals
+                    .iter()
+                    .zip(&plans[j].finals)
+                    .map(|(x, y)| (*x, *y))
+                    .collect(),
+            });
         }
+    }
+    ctx.progress.start("resampling", Some(cfg.resamples as u64));
+    let mut done = 0usize;
+    let resampled = resample(&requests, &pair_requests, cfg, &mut |r| {
+        ctx.progress.inc((r - done) as u64);
+        done = r;
+        !ctx.cancelled()
+    });
+    ctx.progress.finish();
+    let Some(resampled) = resampled else {
+        return Err(ExperimentError::Ledger(bat_ledger::Error::Cancelled));
+    };
+    let mut arms_out = Vec::with_capacity(inputs.len());
+    for ((a, p), ds) in inputs.iter().zip(&plans).zip(&resampled.arms) {
+        arms_out.push(arm_stats(a, p, ds, &scores, cfg));
+    }
+    let mut pairs = Vec::with_capacity(pair_requests.len());
+    for (req, pis) in pair_requests.iter().zip(&resampled.pairs) {
+        let (i, j) = (req.a, req.b);
+        pairs.push(pair(
+            (&inputs[i], &plans[i], &resampled.arms[i]),
+            (&inputs[j], &plans[j], &resampled.arms[j]),
+            pis,
+            &scores,
+            cfg,
+        ));
     }
     Ok(Experiment {
         bootstrap: *cfg,
@@ -450,63 +523,156 @@ pub fn compare_inputs(
     })
 }
 
-fn round_key(k: usize) -> u64 {
-    (k as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)
+/// One arm's audit gap per round (`None`: not audited) and its trend.
+pub type Trend = (Vec<Option<Estimate>>, Option<AuditTrend>);
+
+/// The audit gap of every arm per round and its trend, without the other
+/// statistics (what `bat log` needs: much cheaper than
+/// [`compare_inputs`], with the same numbers for the gap and its slope).
+pub fn audit_trends(
+    inputs: &[ArmInput],
+    cfg: &Bootstrap,
+    ctx: &Ctx,
+) -> Result<Vec<Trend>, ExperimentError> {
+    let plans: Vec<Plan> = inputs.iter().map(|a| Plan::of(a, &[], 0)).collect();
+    let requests: Vec<ArmRequest<'_>> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ArmRequest {
+            matrices: p.matrices.iter().collect(),
+            iqm: p.iqm.clone(),
+            stream: stream_of([format!("arm {i}").as_str()]),
+        })
+        .collect();
+    let resampled = resample(&requests, &[], cfg, &mut |_| !ctx.cancelled())
+        .ok_or(ExperimentError::Ledger(bat_ledger::Error::Cancelled))?;
+    Ok(plans
+        .iter()
+        .zip(&resampled.arms)
+        .map(|(p, ds)| audit_trend(p, ds, cfg))
+        .collect())
 }
 
-type Side<'a> = (
-    &'a ArmInput,
-    &'a (Vec<ScoreMatrix>, Vec<Distribution>),
-    &'a Vec<(ScoreMatrix, Distribution)>,
-    u64,
-);
+fn arm_stats(
+    a: &ArmInput,
+    p: &Plan,
+    ds: &[Distribution],
+    scores: &[Score],
+    cfg: &Bootstrap,
+) -> ArmStats {
+    let score_stats = scores
+        .iter()
+        .zip(&p.finals)
+        .map(|(s, k)| ScoreStats {
+            score: s.clone(),
+            mean: ds[*k].mean_estimate(cfg.level),
+            iqm: ds[*k].iqm_estimate(cfg.level),
+            strata: p.matrices[*k].strata.len(),
+            runs: p.matrices[*k].len(),
+        })
+        .collect();
+    let (gaps, audit) = audit_trend(p, ds, cfg);
+    let rounds = p
+        .rounds
+        .iter()
+        .enumerate()
+        .map(|(k, ids)| {
+            let scores: Vec<RoundScore> = scores
+                .iter()
+                .zip(ids)
+                .map(|(s, m)| RoundScore {
+                    score: s.clone(),
+                    mean: ds[*m].mean_estimate(cfg.level),
+                    iqm: ds[*m].iqm,
+                })
+                .collect();
+            let (overall, overall_iqm) = scores
+                .iter()
+                .find(|s| s.score == Score::Overall)
+                .map(|s| (s.mean, s.iqm))
+                .unwrap_or((
+                    Estimate {
+                        point: f64::NAN,
+                        lo: f64::NAN,
+                        hi: f64::NAN,
+                    },
+                    f64::NAN,
+                ));
+            RoundStats {
+                round: k + 1,
+                round_ids: a
+                    .rounds
+                    .get(k)
+                    .map(|r| r.iter().map(|(id, _)| id.clone()).collect())
+                    .unwrap_or_default(),
+                overall,
+                overall_iqm,
+                scores,
+                audit_gap: gaps.get(k).copied().flatten(),
+            }
+        })
+        .collect();
+    ArmStats {
+        label: a.label.clone(),
+        spec: a.spec.clone(),
+        members: a.members.clone(),
+        final_rounds: a.final_rounds.clone(),
+        scores: score_stats,
+        rounds,
+        audit,
+    }
+}
 
-fn pair(a: Side<'_>, b: Side<'_>, scores: &[Score], cfg: &Bootstrap) -> PairStats {
-    let (ia, (ma, da), ra, sa) = a;
-    let (ib, (mb, db), rb, sb) = b;
+/// The difference of means of two distributions, with its interval.
+fn difference(x: &Distribution, y: &Distribution, level: f64) -> Estimate {
+    let mut diffs: Vec<f64> = x.means.iter().zip(&y.means).map(|(p, q)| p - q).collect();
+    Estimate::from_dist(x.mean - y.mean, &mut diffs, level)
+}
+
+type Side<'a> = (&'a ArmInput, &'a Plan, &'a [Distribution]);
+
+fn pair(
+    a: Side<'_>,
+    b: Side<'_>,
+    pis: &[Vec<f64>],
+    scores: &[Score],
+    cfg: &Bootstrap,
+) -> PairStats {
+    let (ia, pa, da) = a;
+    let (ib, pb, db) = b;
     let mut out = Vec::with_capacity(scores.len());
     for (k, s) in scores.iter().enumerate() {
-        let p = if *s == Score::Overall {
-            pairwise(&ma[k], &mb[k], &da[k], &db[k], cfg, (sa, sb))
-        } else {
-            let mut diffs: Vec<f64> = da[k]
-                .means
-                .iter()
-                .zip(&db[k].means)
-                .map(|(x, y)| x - y)
-                .collect();
-            let difference = Estimate::from_dist(da[k].mean - db[k].mean, &mut diffs, cfg.level);
-            Pairwise {
-                difference,
-                improvement: Estimate {
-                    point: probability_of_improvement(&ma[k], &mb[k]),
-                    lo: f64::NAN,
-                    hi: f64::NAN,
-                },
-                verdict: Verdict::of(&difference),
-            }
-        };
+        let (x, y) = (pa.finals[k], pb.finals[k]);
+        let diff = difference(&da[x], &db[y], cfg.level);
+        let point = probability_of_improvement(&pa.matrices[x], &pb.matrices[y]);
+        let mut dist = pis.get(k).cloned().unwrap_or_default();
         out.push(PairScore {
             score: s.clone(),
-            pairwise: p,
+            pairwise: Pairwise {
+                difference: diff,
+                improvement: Estimate::from_dist(point, &mut dist, cfg.level),
+                verdict: Verdict::of(&diff),
+            },
         });
     }
     let verdict = out
         .first()
         .map(|p| p.pairwise.verdict.sentence(&ia.label, &ib.label))
         .unwrap_or_default();
-    let rounds = ra
+    let overall = scores.iter().position(|s| *s == Score::Overall);
+    let rounds = pa
+        .rounds
         .iter()
-        .zip(rb)
+        .zip(&pb.rounds)
         .enumerate()
-        .map(|(k, ((_, x), (_, y)))| {
-            let mut diffs: Vec<f64> = x.means.iter().zip(&y.means).map(|(p, q)| p - q).collect();
-            let difference = Estimate::from_dist(x.mean - y.mean, &mut diffs, cfg.level);
-            PairRound {
+        .filter_map(|(k, (ra, rb))| {
+            let o = overall?;
+            let difference = difference(&da[ra[o]], &db[rb[o]], cfg.level);
+            Some(PairRound {
                 round: k + 1,
                 difference,
                 verdict: Verdict::of(&difference),
-            }
+            })
         })
         .collect();
     PairStats {
@@ -520,30 +686,19 @@ fn pair(a: Side<'_>, b: Side<'_>, scores: &[Score], cfg: &Bootstrap) -> PairStat
 
 /// Per round the audit gap (gating − audit Overall) with its interval, and
 /// the slope of the gap over the audited rounds.
-fn audit_trend(
-    a: &ArmInput,
-    cfg: &Bootstrap,
-    stream: u64,
-) -> (Vec<Option<Estimate>>, Option<AuditTrend>) {
-    let mut gaps = Vec::with_capacity(a.audits.len());
+fn audit_trend(p: &Plan, ds: &[Distribution], cfg: &Bootstrap) -> Trend {
+    let mut gaps = Vec::with_capacity(p.audits.len());
     let mut xs = Vec::new();
     let mut dists: Vec<Vec<f64>> = Vec::new();
     let mut points = Vec::new();
     let mut protocol = BTreeSet::new();
-    for (k, round) in a.audits.iter().enumerate() {
-        if round.is_empty() {
+    for (k, round) in p.audits.iter().enumerate() {
+        let Some((g, x, protocols)) = round else {
             gaps.push(None);
             continue;
-        }
-        let gating = matrix(round.iter().map(|(g, _, _)| g), &Score::Overall);
-        let audit = matrix(round.iter().map(|(_, _, e)| e), &Score::Overall);
-        protocol.extend(round.iter().map(|(_, p, _)| p.clone()));
-        let dg = bootstrap(&[&gating], &[false], cfg, stream ^ round_key(k) ^ 0x6a7e)
-            .pop()
-            .expect("one distribution");
-        let dau = bootstrap(&[&audit], &[false], cfg, stream ^ round_key(k) ^ 0xa0d1)
-            .pop()
-            .expect("one distribution");
+        };
+        protocol.extend(protocols.iter().cloned());
+        let (dg, dau) = (&ds[*g], &ds[*x]);
         let dist: Vec<f64> = dg
             .means
             .iter()
@@ -564,9 +719,12 @@ fn audit_trend(
         return (gaps, None);
     }
     let slope_point = stats::slope(&xs, &points);
+    let mut ys = vec![0.0; dists.len()];
     let mut slopes: Vec<f64> = (0..cfg.resamples)
         .map(|r| {
-            let ys: Vec<f64> = dists.iter().map(|d| d[r]).collect();
+            for (y, d) in ys.iter_mut().zip(&dists) {
+                *y = d[r];
+            }
             stats::slope(&xs, &ys)
         })
         .collect();

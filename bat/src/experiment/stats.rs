@@ -28,28 +28,35 @@
 //!   `P(A > B) + P(B > A) = 1`.
 //!
 //! # Bootstrap
-//! A resample draws, for every stratum independently, as many runs as the
-//! stratum has, uniformly with replacement from its own runs
-//! ([`Scheme::Runs`], rliable's default stratified bootstrap). With
-//! [`Scheme::Tasks`] it first draws, within each track, as many tasks as the
-//! track has, with replacement, and then the runs of every drawn task; a
-//! task drawn twice counts twice. The statistic is recomputed on each of
-//! `resamples` resamples and the interval is the percentile interval: the
-//! `(1 − level)/2` and `(1 + level)/2` quantiles of those values, linearly
-//! interpolated between order statistics (numpy's default `percentile`).
+//! A resample redraws, for every stratum independently, in two levels: as
+//! many seeds as the stratum has, uniformly with replacement, then for each
+//! drawn seed as many of its repeats as it has, with replacement from that
+//! seed's own ([`Scheme::Runs`]). A seed is a run in rliable's sense (one
+//! independent training run); its repeats score the same policy and are
+//! not independent runs, so they are never pooled across seeds. When every
+//! seed has one repeat (a matrix whose rows are runs) this is exactly
+//! rliable's stratified bootstrap. With [`Scheme::Tasks`] each track's
+//! tasks are also drawn, as many as the track has, with replacement: a
+//! task drawn twice counts twice (with its one draw of runs). The
+//! statistic is recomputed on each of `resamples` resamples and the
+//! interval is the percentile interval: the `(1 − level)/2` and
+//! `(1 + level)/2` quantiles of those values, linearly interpolated
+//! between order statistics (numpy's default `percentile`).
 //!
 //! Two arms are resampled independently. A difference of means, its
 //! interval, and P(A > B)'s interval use resample `r` of arm A together with
 //! resample `r` of arm B. Under [`Scheme::Tasks`] the probability of
-//! improvement draws its tasks once per resample for the pair (so both
-//! directions see the same tasks) and each arm's runs from its own stream.
+//! improvement weights its strata by a draw of tasks made once per
+//! resample for the pair (so both directions see the same tasks). The
+//! engine is [`resample`].
 //!
 //! # Randomness
 //! Every resample has its own generator: SplitMix64 (Steele, Lea and
 //! Flood, 2014) seeded with `mix(seed, stream, r)`, where `seed` is the
 //! bootstrap seed given by the user, `stream` identifies the arm (in `bat
 //! compare`, a hash of its position on the command line, see
-//! [`stream_of`]) and `r` is the resample number;
+//! [`stream_of`], mixed with a hash of the matrix shape being drawn) and `r`
+//! is the resample number;
 //! `mix` is SplitMix64's own finalizer applied in turn. Integers below `n`
 //! come from Lemire's multiply-and-reject method, so they are exactly
 //! uniform. The same seed, arms and data therefore give the same intervals
@@ -69,8 +76,32 @@ pub struct Stratum {
     pub track: String,
     /// The task id.
     pub task: String,
-    /// Every recorded score of the task (seeds × repeats).
+    /// Every recorded score of the task (seeds × repeats), grouped by
+    /// seed.
     pub runs: Vec<f64>,
+    /// How many of `runs` each seed holds, in order; empty: every run is
+    /// a seed of its own (a matrix whose rows are runs, as rliable's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<usize>,
+}
+
+impl Stratum {
+    /// Each seed's runs as (first index, count); a seed with no run is
+    /// left out.
+    pub fn seed_spans(&self) -> Vec<(u32, u32)> {
+        if self.seeds.is_empty() || self.seeds.iter().sum::<usize>() != self.runs.len() {
+            return (0..self.runs.len() as u32).map(|i| (i, 1)).collect();
+        }
+        let mut at = 0u32;
+        let mut out = Vec::with_capacity(self.seeds.len());
+        for n in &self.seeds {
+            if *n > 0 {
+                out.push((at, *n as u32));
+            }
+            at += *n as u32;
+        }
+        out
+    }
 }
 
 /// One arm's scores for one quantity, by stratum.
@@ -100,7 +131,10 @@ impl ScoreMatrix {
     pub fn same_shape(&self, other: &ScoreMatrix) -> bool {
         self.strata.len() == other.strata.len()
             && self.strata.iter().zip(&other.strata).all(|(a, b)| {
-                a.track == b.track && a.task == b.task && a.runs.len() == b.runs.len()
+                a.track == b.track
+                    && a.task == b.task
+                    && a.runs.len() == b.runs.len()
+                    && a.seed_spans() == b.seed_spans()
             })
     }
 }
@@ -109,9 +143,10 @@ impl ScoreMatrix {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scheme {
-    /// Runs within each (track, task) stratum (rliable's default).
+    /// Within each (track, task) stratum: seeds (runs), then each drawn
+    /// seed's repeats (rliable's stratified bootstrap, a seed as a run).
     Runs,
-    /// Tasks within each track, then runs within each drawn task.
+    /// Tasks within each track as well, then as [`Scheme::Runs`].
     Tasks,
 }
 
@@ -175,7 +210,7 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// The point with the percentile interval of `dist` (sorted in place).
+    /// The point with the percentile interval of `dist` (reordered).
     pub fn from_dist(point: f64, dist: &mut [f64], level: f64) -> Estimate {
         let (lo, hi) = percentile_interval(dist, level);
         Estimate { point, lo, hi }
@@ -312,21 +347,30 @@ pub fn probability_of_improvement(a: &ScoreMatrix, b: &ScoreMatrix) -> f64 {
         / pairs.len() as f64
 }
 
-/// The `(1 − level)/2` and `(1 + level)/2` quantiles of `dist` (sorted in
+/// The `(1 − level)/2` and `(1 + level)/2` quantiles of `dist` (reordered
 /// place), interpolated linearly; `(NaN, NaN)` for an empty one.
 pub fn percentile_interval(dist: &mut [f64], level: f64) -> (f64, f64) {
     if dist.is_empty() {
         return (f64::NAN, f64::NAN);
     }
-    dist.sort_by(f64::total_cmp);
-    let q = |p: f64| -> f64 {
+    // Two order statistics per quantile, found by selection (linear time)
+    // rather than a full sort: the same values a sort would give.
+    let mut q = |p: f64| -> f64 {
         let pos = p * (dist.len() - 1) as f64;
         let lo = pos.floor() as usize;
-        let hi = (lo + 1).min(dist.len() - 1);
+        let (_, x, rest) = dist.select_nth_unstable_by(lo, f64::total_cmp);
+        let x = *x;
+        let y = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(x);
         let frac = pos - lo as f64;
-        dist[lo] + (dist[hi] - dist[lo]) * frac
+        if frac == 0.0 {
+            x
+        } else {
+            x + (y - x) * frac
+        }
     };
-    (q((1.0 - level) / 2.0), q((1.0 + level) / 2.0))
+    let low = q((1.0 - level) / 2.0);
+    let high = q((1.0 + level) / 2.0);
+    (low, high)
 }
 
 // ---------------------------------------------------------------- randomness
@@ -390,79 +434,8 @@ pub fn stream_of<'a>(names: impl IntoIterator<Item = &'a str>) -> u64 {
 
 // ---------------------------------------------------------------- resampling
 
-/// The shape of a matrix, for drawing resamples: where each stratum's runs
-/// start in the flattened order, and which strata share a track.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    offsets: Vec<usize>,
-    sizes: Vec<usize>,
-    tracks: Vec<Vec<usize>>,
-    cells: usize,
-}
-
-impl Layout {
-    /// The layout of `m`.
-    pub fn of(m: &ScoreMatrix) -> Layout {
-        let mut offsets = Vec::with_capacity(m.strata.len());
-        let mut sizes = Vec::with_capacity(m.strata.len());
-        let mut tracks: Vec<(String, Vec<usize>)> = Vec::new();
-        let mut at = 0;
-        for (i, s) in m.strata.iter().enumerate() {
-            offsets.push(at);
-            sizes.push(s.runs.len());
-            at += s.runs.len();
-            match tracks.iter_mut().find(|(t, _)| *t == s.track) {
-                Some((_, v)) => v.push(i),
-                None => tracks.push((s.track.clone(), vec![i])),
-            }
-        }
-        Layout {
-            offsets,
-            sizes,
-            tracks: tracks.into_iter().map(|(_, v)| v).collect(),
-            cells: at,
-        }
-    }
-
-    /// How many scores a matrix of this layout has.
-    pub fn cells(&self) -> usize {
-        self.cells
-    }
-
-    /// Draw resample `rng`'s multiplicity of every cell into `counts`
-    /// (zeroed first); returns the total.
-    pub fn draw(&self, scheme: Scheme, rng: &mut SplitMix64, counts: &mut [u32]) -> u32 {
-        counts.iter_mut().for_each(|c| *c = 0);
-        let mut total = 0u32;
-        let mut runs_of = |s: usize, rng: &mut SplitMix64, counts: &mut [u32]| {
-            let n = self.sizes[s];
-            if n == 0 {
-                return;
-            }
-            for _ in 0..n {
-                let k = rng.below(n as u64) as usize;
-                counts[self.offsets[s] + k] += 1;
-            }
-            total += n as u32;
-        };
-        match scheme {
-            Scheme::Runs => {
-                for s in 0..self.sizes.len() {
-                    runs_of(s, rng, counts);
-                }
-            }
-            Scheme::Tasks => {
-                for track in &self.tracks {
-                    for _ in 0..track.len() {
-                        let s = track[rng.below(track.len() as u64) as usize];
-                        runs_of(s, rng, counts);
-                    }
-                }
-            }
-        }
-        total
-    }
-}
+pub mod resample;
+pub use resample::{resample, ArmRequest, PairRequest, Resampled, Shape};
 
 /// What [`bootstrap`] computes for one matrix: its point estimates and the
 /// statistic of every resample (unsorted, resample order).
@@ -491,8 +464,8 @@ impl Distribution {
 }
 
 /// Bootstrap several quantities of one arm: those of one shape (the same
-/// strata with the same run counts — built from the same cells) share
-/// their draws; each other shape is resampled on its own layout.
+/// strata, seeds and run counts — built from the same cells) share their
+/// draws; each other shape is resampled on its own.
 /// `with_iqm[i]` says whether the IQM of matrix `i` is resampled too (it
 /// costs a second pass). One [`Distribution`] per matrix, in order.
 pub fn bootstrap(
@@ -501,113 +474,16 @@ pub fn bootstrap(
     cfg: &Bootstrap,
     stream: u64,
 ) -> Vec<Distribution> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, m) in matrices.iter().enumerate() {
-        match groups.iter_mut().find(|g| matrices[g[0]].same_shape(m)) {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
-    let mut out: Vec<Option<Distribution>> = (0..matrices.len()).map(|_| None).collect();
-    for g in groups {
-        let ms: Vec<&ScoreMatrix> = g.iter().map(|&i| matrices[i]).collect();
-        let ws: Vec<bool> = g
-            .iter()
-            .map(|&i| with_iqm.get(i).copied().unwrap_or(false))
-            .collect();
-        for (i, d) in g.into_iter().zip(bootstrap_shape(&ms, &ws, cfg, stream)) {
-            out[i] = Some(d);
-        }
-    }
-    out.into_iter()
-        .map(|d| d.expect("every matrix is in one group"))
-        .collect()
-}
-
-/// [`bootstrap`] of matrices of one shape: one draw per resample serves all.
-fn bootstrap_shape(
-    matrices: &[&ScoreMatrix],
-    with_iqm: &[bool],
-    cfg: &Bootstrap,
-    stream: u64,
-) -> Vec<Distribution> {
-    let Some(first) = matrices.first() else {
-        return Vec::new();
+    let req = ArmRequest {
+        matrices: matrices.to_vec(),
+        iqm: with_iqm.to_vec(),
+        stream,
     };
-    let layout = Layout::of(first);
-    let flat: Vec<Vec<f64>> = matrices.iter().map(|m| m.values().collect()).collect();
-    // Each quantity's cells in ascending order of score, for the IQM walk.
-    let orders: Vec<Option<Vec<usize>>> = flat
-        .iter()
-        .zip(with_iqm)
-        .map(|(v, want)| {
-            want.then(|| {
-                let mut o: Vec<usize> = (0..v.len()).collect();
-                o.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
-                o
-            })
-        })
-        .collect();
-    let mut out: Vec<Distribution> = matrices
-        .iter()
-        .zip(with_iqm)
-        .map(|(m, want)| Distribution {
-            mean: mean(m),
-            iqm: iqm(m),
-            means: Vec::with_capacity(cfg.resamples),
-            iqms: if *want {
-                Vec::with_capacity(cfg.resamples)
-            } else {
-                Vec::new()
-            },
-        })
-        .collect();
-    let mut counts = vec![0u32; layout.cells()];
-    for r in 0..cfg.resamples {
-        let mut rng = SplitMix64::for_resample(cfg.seed, stream, r as u64);
-        let total = layout.draw(cfg.scheme, &mut rng, &mut counts);
-        for ((d, v), order) in out.iter_mut().zip(&flat).zip(&orders) {
-            if total == 0 {
-                d.means.push(f64::NAN);
-                if order.is_some() {
-                    d.iqms.push(f64::NAN);
-                }
-                continue;
-            }
-            let s: f64 = counts.iter().zip(v).map(|(c, x)| f64::from(*c) * x).sum();
-            d.means.push(s / f64::from(total));
-            if let Some(order) = order {
-                d.iqms.push(weighted_trimmed_mean(order, v, &counts, total));
-            }
-        }
-    }
-    out
-}
-
-/// The 25% trimmed mean of a multiset given by `counts` over values `v`,
-/// walking the cells in ascending order `order`: ranks `cut..total − cut`
-/// are kept, `cut = floor(total / 4)`.
-fn weighted_trimmed_mean(order: &[usize], v: &[f64], counts: &[u32], total: u32) -> f64 {
-    let cut = total / 4;
-    let (lo, hi) = (cut, total - cut);
-    let mut at = 0u32;
-    let mut sum = 0.0;
-    for &i in order {
-        let c = counts[i];
-        if c == 0 {
-            continue;
-        }
-        let (start, end) = (at, at + c);
-        at = end;
-        let kept = end.min(hi).saturating_sub(start.max(lo));
-        if kept > 0 {
-            sum += f64::from(kept) * v[i];
-        }
-        if at >= hi {
-            break;
-        }
-    }
-    sum / f64::from(hi - lo)
+    resample(&[req], &[], cfg, &mut |_| true)
+        .expect("nothing asks to stop")
+        .arms
+        .pop()
+        .expect("one arm in, one arm out")
 }
 
 /// A pairwise comparison of one quantity.
@@ -643,87 +519,34 @@ pub fn pairwise(
     }
 }
 
-/// P(A > B) on every resample: runs of each shared stratum redrawn from
-/// each arm's own stream (as in its marginal bootstrap under
-/// [`Scheme::Runs`]); under [`Scheme::Tasks`] the strata are weighted by a
-/// draw, within each track, from a stream both directions share.
+/// P(A > B) on every resample, with each arm's runs drawn as in its own
+/// [`bootstrap`] (streams `sa`, `sb`); under [`Scheme::Tasks`] the strata
+/// are weighted by a draw, within each track, from a stream both
+/// directions share. Empty when the arms share no stratum.
 pub fn improvement_dist(
     a: &ScoreMatrix,
     b: &ScoreMatrix,
     cfg: &Bootstrap,
     (sa, sb): (u64, u64),
 ) -> Vec<f64> {
-    let pairs = shared_strata(a, b);
-    if pairs.is_empty() {
+    if shared_strata(a, b).is_empty() {
         return Vec::new();
     }
-    let (la, lb) = (Layout::of(a), Layout::of(b));
-    // Per shared stratum, the comparison of every run pair.
-    let cmp: Vec<Vec<f64>> = pairs
-        .iter()
-        .map(|(i, j)| {
-            let (ra, rb) = (&a.strata[*i].runs, &b.strata[*j].runs);
-            ra.iter()
-                .flat_map(|x| rb.iter().map(move |y| cmp_half(*x, *y)))
-                .collect()
-        })
-        .collect();
-    // Tracks of the shared strata, for the tasks scheme.
-    let mut tracks: Vec<(&str, Vec<usize>)> = Vec::new();
-    for (k, (i, _)) in pairs.iter().enumerate() {
-        let t = a.strata[*i].track.as_str();
-        match tracks.iter_mut().find(|(x, _)| *x == t) {
-            Some((_, v)) => v.push(k),
-            None => tracks.push((t, vec![k])),
-        }
-    }
-    let shared_stream = sa ^ sb ^ 0x05ee_d0f7_a5c5;
-    let (mut ca, mut cb) = (vec![0u32; la.cells()], vec![0u32; lb.cells()]);
-    let mut weights = vec![0u32; pairs.len()];
-    let mut out = Vec::with_capacity(cfg.resamples);
-    for r in 0..cfg.resamples {
-        let mut ra = SplitMix64::for_resample(cfg.seed, sa, r as u64);
-        let mut rb = SplitMix64::for_resample(cfg.seed, sb, r as u64);
-        la.draw(Scheme::Runs, &mut ra, &mut ca);
-        lb.draw(Scheme::Runs, &mut rb, &mut cb);
-        match cfg.scheme {
-            Scheme::Runs => weights.iter_mut().for_each(|w| *w = 1),
-            Scheme::Tasks => {
-                weights.iter_mut().for_each(|w| *w = 0);
-                let mut rs = SplitMix64::for_resample(cfg.seed, shared_stream, r as u64);
-                for (_, ks) in &tracks {
-                    for _ in 0..ks.len() {
-                        weights[ks[rs.below(ks.len() as u64) as usize]] += 1;
-                    }
-                }
-            }
-        }
-        let (mut acc, mut wsum) = (0.0, 0u32);
-        for (k, (i, j)) in pairs.iter().enumerate() {
-            if weights[k] == 0 {
-                continue;
-            }
-            let (oa, na) = (la.offsets[*i], la.sizes[*i]);
-            let (ob, nb) = (lb.offsets[*j], lb.sizes[*j]);
-            let mut u = 0.0;
-            for x in 0..na {
-                let cx = ca[oa + x];
-                if cx == 0 {
-                    continue;
-                }
-                let row = &cmp[k][x * nb..(x + 1) * nb];
-                let mut s = 0.0;
-                for (y, c) in row.iter().enumerate() {
-                    s += c * f64::from(cb[ob + y]);
-                }
-                u += f64::from(cx) * s;
-            }
-            acc += f64::from(weights[k]) * u / (na * nb) as f64;
-            wsum += weights[k];
-        }
-        out.push(acc / f64::from(wsum.max(1)));
-    }
-    out
+    let arm = |m, stream| ArmRequest {
+        matrices: vec![m],
+        iqm: vec![false],
+        stream,
+    };
+    let pair = PairRequest {
+        a: 0,
+        b: 1,
+        items: vec![(0, 0)],
+    };
+    resample(&[arm(a, sa), arm(b, sb)], &[pair], cfg, &mut |_| true)
+        .expect("nothing asks to stop")
+        .pairs
+        .swap_remove(0)
+        .swap_remove(0)
 }
 
 /// The least-squares slope of `y` over `x` (`NaN` with fewer than two

@@ -1,6 +1,6 @@
 //! Arm scores with confidence intervals, as rows: for each arm (an arm
-//! group: one branch, a glob or a comma list, its branches the seeds), the
-//! Overall of the checkpoint after each round and its audit gap, every
+//! group: one branch, a glob or a comma list, its branches the seeds),
+//! every score of the checkpoint after each round and its audit gap, every
 //! score of the final checkpoint, and the slope of the audit gap over
 //! rounds, each with its mean, interval and the bootstrap that made it.
 //! The statistics are [`crate::experiment`]'s (the same numbers as
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::experiment::arms::resolve_str;
 use crate::experiment::cells::gather;
-use crate::experiment::compare::{compare_inputs, ArmInput};
+use crate::experiment::compare::{arm_statistics, audit_trends, ArmInput};
 use crate::experiment::stats::{Bootstrap, Estimate};
 use crate::experiment::ExperimentError;
 
@@ -59,8 +59,9 @@ pub struct ArmScoreRow {
     pub iqm: Option<f64>,
     /// Scores pooled (seeds × repeats × strata), final scores only.
     pub runs: Option<i64>,
-    /// The resampling scheme (`runs`: within each (track, task) stratum;
-    /// `tasks`: tasks within tracks as well).
+    /// The resampling scheme (`runs`: within each (track, task) stratum,
+    /// seeds, then each drawn seed's repeats; `tasks`: tasks within
+    /// tracks as well).
     pub scheme: String,
     /// Bootstrap resamples.
     pub resamples: i64,
@@ -104,7 +105,7 @@ pub fn arm_scores(
     if inputs.is_empty() {
         return Ok(Vec::new());
     }
-    let exp = compare_inputs(&inputs, cfg, ctx)?;
+    let exp = arm_statistics(&inputs, cfg, ctx)?;
     let mut out = Vec::new();
     for a in &exp.arms {
         let members = a.members.join(",");
@@ -131,14 +132,16 @@ pub fn arm_scores(
         };
         for r in &a.rounds {
             let ids = Some(r.round_ids.join(","));
-            out.push(row(
-                Some(r.round),
-                ids.clone(),
-                "overall".into(),
-                &r.overall,
-                Some(r.overall_iqm),
-                None,
-            ));
+            for s in &r.scores {
+                out.push(row(
+                    Some(r.round),
+                    ids.clone(),
+                    s.score.name(),
+                    &s.mean,
+                    Some(s.iqm),
+                    None,
+                ));
+            }
             if let Some(g) = &r.audit_gap {
                 out.push(row(Some(r.round), ids, "audit_gap".into(), g, None, None));
             }
@@ -165,4 +168,44 @@ pub fn arm_scores(
         }
     }
     Ok(out)
+}
+
+/// Only the `audit_gap_slope` rows of `arms` (one per arm with at least two
+/// audited rounds): the same numbers as [`arm_scores`]' slope rows, at a
+/// fraction of the cost (what `bat log` shows).
+pub fn audit_slopes(
+    ledger: &Ledger,
+    arms: &[String],
+    cfg: &Bootstrap,
+    ctx: &crate::Ctx,
+) -> Result<Vec<ArmScoreRow>, ExperimentError> {
+    let mut inputs = Vec::with_capacity(arms.len());
+    for spec in arms {
+        let group = resolve_str(ledger, spec)?;
+        inputs.push(ArmInput::from_cells(&gather(ledger, &group)?));
+    }
+    let trends = audit_trends(&inputs, cfg, ctx)?;
+    Ok(inputs
+        .iter()
+        .zip(trends)
+        .filter_map(|(a, (_, t))| {
+            let t = t?;
+            Some(ArmScoreRow {
+                arm: a.label.clone(),
+                members: a.members.join(","),
+                round: None,
+                round_ids: None,
+                score: "audit_gap_slope".into(),
+                mean: finite(t.slope.point),
+                ci_low: finite(t.slope.lo),
+                ci_high: finite(t.slope.hi),
+                iqm: None,
+                runs: None,
+                scheme: cfg.scheme.as_str().to_string(),
+                resamples: cfg.resamples as i64,
+                seed: cfg.seed,
+                level: cfg.level,
+            })
+        })
+        .collect())
 }

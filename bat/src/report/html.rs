@@ -325,11 +325,14 @@ pub fn collect(
     })
 }
 
-/// Per-round Overall of each arm group: the mean over its seeds as the
+/// Per-round `score` of each arm group: the mean over its seeds as the
 /// line, the bootstrap interval as a band.
-fn arm_band_plot(rows: &[ArmScoreRow]) -> Plot {
+fn arm_band_plot(rows: &[ArmScoreRow], score: &str) -> Plot {
     let mut series: Vec<Series> = Vec::new();
-    for r in rows.iter().filter(|r| r.score == "overall") {
+    for r in rows
+        .iter()
+        .filter(|r| r.score == score && r.round.is_some())
+    {
         let (Some(round), Some(mean)) = (r.round, r.mean) else {
             continue;
         };
@@ -359,9 +362,15 @@ fn arm_band_plot(rows: &[ArmScoreRow]) -> Plot {
             s.band.push((x, lo, hi));
         }
     }
+    let name = if score == "overall" { "Overall" } else { score };
     Plot {
-        id: "plot-arms-overall".into(),
-        title: "Overall per round: mean over each arm's seeds, with its confidence interval".into(),
+        id: format!(
+            "plot-arms-{}",
+            score.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+        ),
+        title: format!(
+            "{name} per round: mean over each arm's seeds, with its confidence interval"
+        ),
         y_ticks: None,
         series,
         empty_note: "no evaluation cells to resample".into(),
@@ -417,7 +426,19 @@ fn arms_section(d: &ReportData, out: &mut String) {
         b.resamples,
         b.seed
     );
-    svg::render(&arm_band_plot(rows), out);
+    // Overall first, then every other score in the rows' order.
+    let mut scores: Vec<&str> = vec!["overall"];
+    for r in rows
+        .iter()
+        .filter(|r| r.round.is_some() && r.score != "audit_gap")
+    {
+        if !scores.contains(&r.score.as_str()) {
+            scores.push(&r.score);
+        }
+    }
+    for score in scores {
+        svg::render(&arm_band_plot(rows, score), out);
+    }
     out.push_str("</div>");
     let slopes: Vec<&ArmScoreRow> = rows
         .iter()

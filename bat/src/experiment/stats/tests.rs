@@ -9,6 +9,7 @@ fn matrix(strata: &[(&str, &str, &[f64])]) -> ScoreMatrix {
                 track: t.to_string(),
                 task: k.to_string(),
                 runs: r.to_vec(),
+                seeds: Vec::new(),
             })
             .collect(),
     }
@@ -84,8 +85,8 @@ fn splitmix_matches_the_published_sequence_and_below_is_in_range() {
 #[test]
 fn resampled_trimmed_mean_equals_the_expanded_multiset() {
     let v: [f64; 7] = [0.3, 0.1, 0.9, 0.5, 0.5, 0.2, 0.8];
-    let mut order: Vec<usize> = (0..v.len()).collect();
-    order.sort_by(|a, b| v[*a].total_cmp(&v[*b]));
+    let mut order: Vec<u32> = (0..v.len() as u32).collect();
+    order.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
     let mut g = SplitMix64::for_resample(1, 2, 3);
     for _ in 0..200 {
         let counts: Vec<u32> = (0..v.len()).map(|_| g.below(4) as u32).collect();
@@ -99,7 +100,7 @@ fn resampled_trimmed_mean_equals_the_expanded_multiset() {
             .flat_map(|(c, x)| std::iter::repeat_n(*x, *c as usize))
             .collect();
         let want = trimmed_mean(&mut expanded);
-        let got = weighted_trimmed_mean(&order, &v, &counts, total);
+        let got = resample::weighted_trimmed_mean(&order, &v, &counts, total);
         assert!((want - got).abs() < 1e-12, "{counts:?}: {want} vs {got}");
     }
 }
@@ -111,21 +112,56 @@ fn tasks_scheme_draws_whole_tracks() {
         ("a", "t2", &[1.0, 1.0]),
         ("b", "t3", &[0.5]),
     ]);
-    let layout = Layout::of(&m);
-    let mut counts = vec![0; layout.cells()];
+    let shape = Shape::of(&m);
+    let (mut runs, mut weight) = (vec![0; shape.cells()], vec![0; 3]);
     let mut spread = Vec::new();
     for r in 0..200 {
         let mut g = SplitMix64::for_resample(0, 9, r);
-        let total = layout.draw(Scheme::Tasks, &mut g, &mut counts);
-        assert_eq!(total, 5, "two tasks of two runs in track a, one in b");
-        assert_eq!(counts[4], 1);
-        spread.push(counts[0] + counts[1]);
+        shape.draw(Scheme::Tasks, &mut g, &mut runs, &mut weight);
+        assert_eq!(weight[0] + weight[1], 2, "two tasks drawn in track a");
+        assert_eq!(weight[2], 1);
+        assert_eq!(runs[0] + runs[1], 2, "every stratum's runs are drawn");
+        assert_eq!(runs[4], 1);
+        spread.push(weight[0]);
         let mut g = SplitMix64::for_resample(0, 9, r);
-        assert_eq!(layout.draw(Scheme::Runs, &mut g, &mut counts), 5);
-        assert_eq!(counts[0] + counts[1], 2);
+        shape.draw(Scheme::Runs, &mut g, &mut runs, &mut weight);
+        assert_eq!(weight, [1, 1, 1]);
+        assert_eq!(runs.iter().sum::<u32>(), 5);
     }
     // Under the tasks scheme t1 is drawn 0, 1 or 2 times.
-    assert!(spread.contains(&0) && spread.contains(&2) && spread.contains(&4));
+    assert!(spread.contains(&0) && spread.contains(&1) && spread.contains(&2));
+}
+
+#[test]
+fn seeds_are_drawn_before_their_repeats() {
+    // Two seeds of three repeats each: a resample holds whole seeds' worth
+    // of runs, three from each drawn seed.
+    let m = ScoreMatrix {
+        strata: vec![Stratum {
+            track: "a".into(),
+            task: "t".into(),
+            runs: vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+            seeds: vec![3, 3],
+        }],
+    };
+    let shape = Shape::of(&m);
+    let (mut runs, mut weight) = (vec![0; 6], vec![0; 1]);
+    let mut both = [0; 3];
+    for r in 0..300 {
+        let mut g = SplitMix64::for_resample(4, 5, r);
+        shape.draw(Scheme::Runs, &mut g, &mut runs, &mut weight);
+        let first: u32 = runs[..3].iter().sum();
+        let second: u32 = runs[3..].iter().sum();
+        assert_eq!(first + second, 6);
+        assert_eq!(first % 3, 0, "{runs:?}");
+        both[(first / 3) as usize] += 1;
+    }
+    assert!(both.iter().all(|c| *c > 40), "{both:?}");
+    // The interval of the mean spans the two seeds' means (0 and 1), which
+    // pooling the six runs as independent would not.
+    let c = cfg(2000);
+    let e = bootstrap(&[&m], &[false], &c, 1)[0].mean_estimate(0.95);
+    assert_eq!((e.lo, e.hi), (0.0, 1.0), "{e:?}");
 }
 
 #[test]
@@ -179,6 +215,7 @@ fn arb_matrix(runs: std::ops::Range<usize>) -> impl Strategy<Value = ScoreMatrix
                         track: if i % 2 == 0 { "a".into() } else { "b".into() },
                         task: format!("t{i}"),
                         runs: r.into_iter().map(|x| f64::from(x) / 20.0).collect(),
+                        seeds: Vec::new(),
                     })
                     .collect(),
             }
@@ -231,6 +268,7 @@ proptest! {
         let make = |k: usize| ScoreMatrix { strata: base.iter().enumerate().map(|(i, r)| Stratum {
             track: "a".into(), task: format!("t{i}"),
             runs: r.iter().cycle().take(2 * k).map(|x| f64::from(*x) / 20.0).collect(),
+            seeds: Vec::new(),
         }).collect() };
         let c = Bootstrap { resamples: 2000, ..Bootstrap::default() };
         let few = bootstrap(&[&make(1)], &[false], &c, 1)[0].mean_estimate(0.95);

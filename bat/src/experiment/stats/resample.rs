@@ -1,0 +1,552 @@
+//! The bootstrap engine: every quantity of every arm and the probability
+//! of improvement of every pair, resample by resample, in one pass.
+//!
+//! Within one arm, matrices of one shape (the same strata, the same seeds
+//! with the same repeat counts) share their draws: the final checkpoint
+//! and every round's checkpoint of an arm usually have one shape, so one
+//! draw per resample serves every score at every round. Each shape is a
+//! *group* with its own generator stream, derived from the arm's stream
+//! and the shape, so the same shape gets the same draws whatever else is
+//! resampled with it.
+//!
+//! Per resample and group the engine draws integer multiplicities of every
+//! cell ([`Shape::draw`]); a mean is then the sum of those counts times
+//! the cells' scores (all of a group's matrices at once, cell by cell), an IQM a walk over the cells in ascending order
+//! ([`weighted_trimmed_mean`]), and P(A > B) of a stratum the
+//! Mann–Whitney count of the drawn runs, found from prefix sums of B's
+//! counts in B's sorted order at ranks computed once ([`PairStratum`]): no
+//! sorting and no allocation inside the resample loop.
+
+use super::{iqm, mean, Bootstrap, Distribution, Scheme, ScoreMatrix, SplitMix64};
+
+/// The shape of a matrix, for drawing: each stratum's first cell in the
+/// flattened order and its seeds as (first run, run count) within it, and
+/// which strata share a track.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    offsets: Vec<usize>,
+    seeds: Vec<Vec<(u32, u32)>>,
+    tracks: Vec<Vec<usize>>,
+    cells: usize,
+}
+
+impl Shape {
+    /// The shape of `m` (a stratum without `seeds` has one seed per run).
+    pub fn of(m: &ScoreMatrix) -> Shape {
+        let mut offsets = Vec::with_capacity(m.strata.len());
+        let mut seeds = Vec::with_capacity(m.strata.len());
+        let mut tracks: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut at = 0;
+        for (i, s) in m.strata.iter().enumerate() {
+            offsets.push(at);
+            seeds.push(s.seed_spans());
+            at += s.runs.len();
+            match tracks.iter_mut().find(|(t, _)| *t == s.track) {
+                Some((_, v)) => v.push(i),
+                None => tracks.push((&s.track, vec![i])),
+            }
+        }
+        Shape {
+            offsets,
+            seeds,
+            tracks: tracks.into_iter().map(|(_, v)| v).collect(),
+            cells: at,
+        }
+    }
+
+    /// How many cells.
+    pub fn cells(&self) -> usize {
+        self.cells
+    }
+
+    /// Draw one resample. `runs` gets every cell's multiplicity from the
+    /// two-level draw inside its stratum (as many seeds as the stratum has,
+    /// with replacement; then, for each drawn seed, as many of its repeats
+    /// as it has, with replacement); a seed with one run needs no second
+    /// draw, so a stratum of single-run seeds is rliable's stratified
+    /// draw. `weight` gets each stratum's multiplicity: 1 under
+    /// [`Scheme::Runs`]; under [`Scheme::Tasks`] drawn after the runs,
+    /// within each track, as many strata as the track has.
+    pub fn draw(&self, scheme: Scheme, rng: &mut SplitMix64, runs: &mut [u32], weight: &mut [u32]) {
+        runs.iter_mut().for_each(|c| *c = 0);
+        for (s, seeds) in self.seeds.iter().enumerate() {
+            let base = self.offsets[s];
+            let g = seeds.len();
+            for _ in 0..g {
+                let (start, n) = if g == 1 {
+                    seeds[0]
+                } else {
+                    seeds[rng.below(g as u64) as usize]
+                };
+                let first = base + start as usize;
+                if n == 1 {
+                    runs[first] += 1;
+                } else {
+                    for _ in 0..n {
+                        runs[first + rng.below(u64::from(n)) as usize] += 1;
+                    }
+                }
+            }
+        }
+        match scheme {
+            Scheme::Runs => weight.iter_mut().for_each(|w| *w = 1),
+            Scheme::Tasks => {
+                weight.iter_mut().for_each(|w| *w = 0);
+                for track in &self.tracks {
+                    for _ in 0..track.len() {
+                        weight[track[rng.below(track.len() as u64) as usize]] += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One arm's request: its matrices and which of them get an IQM interval.
+#[derive(Debug, Clone)]
+pub struct ArmRequest<'a> {
+    /// The matrices (any shapes).
+    pub matrices: Vec<&'a ScoreMatrix>,
+    /// Per matrix: resample its IQM too.
+    pub iqm: Vec<bool>,
+    /// The arm's generator stream.
+    pub stream: u64,
+}
+
+/// One pair's request: P(A > B) on matrix `items[k].0` of arm `a` against
+/// matrix `items[k].1` of arm `b`.
+#[derive(Debug, Clone)]
+pub struct PairRequest {
+    /// Arm A's index.
+    pub a: usize,
+    /// Arm B's index.
+    pub b: usize,
+    /// (matrix of A, matrix of B) pairs.
+    pub items: Vec<(usize, usize)>,
+}
+
+/// What [`resample`] computes.
+#[derive(Debug, Clone)]
+pub struct Resampled {
+    /// Per arm, per matrix (in request order).
+    pub arms: Vec<Vec<Distribution>>,
+    /// Per pair, per item: P(A > B) on every resample.
+    pub pairs: Vec<Vec<Vec<f64>>>,
+}
+
+/// The generator stream of the group of matrices shaped like `m` in an arm
+/// with stream `stream`: the arm's stream mixed with a hash of the shape
+/// (strata and seed spans), so a shape draws the same resamples whatever
+/// else is asked of the arm.
+fn group_stream(stream: u64, m: &ScoreMatrix) -> u64 {
+    let mut words: Vec<String> = Vec::with_capacity(2 * m.strata.len());
+    for s in &m.strata {
+        words.push(format!("{}\u{1}{}", s.track, s.task));
+        let spans: Vec<String> = s
+            .seed_spans()
+            .iter()
+            .map(|(a, n)| format!("{a}+{n}"))
+            .collect();
+        words.push(spans.join(","));
+    }
+    stream ^ super::stream_of(words.iter().map(String::as_str))
+}
+
+/// A group: matrices of one shape, and where they are in the request.
+struct Group {
+    shape: Shape,
+    members: Vec<usize>,
+    flat: Vec<Vec<f64>>,
+    /// The members' scores cell by cell (`rows[cell × members + k]`), so a
+    /// resample's sums run over the members, contiguous, for each drawn
+    /// cell (vectorized, and drawn-zero cells skipped).
+    rows: Vec<f64>,
+    orders: Vec<Option<Vec<u32>>>,
+    stream: u64,
+}
+
+impl Group {
+    fn fill_rows(&mut self) {
+        let m = self.members.len();
+        self.rows = vec![0.0; self.shape.cells * m];
+        for (k, v) in self.flat.iter().enumerate() {
+            for (cell, x) in v.iter().enumerate() {
+                self.rows[cell * m + k] = *x;
+            }
+        }
+    }
+}
+
+/// The group of each matrix of one arm, as (group, position in it), and
+/// the matrices that repeat an earlier one of their group bit for bit
+/// (the final checkpoint is its last round's; a held round keeps the
+/// checkpoint before it) as (matrix, the earlier matrix): those are
+/// resampled once.
+type Grouping = (Vec<Group>, Vec<(usize, usize)>, Vec<(usize, usize)>);
+
+fn groups(req: &ArmRequest<'_>) -> Grouping {
+    let mut out: Vec<Group> = Vec::new();
+    let mut at = Vec::with_capacity(req.matrices.len());
+    let mut aliases = Vec::new();
+    for (i, m) in req.matrices.iter().enumerate() {
+        let g = match out
+            .iter()
+            .position(|g| req.matrices[g.members[0]].same_shape(m))
+        {
+            Some(g) => g,
+            None => {
+                out.push(Group {
+                    shape: Shape::of(m),
+                    members: Vec::new(),
+                    flat: Vec::new(),
+                    rows: Vec::new(),
+                    orders: Vec::new(),
+                    stream: group_stream(req.stream, m),
+                });
+                out.len() - 1
+            }
+        };
+        let v: Vec<f64> = m.values().collect();
+        let wants_iqm = req.iqm.get(i).copied().unwrap_or(false);
+        let same = out[g].members.iter().zip(&out[g].flat).position(|(j, w)| {
+            (!wants_iqm || req.iqm.get(*j).copied().unwrap_or(false))
+                && w.len() == v.len()
+                && w.iter().zip(&v).all(|(x, y)| x.to_bits() == y.to_bits())
+        });
+        if let Some(k) = same {
+            at.push((g, k));
+            aliases.push((i, out[g].members[k]));
+            continue;
+        }
+        let order = wants_iqm.then(|| {
+            let mut o: Vec<u32> = (0..v.len() as u32).collect();
+            o.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
+            o
+        });
+        at.push((g, out[g].members.len()));
+        out[g].members.push(i);
+        out[g].flat.push(v);
+        out[g].orders.push(order);
+    }
+    out.iter_mut().for_each(Group::fill_rows);
+    (out, at, aliases)
+}
+
+/// One shared stratum of a pair item, ranked once: A's cells in ascending
+/// order of score with, for each, how many of B's runs are lower (`lt`)
+/// and lower or equal (`le`); B's cells in ascending order.
+struct PairStratum {
+    /// A's cells in ascending order, each with B's `lt` and `le` counts.
+    a: Vec<(u32, u32, u32)>,
+    b_cells: Vec<u32>,
+    track: usize,
+}
+
+/// The ranked shared strata of A's matrix `ma` and B's `mb`, and their
+/// tracks (by A's track names) for the tasks scheme.
+fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
+    let (oa, ob) = (offsets(ma), offsets(mb));
+    let mut tracks: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for (i, j) in super::shared_strata(ma, mb) {
+        let (ra, rb) = (&ma.strata[i].runs, &mb.strata[j].runs);
+        let mut a_idx: Vec<usize> = (0..ra.len()).collect();
+        a_idx.sort_by(|x, y| ra[*x].total_cmp(&ra[*y]));
+        let mut b_idx: Vec<usize> = (0..rb.len()).collect();
+        b_idx.sort_by(|x, y| rb[*x].total_cmp(&rb[*y]));
+        let b_sorted: Vec<f64> = b_idx.iter().map(|k| rb[*k]).collect();
+        let a = a_idx
+            .iter()
+            .map(|x| {
+                (
+                    (oa[i] + x) as u32,
+                    b_sorted.partition_point(|y| *y < ra[*x]) as u32,
+                    b_sorted.partition_point(|y| *y <= ra[*x]) as u32,
+                )
+            })
+            .collect();
+        let t = ma.strata[i].track.as_str();
+        let track = match tracks.iter().position(|x| *x == t) {
+            Some(k) => k,
+            None => {
+                tracks.push(t);
+                tracks.len() - 1
+            }
+        };
+        out.push(PairStratum {
+            a,
+            b_cells: b_idx.iter().map(|x| (ob[j] + x) as u32).collect(),
+            track,
+        });
+    }
+    (out, tracks.len())
+}
+
+fn offsets(m: &ScoreMatrix) -> Vec<usize> {
+    let mut at = 0;
+    m.strata
+        .iter()
+        .map(|s| {
+            let o = at;
+            at += s.runs.len();
+            o
+        })
+        .collect()
+}
+
+/// One item of one pair, ready for the loop.
+struct PairItem {
+    strata: Vec<PairStratum>,
+    tracks: Vec<Vec<usize>>,
+    ga: usize,
+    gb: usize,
+}
+
+/// Resample every arm and pair: `resamples` times, each arm's groups
+/// drawn from their own streams (resample `r` of a group always gets the
+/// same draw), then each pair's P(A > B) from the same draws of its two
+/// arms' runs; under [`Scheme::Tasks`] a pair's strata are weighted by a
+/// draw of tasks within tracks from a stream the pair shares, so both
+/// directions see the same tasks. `keep_going` is asked every 256
+/// resamples with how many are done; `None` when it said stop.
+pub fn resample(
+    arms: &[ArmRequest<'_>],
+    pairs: &[PairRequest],
+    cfg: &Bootstrap,
+    keep_going: &mut dyn FnMut(usize) -> bool,
+) -> Option<Resampled> {
+    let mut arm_groups: Vec<Grouping> = arms.iter().map(groups).collect();
+    let mut out: Vec<Vec<Distribution>> = arms
+        .iter()
+        .map(|a| {
+            a.matrices
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Distribution {
+                    mean: mean(m),
+                    iqm: iqm(m),
+                    means: Vec::with_capacity(cfg.resamples),
+                    iqms: if a.iqm.get(i).copied().unwrap_or(false) {
+                        Vec::with_capacity(cfg.resamples)
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect()
+        })
+        .collect();
+    let items: Vec<Vec<PairItem>> = pairs
+        .iter()
+        .map(|p| {
+            p.items
+                .iter()
+                .map(|(ia, ib)| {
+                    let (ma, mb) = (arms[p.a].matrices[*ia], arms[p.b].matrices[*ib]);
+                    let (strata, n_tracks) = rank_pair(ma, mb);
+                    let mut tracks = vec![Vec::new(); n_tracks];
+                    for (k, s) in strata.iter().enumerate() {
+                        tracks[s.track].push(k);
+                    }
+                    PairItem {
+                        strata,
+                        tracks,
+                        ga: arm_groups[p.a].1[*ia].0,
+                        gb: arm_groups[p.b].1[*ib].0,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut pair_out: Vec<Vec<Vec<f64>>> = items
+        .iter()
+        .map(|v| {
+            v.iter()
+                .map(|_| Vec::with_capacity(cfg.resamples))
+                .collect()
+        })
+        .collect();
+    // Per arm, per group: run counts, stratum weights, cell weights.
+    let mut buffers: Vec<Vec<Buffers>> = arm_groups
+        .iter()
+        .map(|(gs, _, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
+        .collect();
+    let mut prefix: Vec<u64> = Vec::new();
+    let mut sums: Vec<f64> = Vec::new();
+    let mut pair_weights: Vec<u32> = Vec::new();
+    for r in 0..cfg.resamples {
+        if r % 256 == 0 && !keep_going(r) {
+            return None;
+        }
+        for ((gs, _, _), (bufs, dists)) in arm_groups
+            .iter_mut()
+            .zip(buffers.iter_mut().zip(out.iter_mut()))
+        {
+            for (g, buf) in gs.iter_mut().zip(bufs.iter_mut()) {
+                let mut rng = SplitMix64::for_resample(cfg.seed, g.stream, r as u64);
+                g.shape
+                    .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
+                buf.fill(&g.shape);
+                let m = g.members.len();
+                sums.clear();
+                sums.resize(m, 0.0);
+                for (c, row) in buf.real.iter().zip(g.rows.chunks_exact(m.max(1))) {
+                    if *c != 0.0 {
+                        for (s, x) in sums.iter_mut().zip(row) {
+                            *s += c * x;
+                        }
+                    }
+                }
+                for (((k, v), order), sum) in
+                    g.members.iter().zip(&g.flat).zip(&g.orders).zip(&sums)
+                {
+                    let d = &mut dists[*k];
+                    if buf.total == 0 {
+                        d.means.push(f64::NAN);
+                        if order.is_some() {
+                            d.iqms.push(f64::NAN);
+                        }
+                        continue;
+                    }
+                    d.means.push(sum / f64::from(buf.total));
+                    if let Some(order) = order {
+                        d.iqms
+                            .push(weighted_trimmed_mean(order, v, &buf.cells, buf.total));
+                    }
+                }
+            }
+        }
+        for (p, (its, outs)) in pairs.iter().zip(items.iter().zip(pair_out.iter_mut())) {
+            let shared_stream = arms[p.a].stream ^ arms[p.b].stream ^ 0x05ee_d0f7_a5c5;
+            let mut shared = (cfg.scheme == Scheme::Tasks)
+                .then(|| SplitMix64::for_resample(cfg.seed, shared_stream, r as u64));
+            for (it, o) in its.iter().zip(outs.iter_mut()) {
+                let (ca, cb) = (&buffers[p.a][it.ga].runs, &buffers[p.b][it.gb].runs);
+                pair_weights.clear();
+                pair_weights.resize(it.strata.len(), 1);
+                if let Some(rs) = shared.as_mut() {
+                    pair_weights.iter_mut().for_each(|w| *w = 0);
+                    for ks in &it.tracks {
+                        for _ in 0..ks.len() {
+                            pair_weights[ks[rs.below(ks.len() as u64) as usize]] += 1;
+                        }
+                    }
+                }
+                o.push(improvement_once(it, ca, cb, &pair_weights, &mut prefix));
+            }
+        }
+    }
+    for ((_, _, aliases), (dists, req)) in arm_groups.iter().zip(out.iter_mut().zip(arms)) {
+        for (i, j) in aliases {
+            let mut d = dists[*j].clone();
+            if !req.iqm.get(*i).copied().unwrap_or(false) {
+                d.iqms = Vec::new();
+            }
+            dists[*i] = d;
+        }
+    }
+    Some(Resampled {
+        arms: out,
+        pairs: pair_out,
+    })
+}
+
+/// P(A > B) of one resample: each weighted stratum's share of (drawn run
+/// of A, drawn run of B) pairs that A wins, ties one half, counted in
+/// integers, then the weighted average.
+fn improvement_once(
+    it: &PairItem,
+    ca: &[u32],
+    cb: &[u32],
+    weights: &[u32],
+    prefix: &mut Vec<u64>,
+) -> f64 {
+    let (mut acc, mut wsum) = (0.0, 0u64);
+    for (s, w) in it.strata.iter().zip(weights) {
+        if *w == 0 {
+            continue;
+        }
+        prefix.resize(s.b_cells.len() + 1, 0);
+        let mut run = 0u64;
+        for (p, c) in prefix[1..].iter_mut().zip(&s.b_cells) {
+            run += u64::from(cb[*c as usize]);
+            *p = run;
+        }
+        let (mut twice_u, mut tot_a) = (0u64, 0u64);
+        for (c, lt, le) in &s.a {
+            let x = u64::from(ca[*c as usize]);
+            tot_a += x;
+            twice_u += x * (prefix[*lt as usize] + prefix[*le as usize]);
+        }
+        let denom = 2 * tot_a * run;
+        if denom == 0 {
+            continue;
+        }
+        acc += f64::from(*w) * (twice_u as f64 / denom as f64);
+        wsum += u64::from(*w);
+    }
+    if wsum == 0 {
+        f64::NAN
+    } else {
+        acc / wsum as f64
+    }
+}
+
+/// One group's draw: run counts, stratum weights, and each cell's
+/// multiplicity (run count × stratum weight) as an integer and a float.
+struct Buffers {
+    runs: Vec<u32>,
+    weight: Vec<u32>,
+    cells: Vec<u32>,
+    real: Vec<f64>,
+    total: u32,
+}
+
+impl Buffers {
+    fn new(shape: &Shape) -> Buffers {
+        Buffers {
+            runs: vec![0; shape.cells],
+            weight: vec![0; shape.offsets.len()],
+            cells: vec![0; shape.cells],
+            real: vec![0.0; shape.cells],
+            total: 0,
+        }
+    }
+
+    fn fill(&mut self, shape: &Shape) {
+        let mut total = 0u32;
+        for (s, w) in self.weight.iter().enumerate() {
+            let start = shape.offsets[s];
+            let end = shape.offsets.get(s + 1).copied().unwrap_or(shape.cells);
+            let cells = self.cells[start..end].iter_mut();
+            let real = self.real[start..end].iter_mut();
+            for ((run, c), r) in self.runs[start..end].iter().zip(cells).zip(real) {
+                *c = run * w;
+                *r = f64::from(*c);
+                total += *c;
+            }
+        }
+        self.total = total;
+    }
+}
+
+/// The 25% trimmed mean of a multiset given by `counts` over values `v`,
+/// walking the cells in ascending order `order`: ranks `cut..total − cut`
+/// are kept, `cut = floor(total / 4)`.
+pub fn weighted_trimmed_mean(order: &[u32], v: &[f64], counts: &[u32], total: u32) -> f64 {
+    let cut = total / 4;
+    let (lo, hi) = (cut, total - cut);
+    let mut at = 0u32;
+    let mut sum = 0.0;
+    // Branch-free but for the exit: a cell drawn zero times, or wholly
+    // outside the kept ranks, adds 0 × its score.
+    for &i in order {
+        let start = at;
+        at += counts[i as usize];
+        let kept = at.min(hi).saturating_sub(start.max(lo));
+        sum += f64::from(kept) * v[i as usize];
+        if at >= hi {
+            break;
+        }
+    }
+    sum / f64::from(hi - lo)
+}
