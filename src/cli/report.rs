@@ -175,7 +175,10 @@ fn render_differences(diffs: &[Difference], judged: bool, paint: Paint) -> Strin
     } else {
         format!(
             "{}\n",
-            paint.paint(Role::Bad, "the branches are not comparable arms as they stand: they differ as listed")
+            paint.paint(
+                Role::Bad,
+                "the branches are not comparable arms as they stand: they differ as listed"
+            )
         )
     };
     for d in diffs {
