@@ -132,31 +132,22 @@ fn run_ci(args: &ExportArgs, g: &Session) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let bytes = table_bytes(&ARM_SCORE_COLUMNS, &objects, format);
-    match &args.output {
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes).map_err(stdout_error)?;
-            out.flush().map_err(stdout_error)?;
-        }
-        Some(path) => {
-            let what = path.display().to_string();
-            bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
-            if g.json {
-                print_json(&serde_json::json!({
-                    "output": path, "rows": rows.len(), "arms": arms,
-                    "bootstrap": {"scheme": cfg.scheme.as_str(), "resamples": cfg.resamples, "seed": cfg.seed, "level": cfg.level},
-                }))?;
-            } else {
-                eprintln!(
-                    "wrote {} arm-score rows of {} arms to {what} (bootstrap: {} scheme, {} resamples, seed {})",
-                    rows.len(),
-                    arms.len(),
-                    cfg.scheme.as_str(),
-                    cfg.resamples,
-                    cfg.seed
-                );
-            }
+    if let Some(path) = write_table(args.output.as_deref(), &bytes)? {
+        let what = path.display().to_string();
+        if g.json {
+            print_json(&serde_json::json!({
+                "output": path, "rows": rows.len(), "arms": arms,
+                "bootstrap": {"scheme": cfg.scheme.as_str(), "resamples": cfg.resamples, "seed": cfg.seed, "level": cfg.level},
+            }))?;
+        } else {
+            eprintln!(
+                "wrote {} arm-score rows of {} arms to {what} (bootstrap: {} scheme, {} resamples, seed {})",
+                rows.len(),
+                arms.len(),
+                cfg.scheme.as_str(),
+                cfg.resamples,
+                cfg.seed
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -176,6 +167,24 @@ pub enum ExportFormat {
     /// step metrics at a global step. Deterministic: the events' wall time
     /// is the round's commit time.
     Tensorboard,
+}
+
+/// Write a finished table to stdout, or atomically to `output`; returns
+/// the path written, for the caller's summary line.
+fn write_table<'a>(
+    output: Option<&'a std::path::Path>,
+    bytes: &[u8],
+) -> Result<Option<&'a std::path::Path>, CliError> {
+    let Some(path) = output else {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes).map_err(stdout_error)?;
+        out.flush().map_err(stdout_error)?;
+        return Ok(None);
+    };
+    let what = path.display().to_string();
+    bat_contract::fsutil::write_atomic(path, bytes).map_err(io_err(&what))?;
+    Ok(Some(path))
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> CliError + '_ {
@@ -299,23 +308,14 @@ fn run_steps(
     }
     let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
     let bytes = table_bytes(&cols, &rows, format);
-    match &args.output {
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes).map_err(stdout_error)?;
-            out.flush().map_err(stdout_error)?;
-        }
-        Some(path) => {
-            let what = path.display().to_string();
-            bat_contract::fsutil::write_atomic(path, &bytes).map_err(io_err(&what))?;
-            if g.json {
-                print_json(
-                    &serde_json::json!({"output": path, "rows": rows.len(), "columns": columns}),
-                )?;
-            } else {
-                eprintln!("wrote {} steps to {what}", rows.len());
-            }
+    if let Some(path) = write_table(args.output.as_deref(), &bytes)? {
+        let what = path.display().to_string();
+        if g.json {
+            print_json(
+                &serde_json::json!({"output": path, "rows": rows.len(), "columns": columns}),
+            )?;
+        } else {
+            eprintln!("wrote {} steps to {what}", rows.len());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -88,6 +88,16 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// Each arm specification's branches resolved and their cells gathered.
+fn arm_inputs(ledger: &Ledger, arms: &[String]) -> Result<Vec<ArmInput>, ExperimentError> {
+    arms.iter()
+        .map(|spec| {
+            let group = resolve_str(ledger, spec)?;
+            Ok(ArmInput::from_cells(&gather(ledger, &group)?))
+        })
+        .collect()
+}
+
 /// The arm-score rows of `arms` (each an arm specification; one group per
 /// spec), arm by arm in the order given: per round, then the final
 /// checkpoint's scores, then the audit-gap slope when there is one.
@@ -97,11 +107,7 @@ pub fn arm_scores(
     cfg: &Bootstrap,
     ctx: &crate::Ctx,
 ) -> Result<Vec<ArmScoreRow>, ExperimentError> {
-    let mut inputs = Vec::with_capacity(arms.len());
-    for spec in arms {
-        let group = resolve_str(ledger, spec)?;
-        inputs.push(ArmInput::from_cells(&gather(ledger, &group)?));
-    }
+    let inputs = arm_inputs(ledger, arms)?;
     if inputs.is_empty() {
         return Ok(Vec::new());
     }
@@ -179,11 +185,7 @@ pub fn audit_slopes(
     cfg: &Bootstrap,
     ctx: &crate::Ctx,
 ) -> Result<Vec<ArmScoreRow>, ExperimentError> {
-    let mut inputs = Vec::with_capacity(arms.len());
-    for spec in arms {
-        let group = resolve_str(ledger, spec)?;
-        inputs.push(ArmInput::from_cells(&gather(ledger, &group)?));
-    }
+    let inputs = arm_inputs(ledger, arms)?;
     let trends = audit_trends(&inputs, cfg, ctx)?;
     Ok(inputs
         .iter()
