@@ -213,6 +213,27 @@ fn refused_cleanly(out: &std::process::Output, says: &str, what: &str) -> String
     err
 }
 
+/// `bat clone SOURCE DEST` ends with `h`'s refusal.
+fn clone_is_refused(source: &Path, dst: &Path, h: &Hostile) {
+    let out = crate::common::bat()
+        .arg("clone")
+        .arg(source)
+        .arg(dst)
+        .output()
+        .expect("run bat");
+    refused_cleanly(&out, h.says, h.what);
+}
+
+/// A fetch from `remote` into `c` is refused with `h`'s rule, imports
+/// nothing, and leaves `c` fsck-clean.
+fn fetch_is_refused(c: &mut Ledger, remote: &mut dyn Remote, h: &Hostile) {
+    let before = state(c);
+    let e = fetch(c, remote, "x", None, &NoProgress, &no()).expect_err(h.what);
+    assert!(e.to_string().contains(h.says), "{}: {e}", h.what);
+    assert_eq!(state(c), before, "{}: nothing imported", h.what);
+    assert_fsck_clean(c);
+}
+
 #[test]
 fn bundles_with_hostile_trees_are_refused() {
     let t = tempfile::tempdir().expect("tempdir");
@@ -231,27 +252,9 @@ fn bundles_with_hostile_trees_are_refused() {
         assert!(err.contains("is refused"), "{}: {err}", h.what);
         // `bat clone FILE` too.
         let dst = t.path().join(format!("clone{i}"));
-        let out = crate::common::bat()
-            .arg("clone")
-            .arg(&file)
-            .arg(&dst)
-            .output()
-            .expect("run bat");
-        refused_cleanly(&out, h.says, h.what);
+        clone_is_refused(&file, &dst, h);
         // A fetch into a ledger changes nothing.
-        let before = state(&c);
-        let e = fetch(
-            &mut c,
-            &mut Bundle::open(&file).expect("open bundle"),
-            "x",
-            None,
-            &NoProgress,
-            &no(),
-        )
-        .expect_err(h.what);
-        assert!(e.to_string().contains(h.says), "{}: {e}", h.what);
-        assert_eq!(state(&c), before, "{}: nothing imported", h.what);
-        assert_fsck_clean(&c);
+        fetch_is_refused(&mut c, &mut Bundle::open(&file).expect("open bundle"), h);
     }
 }
 
@@ -264,26 +267,12 @@ fn directory_remotes_with_hostile_trees_are_refused() {
         plant(&mut src, h, "main");
         drop(src);
         let dst = t.path().join(format!("clone{i}"));
-        let out = crate::common::bat()
-            .arg("clone")
-            .arg(&src_dir)
-            .arg(&dst)
-            .output()
-            .expect("run bat");
-        refused_cleanly(&out, h.says, h.what);
-        let before = state(&c);
-        let e = fetch(
+        clone_is_refused(&src_dir, &dst, h);
+        fetch_is_refused(
             &mut c,
             &mut DirRemote::open(&src_dir).expect("open remote"),
-            "x",
-            None,
-            &NoProgress,
-            &no(),
-        )
-        .expect_err(h.what);
-        assert!(e.to_string().contains(h.says), "{}: {e}", h.what);
-        assert_eq!(state(&c), before, "{}: nothing imported", h.what);
-        assert_fsck_clean(&c);
+            h,
+        );
     }
 }
 
@@ -370,19 +359,7 @@ fn s3_remotes_with_hostile_trees_are_refused() {
         r.put(&mut it).expect("put");
         r.update_ref("refs/heads/main", None, tip, true)
             .expect("update ref");
-        let before = state(&c);
-        let e = fetch(
-            &mut c,
-            &mut s3.remote(&prefix),
-            "x",
-            None,
-            &NoProgress,
-            &no(),
-        )
-        .expect_err(h.what);
-        assert!(e.to_string().contains(h.says), "{}: {e}", h.what);
-        assert_eq!(state(&c), before, "{}: nothing imported", h.what);
-        assert_fsck_clean(&c);
+        fetch_is_refused(&mut c, &mut s3.remote(&prefix), h);
     }
 }
 
