@@ -21,7 +21,7 @@ use bat::experiment::cells::{Cell, Evaluation};
 use bat::experiment::compare::{
     arm_statistics, audit_trends, compare_arms, compare_inputs, ArmInput, CompareRequest,
 };
-use bat::experiment::stats::{Bootstrap, SplitMix64};
+use bat::experiment::stats::{stream_of, Bootstrap, SplitMix64};
 use bat::Ctx;
 
 const ARMS: usize = 4;
@@ -106,6 +106,13 @@ fn timed(reps: usize, mut f: impl FnMut()) -> (Vec<f64>, Vec<f64>) {
     (wall, cpu)
 }
 
+/// A checksum of a result's every number (its `Debug` text: each `f64`
+/// printed so that it reads back bit for bit), to see that a change to the
+/// engine leaves every interval as it was.
+fn checksum(x: &impl std::fmt::Debug) -> String {
+    format!("{:016x}", stream_of([format!("{x:?}").as_str()]))
+}
+
 fn row(name: &str, (mut wall, mut cpu): (Vec<f64>, Vec<f64>)) {
     let (a, b, c) = stats(&mut wall);
     let (d, e, f) = stats(&mut cpu);
@@ -138,11 +145,13 @@ fn main() {
         "{:<34} {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7}",
         "seconds", "wall min", "median", "max", "cpu min", "median", "max"
     );
+    let mut sums = Vec::new();
     row(
         "generated: compare",
         timed(reps, || {
             let e = compare_inputs(&inputs, &cfg, &ctx).expect("compare");
             assert_eq!(e.pairs.len(), ARMS * (ARMS - 1) / 2);
+            sums.push(("compare", checksum(&e)));
         }),
     );
     row(
@@ -150,6 +159,7 @@ fn main() {
         timed(reps, || {
             let e = arm_statistics(&inputs, &cfg, &ctx).expect("statistics");
             assert!(e.pairs.is_empty());
+            sums.push(("arm statistics", checksum(&e)));
         }),
     );
     // The same arms with every round audited: what `bat log` resamples.
@@ -177,8 +187,13 @@ fn main() {
         timed(reps, || {
             let t = audit_trends(&audited, &cfg, &ctx).expect("trends");
             assert_eq!(t.len(), ARMS);
+            sums.push(("audit trend", checksum(&t)));
         }),
     );
+    sums.dedup();
+    for (name, sum) in &sums {
+        println!("checksum of every number, {name}: {sum}");
+    }
 
     // One real ledger.
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -212,12 +227,15 @@ fn main() {
         allow: Vec::new(),
     };
     let mut cells = 0;
+    let mut sum = String::new();
     let times = timed(reps, || {
         let e = compare_arms(&l, &req, &ctx).expect("compare");
         cells = e.arms.iter().map(|a| a.scores[0].runs).sum::<usize>();
+        sum = checksum(&e);
     });
     row(
         &format!("ledger: {} arms, {cells} cells", arms.len()),
         times,
     );
+    println!("checksum of every number, ledger: {sum}");
 }
