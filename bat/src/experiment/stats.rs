@@ -354,23 +354,37 @@ pub fn percentile_interval(dist: &mut [f64], level: f64) -> (f64, f64) {
         return (f64::NAN, f64::NAN);
     }
     // Two order statistics per quantile, found by selection (linear time)
-    // rather than a full sort: the same values a sort would give.
-    let mut q = |p: f64| -> f64 {
-        let pos = p * (dist.len() - 1) as f64;
-        let lo = pos.floor() as usize;
-        let (_, x, rest) = dist.select_nth_unstable_by(lo, f64::total_cmp);
-        let x = *x;
-        let y = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(x);
-        let frac = pos - lo as f64;
-        if frac == 0.0 {
-            x
-        } else {
-            x + (y - x) * frac
-        }
+    // rather than a full sort: the same values a sort would give. The
+    // upper quantile's are searched for only above the lower one's.
+    let n = dist.len();
+    let at = |p: f64| {
+        let pos = p * (n - 1) as f64;
+        let k = pos.floor() as usize;
+        (k, pos - k as f64)
     };
-    let low = q((1.0 - level) / 2.0);
-    let high = q((1.0 + level) / 2.0);
+    let (k_low, f_low) = at((1.0 - level) / 2.0);
+    let (k_high, f_high) = at((1.0 + level) / 2.0);
+    let low = order_stats(dist, k_low, f_low);
+    let high = if k_high > k_low {
+        order_stats(&mut dist[k_low + 1..], k_high - k_low - 1, f_high)
+    } else {
+        order_stats(dist, k_high, f_high)
+    };
     (low, high)
+}
+
+/// The `k`-th smallest of `v` interpolated toward the next by `frac`
+/// (reorders `v`: after it, `v[k]` is the `k`-th and everything above it
+/// is no smaller).
+fn order_stats(v: &mut [f64], k: usize, frac: f64) -> f64 {
+    let (_, x, rest) = v.select_nth_unstable_by(k, f64::total_cmp);
+    let x = *x;
+    let y = rest.iter().copied().min_by(f64::total_cmp).unwrap_or(x);
+    if frac == 0.0 {
+        x
+    } else {
+        x + (y - x) * frac
+    }
 }
 
 // ---------------------------------------------------------------- randomness

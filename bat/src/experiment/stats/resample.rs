@@ -161,7 +161,7 @@ struct Group {
     /// resample's sums run over the members, contiguous, for each drawn
     /// cell (vectorized, and drawn-zero cells skipped).
     rows: Vec<f64>,
-    orders: Vec<Option<Vec<u32>>>,
+    orders: Vec<Option<Ranked>>,
     stream: u64,
 }
 
@@ -218,11 +218,7 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
             aliases.push((i, out[g].members[k]));
             continue;
         }
-        let order = wants_iqm.then(|| {
-            let mut o: Vec<u32> = (0..v.len() as u32).collect();
-            o.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
-            o
-        });
+        let order = wants_iqm.then(|| Ranked::of(&v));
         at.push((g, out[g].members.len()));
         out[g].members.push(i);
         out[g].flat.push(v);
@@ -294,9 +290,39 @@ fn offsets(m: &ScoreMatrix) -> Vec<usize> {
         .collect()
 }
 
+/// A pair item's ranked strata laid end to end for the resample loop:
+/// each stratum's A entries and B cells are ranges of two flat arrays.
+struct FlatStrata {
+    /// Per stratum: its A entries `a[s.0..s.1]`, its B cells `b[s.2..s.3]`.
+    spans: Vec<(usize, usize, usize, usize)>,
+    a: Vec<(u32, u32, u32)>,
+    b: Vec<u32>,
+    /// The most B cells of one stratum.
+    widest_b: usize,
+}
+
+impl FlatStrata {
+    fn of(strata: &[PairStratum]) -> FlatStrata {
+        let mut f = FlatStrata {
+            spans: Vec::with_capacity(strata.len()),
+            a: Vec::new(),
+            b: Vec::new(),
+            widest_b: 0,
+        };
+        for s in strata {
+            let (a0, b0) = (f.a.len(), f.b.len());
+            f.a.extend_from_slice(&s.a);
+            f.b.extend_from_slice(&s.b_cells);
+            f.spans.push((a0, f.a.len(), b0, f.b.len()));
+            f.widest_b = f.widest_b.max(s.b_cells.len());
+        }
+        f
+    }
+}
+
 /// One item of one pair, ready for the loop.
 struct PairItem {
-    strata: Vec<PairStratum>,
+    strata: FlatStrata,
     tracks: Vec<Vec<usize>>,
     ga: usize,
     gb: usize,
@@ -348,7 +374,7 @@ pub fn resample(
                         tracks[s.track].push(k);
                     }
                     PairItem {
-                        strata,
+                        strata: FlatStrata::of(&strata),
                         tracks,
                         ga: arm_groups[p.a].1[*ia].0,
                         gb: arm_groups[p.b].1[*ib].0,
@@ -372,6 +398,7 @@ pub fn resample(
         .collect();
     let mut prefix: Vec<u64> = Vec::new();
     let mut sums: Vec<f64> = Vec::new();
+    let mut drawn: Vec<(u32, f64)> = Vec::new();
     let mut pair_weights: Vec<u32> = Vec::new();
     for r in 0..cfg.resamples {
         if r % 256 == 0 && !keep_going(r) {
@@ -386,16 +413,10 @@ pub fn resample(
                 g.shape
                     .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
                 buf.fill(&g.shape);
-                let m = g.members.len();
                 sums.clear();
-                sums.resize(m, 0.0);
-                for (c, row) in buf.real.iter().zip(g.rows.chunks_exact(m.max(1))) {
-                    if *c != 0.0 {
-                        for (s, x) in sums.iter_mut().zip(row) {
-                            *s += c * x;
-                        }
-                    }
-                }
+                sums.resize(g.members.len(), 0.0);
+                buf.drawn(&mut drawn);
+                weighted_sums(&g.rows, &drawn, &mut sums);
                 for (((k, v), order), sum) in
                     g.members.iter().zip(&g.flat).zip(&g.orders).zip(&sums)
                 {
@@ -409,8 +430,7 @@ pub fn resample(
                     }
                     d.means.push(sum / f64::from(buf.total));
                     if let Some(order) = order {
-                        d.iqms
-                            .push(weighted_trimmed_mean(order, v, &buf.cells, buf.total));
+                        d.iqms.push(order.trimmed_mean(v, &buf.cells, buf.total));
                     }
                 }
             }
@@ -422,7 +442,7 @@ pub fn resample(
             for (it, o) in its.iter().zip(outs.iter_mut()) {
                 let (ca, cb) = (&buffers[p.a][it.ga].runs, &buffers[p.b][it.gb].runs);
                 pair_weights.clear();
-                pair_weights.resize(it.strata.len(), 1);
+                pair_weights.resize(it.strata.spans.len(), 1);
                 if let Some(rs) = shared.as_mut() {
                     pair_weights.iter_mut().for_each(|w| *w = 0);
                     for ks in &it.tracks {
@@ -460,19 +480,21 @@ fn improvement_once(
     weights: &[u32],
     prefix: &mut Vec<u64>,
 ) -> f64 {
+    let f = &it.strata;
+    prefix.clear();
+    prefix.resize(f.widest_b + 1, 0);
     let (mut acc, mut wsum) = (0.0, 0u64);
-    for (s, w) in it.strata.iter().zip(weights) {
+    for (&(a0, a1, b0, b1), w) in f.spans.iter().zip(weights) {
         if *w == 0 {
             continue;
         }
-        prefix.resize(s.b_cells.len() + 1, 0);
         let mut run = 0u64;
-        for (p, c) in prefix[1..].iter_mut().zip(&s.b_cells) {
+        for (p, c) in prefix[1..].iter_mut().zip(&f.b[b0..b1]) {
             run += u64::from(cb[*c as usize]);
             *p = run;
         }
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
-        for (c, lt, le) in &s.a {
+        for (c, lt, le) in &f.a[a0..a1] {
             let x = u64::from(ca[*c as usize]);
             tot_a += x;
             twice_u += x * (prefix[*lt as usize] + prefix[*le as usize]);
@@ -481,7 +503,7 @@ fn improvement_once(
         if denom == 0 {
             continue;
         }
-        acc += f64::from(*w) * (twice_u as f64 / denom as f64);
+        acc += f64::from(*w) * (real(twice_u) / real(denom));
         wsum += u64::from(*w);
     }
     if wsum == 0 {
@@ -489,6 +511,57 @@ fn improvement_once(
     } else {
         acc / wsum as f64
     }
+}
+
+/// `x as f64` (the nearest double), through the signed conversion the CPU
+/// has an instruction for when `x` fits it (always here: counts are small).
+fn real(x: u64) -> f64 {
+    match i64::try_from(x) {
+        Ok(i) => i as f64,
+        Err(_) => x as f64,
+    }
+}
+
+/// Each member's sum over the drawn cells of multiplicity × score:
+/// `sums[k] = Σ c × rows[cell × m + k]` over `drawn` (cell, c) in order,
+/// `m = sums.len()`, one addition per drawn cell as a plain loop would do
+/// (so the same bits). Members go in blocks whose running sums stay in
+/// registers over all drawn cells, instead of a load and a store of every
+/// sum for every cell.
+pub(super) fn weighted_sums(rows: &[f64], drawn: &[(u32, f64)], sums: &mut [f64]) {
+    let m = sums.len();
+    let mut k = 0;
+    while k < m {
+        k += match m - k {
+            16.. => block_sums::<16>(rows, m, k, drawn, sums),
+            8.. => block_sums::<8>(rows, m, k, drawn, sums),
+            4.. => block_sums::<4>(rows, m, k, drawn, sums),
+            2.. => block_sums::<2>(rows, m, k, drawn, sums),
+            _ => block_sums::<1>(rows, m, k, drawn, sums),
+        };
+    }
+}
+
+/// [`weighted_sums`] of members `k..k + B`; returns `B`.
+fn block_sums<const B: usize>(
+    rows: &[f64],
+    m: usize,
+    k: usize,
+    drawn: &[(u32, f64)],
+    sums: &mut [f64],
+) -> usize {
+    let mut acc = [0.0f64; B];
+    for &(cell, c) in drawn {
+        let at = cell as usize * m + k;
+        let row: &[f64; B] = rows[at..at + B]
+            .try_into()
+            .expect("a block of B members lies inside the row");
+        for (s, x) in acc.iter_mut().zip(row) {
+            *s += c * x;
+        }
+    }
+    sums[k..k + B].copy_from_slice(&acc);
+    B
 }
 
 /// One group's draw: run counts, stratum weights, and each cell's
@@ -512,6 +585,20 @@ impl Buffers {
         }
     }
 
+    /// The cells drawn at least once, in order, with their multiplicity.
+    fn drawn(&self, out: &mut Vec<(u32, f64)>) {
+        // Branch-free: every cell is written, only a drawn one advances
+        // (whether a cell was drawn is a coin toss the CPU cannot predict).
+        out.clear();
+        out.resize(self.cells.len(), (0, 0.0));
+        let mut n = 0;
+        for (i, (c, r)) in self.cells.iter().zip(&self.real).enumerate() {
+            out[n] = (i as u32, *r);
+            n += usize::from(*c != 0);
+        }
+        out.truncate(n);
+    }
+
     fn fill(&mut self, shape: &Shape) {
         let mut total = 0u32;
         for (s, w) in self.weight.iter().enumerate() {
@@ -527,6 +614,71 @@ impl Buffers {
         }
         self.total = total;
     }
+}
+
+/// A matrix's cells in ascending order of score, for its resampled IQMs.
+struct Ranked {
+    /// Cell numbers, ascending by score.
+    order: Vec<u32>,
+    /// The scores in that order.
+    sorted: Vec<f64>,
+    /// Whether every score is finite.
+    finite: bool,
+}
+
+impl Ranked {
+    fn of(v: &[f64]) -> Ranked {
+        let mut order: Vec<u32> = (0..v.len() as u32).collect();
+        order.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
+        Ranked {
+            sorted: order.iter().map(|i| v[*i as usize]).collect(),
+            order,
+            finite: v.iter().all(|x| x.is_finite()),
+        }
+    }
+
+    /// [`weighted_trimmed_mean`] of the scores `v` under `counts`: the
+    /// same bits, by [`ranked_trimmed_mean`] when every score is finite.
+    fn trimmed_mean(&self, v: &[f64], counts: &[u32], total: u32) -> f64 {
+        if self.finite {
+            ranked_trimmed_mean(&self.order, &self.sorted, counts, total)
+        } else {
+            weighted_trimmed_mean(&self.order, v, counts, total)
+        }
+    }
+}
+
+/// [`weighted_trimmed_mean`] with the scores already in ascending order
+/// (`sorted[j]` is cell `order[j]`'s), in two steps: the cells wholly below
+/// the kept ranks are passed over counting ranks only, then the kept ones
+/// are summed as the plain walk does, in the same order, so for finite
+/// scores the result is the same bits (the plain walk adds `0 × score`
+/// for a skipped cell, which changes nothing unless the score is not
+/// finite). `total > 0`.
+pub fn ranked_trimmed_mean(order: &[u32], sorted: &[f64], counts: &[u32], total: u32) -> f64 {
+    let cut = total / 4;
+    let (lo, hi) = (cut, total - cut);
+    let mut at = 0u32;
+    let mut j = 0;
+    while let Some(i) = order.get(j) {
+        let next = at + counts[*i as usize];
+        if next > lo {
+            break;
+        }
+        at = next;
+        j += 1;
+    }
+    let mut sum = 0.0;
+    for (i, x) in order[j..].iter().zip(&sorted[j..]) {
+        let start = at.max(lo);
+        at += counts[*i as usize];
+        if at >= hi {
+            sum += f64::from(hi - start) * x;
+            break;
+        }
+        sum += f64::from(at - start) * x;
+    }
+    sum / f64::from(hi - lo)
 }
 
 /// The 25% trimmed mean of a multiset given by `counts` over values `v`,

@@ -105,6 +105,91 @@ fn resampled_trimmed_mean_equals_the_expanded_multiset() {
     }
 }
 
+/// Scores in [-1, 1] with ties, and counts with many zeros.
+fn draws(g: &mut SplitMix64, cells: usize) -> (Vec<f64>, Vec<u32>) {
+    let v = (0..cells)
+        .map(|_| (g.below(41) as f64 - 20.0) / 20.0 + (g.below(3) as f64) * 1e-3)
+        .collect();
+    let counts = (0..cells)
+        .map(|_| [0, 0, 0, 1, 2, 3, 7][g.below(7) as usize])
+        .collect();
+    (v, counts)
+}
+
+#[test]
+fn ranked_trimmed_mean_is_the_plain_walk_bit_for_bit() {
+    let mut g = SplitMix64::for_resample(5, 6, 7);
+    for cells in 1..60 {
+        for _ in 0..20 {
+            let (v, counts) = draws(&mut g, cells);
+            let total: u32 = counts.iter().sum();
+            if total == 0 {
+                continue;
+            }
+            let mut order: Vec<u32> = (0..cells as u32).collect();
+            order.sort_by(|a, b| v[*a as usize].total_cmp(&v[*b as usize]));
+            let sorted: Vec<f64> = order.iter().map(|i| v[*i as usize]).collect();
+            let want = resample::weighted_trimmed_mean(&order, &v, &counts, total);
+            let got = resample::ranked_trimmed_mean(&order, &sorted, &counts, total);
+            assert_eq!(want.to_bits(), got.to_bits(), "{v:?} {counts:?}");
+        }
+    }
+}
+
+#[test]
+fn blocked_sums_are_the_plain_loop_bit_for_bit() {
+    let mut g = SplitMix64::for_resample(8, 9, 10);
+    for members in 0..41 {
+        let cells = 1 + g.below(30) as usize;
+        let (rows, _) = draws(&mut g, cells * members);
+        let (_, counts) = draws(&mut g, cells);
+        // The plain loop: every member's sum, cell by cell, drawn cells only.
+        let mut want = vec![0.0f64; members];
+        for (cell, c) in counts.iter().enumerate().filter(|(_, c)| **c != 0) {
+            for (k, s) in want.iter_mut().enumerate() {
+                *s += f64::from(*c) * rows[cell * members + k];
+            }
+        }
+        let drawn: Vec<(u32, f64)> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != 0)
+            .map(|(i, c)| (i as u32, f64::from(*c)))
+            .collect();
+        let mut got = vec![f64::NAN; members];
+        resample::weighted_sums(&rows, &drawn, &mut got);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&want), bits(&got), "{members} members, {cells} cells");
+    }
+}
+
+#[test]
+fn percentile_interval_is_the_sorted_one_bit_for_bit() {
+    let mut g = SplitMix64::for_resample(11, 12, 13);
+    for n in 1..300 {
+        let (d, _) = draws(&mut g, n);
+        let mut sorted = d.clone();
+        sorted.sort_by(f64::total_cmp);
+        for level in [0.0, 0.5, 0.9, 0.95, 0.99, 1.0] {
+            let q = |p: f64| {
+                let pos = p * (n - 1) as f64;
+                let k = pos.floor() as usize;
+                let (x, y) = (sorted[k], sorted[(k + 1).min(n - 1)]);
+                let frac = pos - k as f64;
+                if frac == 0.0 {
+                    x
+                } else {
+                    x + (y - x) * frac
+                }
+            };
+            let want = (q((1.0 - level) / 2.0), q((1.0 + level) / 2.0));
+            let got = percentile_interval(&mut d.clone(), level);
+            assert_eq!(want.0.to_bits(), got.0.to_bits(), "{n} {level}");
+            assert_eq!(want.1.to_bits(), got.1.to_bits(), "{n} {level}");
+        }
+    }
+}
+
 #[test]
 fn tasks_scheme_draws_whole_tracks() {
     let m = matrix(&[
