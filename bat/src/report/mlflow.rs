@@ -272,12 +272,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// An error answer of the server: its HTTP status and MLflow error code.
-struct Answer {
-    status: u16,
-    code: String,
-}
-
 impl Client {
     fn new(uri: &str, token: Option<String>) -> Result<Client, MlflowError> {
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
@@ -308,25 +302,22 @@ impl Client {
     }
 
     /// Call `endpoint` (below `/api/2.0/mlflow/`): GET with `query`, or
-    /// POST with `body`. A refusal is returned as its [`Answer`] beside the
-    /// error, so callers can accept the ones they expect.
+    /// POST with `body`; a refusal is [`MlflowError::Refused`] with the
+    /// status, so callers can accept the ones they expect.
     fn call(
         &self,
         endpoint: &str,
         query: &[(&str, &str)],
         body: Option<&Value>,
-    ) -> Result<Value, (Option<Answer>, MlflowError)> {
+    ) -> Result<Value, MlflowError> {
         let url = format!("{}/api/2.0/mlflow/{endpoint}", self.base);
         let rb = match body {
             Some(b) => self.http.post(&url).json(b),
             None => {
                 let url = reqwest::Url::parse_with_params(&url, query).map_err(|e| {
-                    (
-                        None,
-                        MlflowError::NotHttp {
-                            uri: format!("{} ({e})", self.base),
-                        },
-                    )
+                    MlflowError::NotHttp {
+                        uri: format!("{} ({e})", self.base),
+                    }
                 })?;
                 self.http.get(url)
             }
@@ -335,21 +326,16 @@ impl Client {
             Some(t) => rb.bearer_auth(t),
             None => rb,
         };
-        let unreachable = |e: reqwest::Error| {
-            (
-                None,
-                MlflowError::Unreachable {
-                    uri: self.base.clone(),
-                    endpoint: endpoint.to_string(),
-                    reason: error_chain(&e),
-                },
-            )
+        let unreachable = |e: reqwest::Error| MlflowError::Unreachable {
+            uri: self.base.clone(),
+            endpoint: endpoint.to_string(),
+            reason: error_chain(&e),
         };
         let (status, bytes) = self.rt.block_on(async {
             let resp = rb.send().await.map_err(unreachable)?;
             let status = resp.status();
             let bytes = resp.bytes().await.map_err(unreachable)?;
-            Ok::<_, (Option<Answer>, MlflowError)>((status, bytes))
+            Ok::<_, MlflowError>((status, bytes))
         })?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
@@ -357,31 +343,21 @@ impl Client {
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            let code = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| v["error_code"].as_str().map(str::to_string))
-                .unwrap_or_default();
-            return Err((
-                Some(Answer {
-                    status: status.as_u16(),
-                    code,
-                }),
-                MlflowError::Refused {
-                    uri: self.base.clone(),
-                    endpoint: endpoint.to_string(),
-                    status: status.as_u16(),
-                    body: text[..cut].trim().to_string(),
-                },
-            ));
+            return Err(MlflowError::Refused {
+                uri: self.base.clone(),
+                endpoint: endpoint.to_string(),
+                status: status.as_u16(),
+                body: text[..cut].trim().to_string(),
+            });
         }
         if bytes.is_empty() {
             return Ok(json!({}));
         }
-        serde_json::from_slice(&bytes).map_err(|e| (None, self.bad(endpoint, e.to_string())))
+        serde_json::from_slice(&bytes).map_err(|e| self.bad(endpoint, e.to_string()))
     }
 
     fn post(&self, endpoint: &str, body: &Value) -> Result<Value, MlflowError> {
-        self.call(endpoint, &[], Some(body)).map_err(|(_, e)| e)
+        self.call(endpoint, &[], Some(body))
     }
 
     fn bad(&self, endpoint: &str, reason: impl Into<String>) -> MlflowError {
@@ -407,8 +383,9 @@ impl Client {
                     e["lifecycle_stage"].as_str() == Some("deleted"),
                 )))
             }
-            Err((Some(a), _)) if a.status == 404 || a.code == "RESOURCE_DOES_NOT_EXIST" => Ok(None),
-            Err((_, e)) => Err(e),
+            // MLflow answers RESOURCE_DOES_NOT_EXIST with 404.
+            Err(MlflowError::Refused { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
