@@ -300,7 +300,7 @@ fn added(report: &Value, branch: &str) -> Vec<i64> {
 }
 
 #[test]
-fn mirror_refuses_a_non_http_uri_and_names_an_unreachable_server() {
+fn mirror_refuses_bad_uris_and_names_an_unreachable_server() {
     let t = TestEnv::new();
     let b = t
         .init_ledger("ledger")
@@ -313,6 +313,17 @@ fn mirror_refuses_a_non_http_uri_and_names_an_unreachable_server() {
     let (code, err) = b.fails(&["mirror", "mlflow", "--tracking-uri", "sqlite:///x.db"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not an http:// or https:// URL"), "{err}");
+    let (code, err) = b.fails(&[
+        "mirror",
+        "mlflow",
+        "--tracking-uri",
+        "http://me:secret@127.0.0.1:1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("http://***@127.0.0.1:1") && !err.contains("secret"),
+        "{err}"
+    );
     let uri = format!("http://127.0.0.1:{}", free_port());
     let (code, err) = b.fails(&["mirror", "mlflow", "--tracking-uri", &uri]);
     assert_eq!(code, 1, "{err}");

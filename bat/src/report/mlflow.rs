@@ -31,6 +31,7 @@ use super::tensorboard::{round_points, RoundPoints};
 use super::Source;
 use crate::inspect::rounds::RoundsError;
 use crate::inspect::RoundTree;
+use crate::remote::http::redact_url;
 
 /// MLflow's limits for one `runs/log-batch` call.
 pub const MAX_BATCH_METRICS: usize = 1000;
@@ -66,6 +67,12 @@ pub enum MlflowError {
     #[error("the MLflow tracking URI {uri} is not an http:// or https:// URL")]
     NotHttp {
         /// The URI as given.
+        uri: String,
+    },
+    /// The tracking URI carries a user or password.
+    #[error("the MLflow tracking URI {uri} carries credentials")]
+    CredentialsInUri {
+        /// The URI, its credentials replaced by `***`.
         uri: String,
     },
     /// The client could not be set up.
@@ -145,7 +152,7 @@ impl bat_ledger::Diagnostic for MlflowError {
         match self {
             MlflowError::Rounds(e) => e.kind(),
             MlflowError::Report(e) => e.kind(),
-            MlflowError::NotHttp { .. } => ErrorKind::Usage,
+            MlflowError::NotHttp { .. } | MlflowError::CredentialsInUri { .. } => ErrorKind::Usage,
             MlflowError::Cancelled => ErrorKind::Interrupted,
             _ => ErrorKind::User,
         }
@@ -157,6 +164,10 @@ impl bat_ledger::Diagnostic for MlflowError {
             MlflowError::Report(e) => e.hint(),
             MlflowError::NotHttp { .. } => Some(
                 "give the tracking server's address, e.g. --tracking-uri http://127.0.0.1:5000 (file and database URIs are not served over REST)".to_string(),
+            ),
+            MlflowError::CredentialsInUri { .. } => Some(
+                "drop them from the URI and set MLFLOW_TRACKING_TOKEN (sent as a bearer token)"
+                    .to_string(),
             ),
             MlflowError::Unreachable { .. } => Some(
                 "check that `mlflow server` is running and listening at that address".to_string(),
@@ -276,7 +287,12 @@ impl Client {
     fn new(uri: &str, token: Option<String>) -> Result<Client, MlflowError> {
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
             return Err(MlflowError::NotHttp {
-                uri: uri.to_string(),
+                uri: redact_url(uri),
+            });
+        }
+        if redact_url(uri) != uri {
+            return Err(MlflowError::CredentialsInUri {
+                uri: redact_url(uri),
             });
         }
         let client_err = |reason: String| MlflowError::Client {
@@ -562,6 +578,20 @@ pub struct RoundLog {
     pub tags: Vec<(String, String)>,
 }
 
+/// A metric name MLflow accepts: letters, digits, `_ - . / :` and spaces
+/// are kept, anything else (from a health file's keys) becomes `_`.
+pub fn metric_key(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':' | ' ') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// The points and tags of one round.
 pub fn round_log(row: &ExportRow, p: &RoundPoints) -> RoundLog {
     let ms = p.time.saturating_mul(1000);
@@ -569,7 +599,7 @@ pub fn round_log(row: &ExportRow, p: &RoundPoints) -> RoundLog {
         .values
         .iter()
         .map(|(k, v)| Point {
-            key: k.clone(),
+            key: metric_key(k),
             value: *v,
             timestamp: ms,
             step: p.step,
@@ -577,7 +607,7 @@ pub fn round_log(row: &ExportRow, p: &RoundPoints) -> RoundLog {
         .collect();
     for (g, values) in &p.steps {
         points.extend(values.iter().map(|(k, v)| Point {
-            key: k.clone(),
+            key: metric_key(k),
             value: *v,
             timestamp: ms,
             step: *g,
@@ -912,6 +942,15 @@ mod tests {
         }
         let final_state = &b.last().expect("a batch").tags;
         assert!(final_state.contains(&(LAST_COMMIT_TAG.to_string(), "c59".to_string())));
+    }
+
+    #[test]
+    fn metric_keys_keep_mlflow_s_characters() {
+        assert_eq!(
+            metric_key("health/sim.kl_to ref:1-x"),
+            "health/sim.kl_to ref:1-x"
+        );
+        assert_eq!(metric_key("track/a(b)\"c"), "track/a_b__c");
     }
 
     #[test]
