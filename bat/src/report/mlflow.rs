@@ -919,7 +919,7 @@ mod tests {
 
     #[test]
     fn many_small_rounds_split_on_the_tag_limit() {
-        let rounds: Vec<RoundLog> = (0..60)
+        let rounds: Vec<RoundLog> = (0..120)
             .map(|i| {
                 let mut r = round(3, 0);
                 r.tags = vec![
@@ -941,7 +941,7 @@ mod tests {
             assert_eq!(last.len(), 1, "one state tag per call");
         }
         let final_state = &b.last().expect("a batch").tags;
-        assert!(final_state.contains(&(LAST_COMMIT_TAG.to_string(), "c59".to_string())));
+        assert!(final_state.contains(&(LAST_COMMIT_TAG.to_string(), "c119".to_string())));
     }
 
     #[test]
