@@ -47,6 +47,7 @@ mod loop_cli;
 mod loop_conformance;
 mod loop_toy;
 mod metrics_cli;
+mod mlflow;
 mod on_round;
 mod output_escape;
 mod partial_clone;

@@ -280,6 +280,7 @@ from_library!(
     bat::checkpoint::CheckpointError,
     bat::inspect::rounds::RoundsError,
     bat::report::html::ReportError,
+    bat::report::mlflow::MlflowError,
     bat::engine::resume::ResumeError,
     bat::engine::evaluation::EvaluationError,
     bat::retention::PolicyError,

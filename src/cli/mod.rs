@@ -44,6 +44,7 @@ pub mod ledger_common;
 pub mod log;
 pub mod ls;
 pub mod man;
+pub mod mirror;
 pub mod pack;
 
 use std::io::IsTerminal;
@@ -208,6 +209,8 @@ pub enum Command {
     Query(query::QueryArgs),
     /// Write a self-contained HTML report of a campaign with plots.
     Report(report::ReportArgs),
+    /// Copy rounds into an experiment tracker (`bat mirror mlflow`).
+    Mirror(mirror::MirrorArgs),
     /// Score rollouts with the BaT reward (the trainers' reward function).
     Reward(reward::RewardArgs),
     /// Simulator backend children (`bat run --backend sim` runs them).
@@ -478,6 +481,7 @@ fn dispatch(command: Command, g: &Session) -> CliResult {
         Command::Export(a) => export::run(a, g),
         Command::Query(a) => query::run(a, g),
         Command::Report(a) => report::run(a, g),
+        Command::Mirror(a) => mirror::run(a, g),
         Command::Reward(a) => reward::run(a, g),
         Command::Sim(a) => sim::run(a, g),
         Command::Remote(a) => remote::run(a, g),

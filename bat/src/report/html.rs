@@ -203,7 +203,8 @@ struct ManifestSource {
     sha256: Option<String>,
 }
 
-fn facts(ledger: &Ledger, rows: &[RoundRow]) -> Result<ArmFacts, ReportError> {
+/// The reproduction facts of an arm's rows (oldest first, at least one).
+pub fn facts(ledger: &Ledger, rows: &[RoundRow]) -> Result<ArmFacts, ReportError> {
     let first = &rows[0];
     let last = &rows[rows.len() - 1];
     let tree = RoundTree::open(ledger, first.commit)?;

@@ -8,6 +8,7 @@ pub mod arm_scores;
 pub mod export;
 pub mod html;
 pub mod metrics;
+pub mod mlflow;
 pub mod query;
 pub mod svg;
 pub mod tensorboard;

@@ -218,8 +218,9 @@ fn column_tag(column: &str) -> Option<String> {
     (!matches!(column, "round_number" | "time")).then(|| format!("round/{column}"))
 }
 
-/// A row's scalars: its numeric columns, then its custom metrics.
-fn round_scalars(r: &ExportRow) -> Vec<(String, f64)> {
+/// A row's scalars: its numeric columns, then its custom metrics (also
+/// the metrics `bat mirror mlflow` logs).
+pub fn round_scalars(r: &ExportRow) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = COLUMNS
         .iter()
         .zip(r.row.values())
@@ -256,6 +257,57 @@ pub fn global_steps(rounds: &[Option<StepMetrics>]) -> Vec<i64> {
         .collect()
 }
 
+/// The scalars of one round of a branch, as the trackers log them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundPoints {
+    /// The round's step: its round number (its 1-based position in the
+    /// branch for rounds recorded without one).
+    pub step: i64,
+    /// The round commit's time, seconds since the Unix epoch.
+    pub time: i64,
+    /// [`round_scalars`] of the round.
+    pub values: Vec<(String, f64)>,
+    /// Its step metrics (`steps/<key>`) at their global step (see
+    /// [`global_steps`]), one entry per trainer step.
+    pub steps: Vec<(i64, Vec<(String, f64)>)>,
+}
+
+/// The scalars per round of one branch's rows (oldest first): the one
+/// source of what `bat export --format tensorboard` writes and `bat mirror
+/// mlflow` logs.
+pub fn round_points(ledger: &Ledger, rows: &[&ExportRow]) -> Result<Vec<RoundPoints>, RoundsError> {
+    let steps = rows
+        .iter()
+        .map(|r| crate::round::steps::round_steps(ledger, r.row.commit))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(RoundsError::from)?;
+    let offsets = global_steps(&steps);
+    Ok(rows
+        .iter()
+        .zip(steps.iter().zip(offsets))
+        .enumerate()
+        .map(|(i, (r, (m, offset)))| RoundPoints {
+            step: r.row.round_number.unwrap_or(i as i64 + 1),
+            time: r.row.time,
+            values: round_scalars(r),
+            steps: m
+                .iter()
+                .flat_map(|m| m.rows.iter())
+                .map(|row| {
+                    let values = row
+                        .values
+                        .iter()
+                        .filter(|(_, v)| v.is_finite())
+                        .map(|(k, v)| (format!("steps/{k}"), *v))
+                        .collect();
+                    let g = offset.saturating_add(i64::try_from(row.step).unwrap_or(i64::MAX));
+                    (g, values)
+                })
+                .collect(),
+        })
+        .collect())
+}
+
 /// The run folder of a branch: one path component per `/`-separated part
 /// (`bat/s0` is the run `bat/s0` in TensorBoard), with `.` and `..` parts
 /// made harmless.
@@ -283,30 +335,17 @@ pub fn export_tensorboard(
             return Err(TensorBoardError::Cancelled);
         }
         let mine: Vec<&ExportRow> = rows.iter().filter(|r| r.row.branch == s.name).collect();
-        let steps = mine
-            .iter()
-            .map(|r| crate::round::steps::round_steps(ledger, r.row.commit))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(RoundsError::from)?;
-        let offsets = global_steps(&steps);
+        let points = round_points(ledger, &mine)?;
         let first_time = mine.first().map_or(0.0, |r| r.row.time as f64);
         let mut bytes = record(&version_event(first_time));
         let mut scalars = 0;
-        for (i, r) in mine.iter().enumerate() {
-            let wall = r.row.time as f64;
-            let step = r.row.round_number.unwrap_or(i as i64 + 1);
-            let values = round_scalars(r);
-            scalars += values.len();
-            bytes.extend(record(&scalar_event(wall, step, &values)));
-            for row in steps[i].iter().flat_map(|m| m.rows.iter()) {
-                let values: Vec<(String, f64)> = row
-                    .values
-                    .iter()
-                    .map(|(k, v)| (format!("steps/{k}"), *v))
-                    .collect();
+        for p in &points {
+            let wall = p.time as f64;
+            scalars += p.values.len();
+            bytes.extend(record(&scalar_event(wall, p.step, &p.values)));
+            for (g, values) in &p.steps {
                 scalars += values.len();
-                let g = offsets[i].saturating_add(i64::try_from(row.step).unwrap_or(i64::MAX));
-                bytes.extend(record(&scalar_event(wall, g, &values)));
+                bytes.extend(record(&scalar_event(wall, *g, values)));
             }
         }
         let dir = run_dir(out, &s.name);
