@@ -450,3 +450,49 @@ fn live_page_follows_a_running_campaign_without_reloading() {
     let errors = page.errors();
     assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
 }
+
+/// The state the page gets, read with the read token.
+fn ui_state(url: &str) -> Value {
+    let auth = format!("Bearer {READ_TOKEN}");
+    let r = get(url, "/ui/state", &[("Authorization", auth.as_str())]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).expect("JSON state")
+}
+
+#[test]
+fn a_run_killed_with_sigkill_shows_as_stopped() {
+    // The trainer sleeps long enough to be caught in the train phase.
+    let c = campaign(2, "60");
+    let srv = c.serve(&["--ui"]);
+    let mut run = c.spawn_run();
+    let start = Instant::now();
+    let lock_file = c.ledger.join(".bat").join("run.lock");
+    let pgid = loop {
+        let s = ui_state(&srv.url);
+        let lock: Option<Value> = std::fs::read(&lock_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let pgid = lock.and_then(|l| l["child_pgid"].as_u64());
+        if let (Some(g), "train") = (pgid, s["runs"][0]["phase"].as_str().unwrap_or("")) {
+            assert_eq!(s["runs"][0]["shown_status"], "running", "{s}");
+            break g;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run never reached its trainer: {s}\n{}",
+            c.run_stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    run.kill().expect("SIGKILL bat run");
+    run.wait().expect("reap bat run");
+    // The orphaned trainer's group goes too (bat could not stop it).
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &format!("-{pgid}")])
+        .status();
+    let s = ui_state(&srv.url);
+    let r = &s["runs"][0];
+    assert_eq!(r["status"], "running", "the file still says running: {r}");
+    assert_eq!(r["shown_status"], "stopped", "{r}");
+    assert_eq!(r["phase"], "train");
+}

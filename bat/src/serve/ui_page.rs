@@ -68,7 +68,7 @@ pub fn report_csp(body: &str) -> String {
         let Some(end) = after.find("</script>") else {
             break;
         };
-        let digest = Sha256::digest(after[..end].as_bytes());
+        let digest = Sha256::digest(&after.as_bytes()[..end]);
         hashes.push_str(&format!(" 'sha256-{}'", base64(&digest)));
         rest = &after[end..];
     }
