@@ -344,7 +344,7 @@ fn ui_needs_a_token_takes_it_once_and_escapes_the_ledger() {
 }
 
 /// What the page shows, read from its DOM.
-const OBSERVE: &str = r#"(function(){var p=document.querySelector('#runs .run .phase');var s=document.querySelector('#runs .run');return {rows:document.querySelectorAll('tr.round-row').length,phase:p?p.textContent:null,status:s?s.getAttribute('data-status'):null,steps:document.querySelectorAll('#runs tr.step-row').length,marker:window.__marker||null,updates:Number(document.body.getAttribute('data-updates')||0)}})()"#;
+const OBSERVE: &str = r#"(function(){var p=document.querySelector('#runs .run .phase');var s=document.querySelector('#runs .run');return {rows:document.querySelectorAll('tr.round-row').length,phase:p?p.textContent:null,status:s?s.getAttribute('data-status'):null,steps:document.querySelectorAll('#runs tr.step-row').length,spark:Math.max.apply(null,[0].concat(Array.from(document.querySelectorAll('#runs svg.spark')).map(function(e){return Number(e.getAttribute('data-points'))}))),marker:window.__marker||null,updates:Number(document.body.getAttribute('data-updates')||0)}})()"#;
 
 #[test]
 fn live_page_follows_a_running_campaign_without_reloading() {
@@ -356,7 +356,7 @@ fn live_page_follows_a_running_campaign_without_reloading() {
     let browser = Browser::start(&chrome);
     let mut page = browser.open(&format!("{}/ui?token={READ_TOKEN}", srv.url));
     page.wait_for(
-        "Number(document.body.getAttribute('data-updates')||0)>0",
+        "!!document.body&&Number(document.body.getAttribute('data-updates')||0)>0",
         Duration::from_secs(60),
         "the first state",
     );
@@ -373,6 +373,7 @@ fn live_page_follows_a_running_campaign_without_reloading() {
     let mut rows_seen = Vec::new();
     let mut phases_seen = Vec::new();
     let mut max_steps = 0;
+    let mut max_spark = 0;
     loop {
         let o = page.eval(OBSERVE);
         assert_eq!(o["marker"], "same-document", "the page was reloaded");
@@ -386,6 +387,7 @@ fn live_page_follows_a_running_campaign_without_reloading() {
             }
         }
         max_steps = max_steps.max(o["steps"].as_u64().unwrap_or(0));
+        max_spark = max_spark.max(o["spark"].as_u64().unwrap_or(0));
         if rows == 3 && o["status"] == "complete" {
             break;
         }
@@ -399,7 +401,7 @@ fn live_page_follows_a_running_campaign_without_reloading() {
         std::thread::sleep(Duration::from_millis(150));
     }
     assert!(run.wait().expect("wait").success(), "{}", c.run_stderr());
-    eprintln!("rows seen {rows_seen:?}, phases seen {phases_seen:?}, most steps shown {max_steps}");
+    eprintln!("rows seen {rows_seen:?}, phases seen {phases_seen:?}, most steps shown {max_steps}, longest step curve {max_spark}");
     // Rows came in one by one, and the phase moved through the loop.
     assert!(rows_seen.len() >= 3, "rows seen: {rows_seen:?}");
     assert_eq!(rows_seen.first(), Some(&0));
@@ -410,6 +412,7 @@ fn live_page_follows_a_running_campaign_without_reloading() {
         );
     }
     assert!(max_steps > 0, "no step metrics shown");
+    assert!(max_spark > 1, "no step curve drawn");
 
     // Hostile strings are text, and none of them ran.
     let log = page.eval("document.querySelector('#runs pre.log').textContent");
@@ -461,21 +464,41 @@ fn ui_state(url: &str) -> Value {
 
 #[test]
 fn a_run_killed_with_sigkill_shows_as_stopped() {
-    // The trainer sleeps long enough to be caught in the train phase.
-    let c = campaign(2, "60");
+    let c = campaign(2, "0");
+    // A trainer that records its own pid and then waits: it is caught in
+    // the train phase, and stopped afterwards by exactly that pid.
+    let pid_file = c.root.join("trainer.pid");
+    write_json(
+        &c.root.join("trainer.json"),
+        json!([
+            "sh",
+            "-c",
+            "echo $$ > \"$0\"; exec sleep 120",
+            pid_file,
+            "{checkpoint}",
+            "{dataset}",
+            "{output}",
+            "{health}",
+            "{runtime_tool_format}"
+        ]),
+    );
     let srv = c.serve(&["--ui"]);
     let mut run = c.spawn_run();
     let start = Instant::now();
-    let lock_file = c.ledger.join(".bat").join("run.lock");
-    let pgid = loop {
+    let trainer = loop {
         let s = ui_state(&srv.url);
-        let lock: Option<Value> = std::fs::read(&lock_file)
+        let pid = std::fs::read_to_string(&pid_file)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let pgid = lock.and_then(|l| l["child_pgid"].as_u64());
-        if let (Some(g), "train") = (pgid, s["runs"][0]["phase"].as_str().unwrap_or("")) {
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        if let (Some(pid), Some("train")) = (pid, s["runs"][0]["phase"].as_str()) {
             assert_eq!(s["runs"][0]["shown_status"], "running", "{s}");
-            break g;
+            break pid;
+        }
+        if let Some(st) = run.try_wait().expect("try_wait") {
+            panic!(
+                "bat run ended ({st}) before its trainer ran:\n{}",
+                c.run_stderr()
+            );
         }
         assert!(
             start.elapsed() < Duration::from_secs(120),
@@ -486,13 +509,18 @@ fn a_run_killed_with_sigkill_shows_as_stopped() {
     };
     run.kill().expect("SIGKILL bat run");
     run.wait().expect("reap bat run");
-    // The orphaned trainer's group goes too (bat could not stop it).
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &format!("-{pgid}")])
-        .status();
     let s = ui_state(&srv.url);
     let r = &s["runs"][0];
     assert_eq!(r["status"], "running", "the file still says running: {r}");
     assert_eq!(r["shown_status"], "stopped", "{r}");
     assert_eq!(r["phase"], "train");
+    // The orphaned trainer (bat could not stop it): that one process only,
+    // once it is certain to be our `sleep`.
+    let cmdline = std::fs::read(format!("/proc/{trainer}/cmdline")).unwrap_or_default();
+    if trainer > 1 && cmdline.starts_with(b"sleep\0120") {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(trainer),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }

@@ -210,22 +210,30 @@ impl Page {
 
     /// Evaluate `expr` in the page (promises awaited); its value as JSON.
     pub fn eval(&mut self, expr: &str) -> Value {
+        self.try_eval(expr)
+            .unwrap_or_else(|e| panic!("evaluating {expr}: {e}"))
+    }
+
+    /// [`Page::eval`], with what `expr` threw as the error (e.g. while the
+    /// document is still loading).
+    pub fn try_eval(&mut self, expr: &str) -> Result<Value, Value> {
         let r = self.call(
             "Runtime.evaluate",
             json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
         );
-        if let Some(e) = r.get("exceptionDetails") {
-            panic!("evaluating {expr}: {e}");
+        match r.get("exceptionDetails") {
+            Some(e) => Err(e.clone()),
+            None => Ok(r["result"]["value"].clone()),
         }
-        r["result"]["value"].clone()
     }
 
-    /// Evaluate `expr` every 100 ms until it is truthy; its value. Panics
-    /// with `what` after `timeout`.
+    /// Evaluate `expr` every 100 ms until it is truthy (an evaluation that
+    /// throws counts as not yet); its value. Panics with `what` after
+    /// `timeout`.
     pub fn wait_for(&mut self, expr: &str, timeout: Duration, what: &str) -> Value {
         let start = Instant::now();
         loop {
-            let v = self.eval(expr);
+            let v = self.try_eval(expr).unwrap_or(Value::Null);
             let truthy =
                 !matches!(&v, Value::Null | Value::Bool(false)) && v != json!(0) && v != json!("");
             if truthy {
