@@ -517,7 +517,7 @@ fn a_run_killed_with_sigkill_shows_as_stopped() {
     // The orphaned trainer (bat could not stop it): that one process only,
     // once it is certain to be our `sleep`.
     let cmdline = std::fs::read(format!("/proc/{trainer}/cmdline")).unwrap_or_default();
-    if trainer > 1 && cmdline.starts_with(b"sleep\0120") {
+    if trainer > 1 && cmdline.starts_with(b"sleep\x00120") {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(trainer),
             nix::sys::signal::Signal::SIGKILL,
