@@ -88,6 +88,7 @@ mod serve_hostile;
 mod serve_private;
 mod serve_shutdown;
 mod serve_transfer;
+mod serve_ui;
 mod share_pruned;
 mod sim_cli;
 mod step_metrics;

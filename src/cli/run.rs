@@ -40,6 +40,7 @@ use bat::backend::{
 use bat::engine::arms::{check_fresh_arm, parse_seeds, seed_branch, ArmError};
 use bat::engine::child::{OutputSink, Stream, Supervision};
 use bat::engine::hook::{check_hook_template, HookSink, RoundHook};
+use bat::engine::live::{FeedInfo, LiveFeed, LiveObserver, RunStatus};
 use bat::engine::resume::find_last_round;
 use bat::engine::rounds::{
     run_loop, LedgerSink, LoopEvent, LoopOutcome, Observer, RoundSink, RunOptions, Start,
@@ -573,6 +574,7 @@ fn run_arm(
     hook: Option<&Vec<String>>,
 ) -> Result<(Campaign, ArmEnd), CliError> {
     let layout = RunsLayout::new(ledger.dir());
+    let live_dir = ledger.dir().to_path_buf();
     // Ledger reads and writes of the run (resume checkouts, round and
     // checkpoint commits) draw bars on a terminal and stop on Ctrl-C.
     let bars = Bars::new(g);
@@ -622,6 +624,16 @@ fn run_arm(
         },
         supervision,
     };
+    // The live file `bat serve --ui` shows (best effort: a failed write
+    // is reported once and never stops the run).
+    let feed = LiveFeed::start(FeedInfo {
+        ledger_dir: live_dir,
+        work_dir: campaign.work_dir.clone(),
+        run_id: run_id.clone(),
+        branch: campaign.branch.clone(),
+        rounds_total: u32::try_from(campaign.rounds).unwrap_or(0),
+    });
+    let mut live = LiveObserver::new(&mut observer, feed);
     let result = run_loop(
         &campaign,
         start,
@@ -631,9 +643,17 @@ fn run_arm(
             run_id: &run_id,
             prune_round_dirs: prune,
         },
-        &mut observer,
+        &mut live,
         sink.as_mut(),
     );
+    let ended = match &result {
+        Ok(_) => RunStatus::Complete,
+        Err(_) if super::interrupt::signal().is_some() => RunStatus::Stopped,
+        Err(_) => RunStatus::Failed,
+    };
+    if let Some(e) = live.finish(ended) {
+        eprintln!("bat run: warning: cannot write the live state for bat serve --ui: {e}");
+    }
     drop(sink);
     let resumable = a.resume || observer.inner.recorded > 0;
     let user_work_dir = !a.resume && a.work_dir.is_some();

@@ -41,6 +41,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub allow_anonymous_read: bool,
 
+    /// Also serve a read-only web page of the ledger at /ui: branches,
+    /// rounds, the report's plots and the campaigns `bat run` is running.
+    /// A browser opens /ui?token=TOKEN once (a read token is enough).
+    #[arg(long)]
+    pub ui: bool,
+
     /// Seconds a client may take to send a request's headers.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub header_timeout: u64,
@@ -96,12 +102,17 @@ pub fn run(args: ServeArgs, g: &Session) -> CliResult {
         .local_addr()
         .map_err(|e| CliError::new(format!("cannot read the bound address: {e}")))?;
     if g.json {
-        outln!(
-            "{}",
-            serde_json::json!({ "listening": format!("http://{addr}") })
-        );
+        let mut v = serde_json::json!({ "listening": format!("http://{addr}") });
+        if args.ui {
+            v["ui"] = serde_json::json!(format!("http://{addr}/ui"));
+        }
+        outln!("{v}");
     } else {
         outln!("listening on http://{addr}");
+        if args.ui {
+            // On stderr: stdout's one line is for scripts waiting on it.
+            eprintln!("live page: http://{addr}/ui?token=TOKEN (a read token)");
+        }
     }
     let _ = std::io::stdout().flush();
     let config = ServeConfig {
@@ -113,6 +124,7 @@ pub fn run(args: ServeArgs, g: &Session) -> CliResult {
             Scope::None
         },
         read_only: args.read_only,
+        ui: args.ui,
         limits: Limits {
             put_batch_bytes: args.put_batch_bytes.max(1),
             ..Limits::default()

@@ -4,8 +4,9 @@
 //! from ([`Demo`]), and the filters that make human output snapshot-stable
 //! ([`snapshot_filters`]). The submodules are the helpers of one family of
 //! tests each (ledger journeys, rounds, the loop, `bat run`, reports,
-//! Python, S3, `bat serve`).
+//! Python, S3, `bat serve`, browsers driven over the DevTools protocol).
 
+pub mod cdp;
 pub mod ledger;
 pub mod loop_support;
 pub mod python;

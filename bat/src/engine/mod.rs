@@ -11,6 +11,7 @@ pub mod arms;
 pub mod child;
 pub mod evaluation;
 pub mod hook;
+pub mod live;
 pub mod resume;
 pub mod rounds;
 pub mod runlock;

@@ -11,6 +11,8 @@ pub mod auth;
 pub mod check;
 mod handlers;
 mod stream;
+pub mod ui;
+pub mod ui_page;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,6 +94,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// Also serve the read-only web page under `/ui` ([`ui`]).
+    pub ui: bool,
 }
 
 /// The server could not start or stopped with an error.
@@ -131,6 +135,7 @@ pub fn router(config: ServeConfig) -> Router {
         .route("/v1/has", post(handlers::has))
         .route("/v1/get", post(stream::get_objects))
         .route("/v1/put", post(stream::put_objects))
+        .merge(ui::routes(state.config.ui))
         .fallback(handlers::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         // The whole handler (body included) within the request timeout;
