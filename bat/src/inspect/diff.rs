@@ -98,6 +98,10 @@ pub struct DiffOptions {
     pub scratch_dir: Option<PathBuf>,
     /// Files up to this size are compared in memory.
     pub memory_limit: u64,
+    /// Compare safetensors files by decoding both in full, even where the
+    /// change statistics stored with their deltas would do (for timing
+    /// and checking the two paths against each other).
+    pub decode: bool,
 }
 
 impl DiffOptions {
@@ -108,6 +112,7 @@ impl DiffOptions {
             memory_limit: self.memory_limit,
             scratch_dir: self.scratch_dir.as_deref(),
             cancel,
+            decode: self.decode,
         }
     }
 }
@@ -118,6 +123,7 @@ impl Default for DiffOptions {
             sections: Vec::new(),
             scratch_dir: None,
             memory_limit: 64 << 20,
+            decode: false,
         }
     }
 }
@@ -606,7 +612,9 @@ fn checkpoint(
                 continue;
             }
             let full = format!("candidate/{p}");
-            f["tensors"] = memo.get((a, b), &full, *x, *y, sides)?;
+            let (t, from) = memo.get((a, b), &full, *x, *y, sides)?;
+            f["tensors"] = t;
+            f["tensors_from"] = json!(from.name());
         }
         files.push(f);
     }

@@ -19,6 +19,7 @@
 //! The module does no terminal I/O and reads no environment.
 
 pub mod audit;
+pub mod deltas;
 pub mod diff;
 pub mod drift;
 pub mod files;
