@@ -2,8 +2,11 @@
 //! section. Every section is a JSON object; a side whose files are missing
 //! is reported as `"absent"`. Deltas are always B − A.
 //!
-//! Checkpoint files are compared by ledger object id; for `*.safetensors`
-//! files that differ, each side is materialised once — in memory when it is
+//! Checkpoint files are compared by ledger object id. For `*.safetensors`
+//! files that differ, the per-tensor numbers are read from the statistics
+//! stored with their delta records when one side is stored as deltas of
+//! the other ([`super::deltas`]; not with [`DiffOptions::decode`]).
+//! Otherwise each side is materialised once — in memory when it is
 //! at most [`DiffOptions::memory_limit`] bytes, otherwise streamed from the
 //! ledger into an unnamed scratch file in [`DiffOptions::scratch_dir`] — and
 //! the tensors are then compared window by window ([`super::tensors`]), so

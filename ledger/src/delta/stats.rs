@@ -193,8 +193,9 @@ impl DeltaStats {
                 max_abs: f64_at(at + 4),
                 sumsq: f64_at(at + 12),
             };
-            // `!(x >= 0)` also refuses NaN.
-            if f.nonfinite > changed || !(f.max_abs >= 0.0) || !(f.sumsq >= 0.0) {
+            // NaN is neither negative nor non-negative: refused too.
+            let in_range = |x: f64| x.is_sign_positive() && !x.is_nan();
+            if f.nonfinite > changed || !in_range(f.max_abs) || !in_range(f.sumsq) {
                 return Err("planes payload statistics out of range".into());
             }
             floats.push(f);
