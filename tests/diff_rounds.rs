@@ -733,6 +733,7 @@ fn large_files_stream_through_scratch_files() {
         sections: vec![bat::inspect::diff::Section::Checkpoint],
         scratch_dir: Some(scratch.clone()),
         memory_limit: limit,
+        decode: true,
     };
     // Limit 0: every side goes through an unnamed scratch file; the result
     // equals the in-memory one, and no file is left behind.

@@ -21,6 +21,7 @@ mod contract_round_conformance;
 mod contract_round_figures;
 mod contract_round_props;
 mod demo_cli;
+mod diff_deltas;
 mod diff_plain;
 mod diff_rounds;
 mod docs_commands;

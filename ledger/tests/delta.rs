@@ -404,8 +404,14 @@ fn corrupted_delta_is_detected_with_a_clear_error() {
         .read(true)
         .open(&path)
         .unwrap();
+    // A byte of the plane table (after the statistics), as the header
+    // says: the frame lengths no longer add up.
+    let mut head = vec![0u8; 200];
+    let n = f.read_at(&mut head, off + 80).unwrap();
+    let (h, _) = bat_ledger::delta::PlanesHeader::decode_prefix(&head[..n]).unwrap();
+    assert!(h.stats.is_some());
     let mut b = [0u8; 1];
-    let at = off + 80 + 50;
+    let at = off + 80 + h.encoded_len() as u64 + 2;
     f.read_exact_at(&mut b, at).unwrap();
     f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
     let tree = l.read_commit(&s[1].0).unwrap().tree;

@@ -135,7 +135,11 @@ fn a_bit_mask_sparse_payload_from_an_earlier_build_is_refused_by_name() {
     raw[6] = 1;
     let bid = ObjectId([5; 32]);
     let mut payload = encode_planes(&mut comp, &raw, 2, Some((&bid, &base)), false).unwrap();
-    assert_eq!(payload[2], 2 | 4 | 1, "a sparse delta is written gap-coded");
+    assert_eq!(
+        payload[2],
+        2 | 4 | 1 | bat_ledger::delta::FLAG_STATS,
+        "a sparse delta is written gap-coded, with statistics"
+    );
     payload[2] = 1 | 2;
     let err = PlanesHeader::decode(&payload).unwrap_err();
     assert!(err.contains("earlier development build"), "{err}");

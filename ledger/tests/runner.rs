@@ -9,6 +9,7 @@ mod base_files;
 mod chain_bounds;
 mod delta;
 mod delta_props;
+mod delta_stats;
 mod encoding_props;
 mod error_messages;
 mod high_exceptions_props;

@@ -32,6 +32,12 @@ pub struct DiffArgs {
     /// ledger folder).
     #[arg(long, value_name = "DIR")]
     pub scratch_dir: Option<PathBuf>,
+    /// Compare safetensors files by decoding both in full, even where the
+    /// statistics stored with their deltas would do (normally a commit and
+    /// its parent are compared from the deltas alone; the JSON's
+    /// `tensors_from` says which way each file went).
+    #[arg(long)]
+    pub decode: bool,
 }
 
 fn parse_section(s: &str) -> Result<Section, String> {
@@ -53,6 +59,7 @@ pub fn run(args: DiffArgs, g: &Session) -> CliResult {
     let opts = DiffOptions {
         sections: args.sections,
         scratch_dir: args.scratch_dir,
+        decode: args.decode,
         ..DiffOptions::default()
     };
     // Between two commits that are not rounds, the text leaves out the

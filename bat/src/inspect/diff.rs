@@ -2,8 +2,11 @@
 //! section. Every section is a JSON object; a side whose files are missing
 //! is reported as `"absent"`. Deltas are always B − A.
 //!
-//! Checkpoint files are compared by ledger object id; for `*.safetensors`
-//! files that differ, each side is materialised once — in memory when it is
+//! Checkpoint files are compared by ledger object id. For `*.safetensors`
+//! files that differ, the per-tensor numbers are read from the statistics
+//! stored with their delta records when one side is stored as deltas of
+//! the other ([`super::deltas`]; not with [`DiffOptions::decode`]).
+//! Otherwise each side is materialised once — in memory when it is
 //! at most [`DiffOptions::memory_limit`] bytes, otherwise streamed from the
 //! ledger into an unnamed scratch file in [`DiffOptions::scratch_dir`] — and
 //! the tensors are then compared window by window ([`super::tensors`]), so
@@ -98,6 +101,10 @@ pub struct DiffOptions {
     pub scratch_dir: Option<PathBuf>,
     /// Files up to this size are compared in memory.
     pub memory_limit: u64,
+    /// Compare safetensors files by decoding both in full, even where the
+    /// change statistics stored with their deltas would do (for timing
+    /// and checking the two paths against each other).
+    pub decode: bool,
 }
 
 impl DiffOptions {
@@ -108,6 +115,7 @@ impl DiffOptions {
             memory_limit: self.memory_limit,
             scratch_dir: self.scratch_dir.as_deref(),
             cancel,
+            decode: self.decode,
         }
     }
 }
@@ -118,6 +126,7 @@ impl Default for DiffOptions {
             sections: Vec::new(),
             scratch_dir: None,
             memory_limit: 64 << 20,
+            decode: false,
         }
     }
 }
@@ -606,7 +615,9 @@ fn checkpoint(
                 continue;
             }
             let full = format!("candidate/{p}");
-            f["tensors"] = memo.get((a, b), &full, *x, *y, sides)?;
+            let (t, from) = memo.get((a, b), &full, *x, *y, sides)?;
+            f["tensors"] = t;
+            f["tensors_from"] = json!(from.name());
         }
         files.push(f);
     }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bat_ledger::{Mode, ObjectId};
 use serde_json::{json, Value};
 
+use super::deltas::{diff_from_deltas, TensorsFrom};
 use super::side::{materialise, SideOptions};
 use super::tensors::diff_safetensors;
 use super::{InspectError, RoundTree};
@@ -20,10 +21,13 @@ use super::{InspectError, RoundTree};
 /// Per-tensor summaries already computed in this diff, by (a, b) object
 /// ids, so the checkpoint and files sections compare a pair once.
 #[derive(Default)]
-pub(super) struct TensorMemo(BTreeMap<(ObjectId, ObjectId), Value>);
+pub(super) struct TensorMemo(BTreeMap<(ObjectId, ObjectId), (Value, TensorsFrom)>);
 
 impl TensorMemo {
-    /// The per-tensor summary of `path` between the two objects.
+    /// The per-tensor summary of `path` between the two objects, and where
+    /// its numbers came from: the pieces' delta statistics when the files
+    /// are stored as such deltas of each other (unless `opts.decode`),
+    /// else both files decoded.
     pub(super) fn get(
         &mut self,
         (a, b): (&RoundTree<'_>, &RoundTree<'_>),
@@ -31,19 +35,34 @@ impl TensorMemo {
         x: (ObjectId, u64),
         y: (ObjectId, u64),
         opts: SideOptions<'_>,
-    ) -> Result<Value, InspectError> {
+    ) -> Result<(Value, TensorsFrom), InspectError> {
         if let Some(v) = self.0.get(&(x.0, y.0)) {
             return Ok(v.clone());
         }
-        let mut sa = materialise(a.ledger(), &x.0, x.1, path, opts)?;
-        let mut sb = materialise(b.ledger(), &y.0, y.1, path, opts)?;
-        let t = diff_safetensors(&mut sa, x.1, &mut sb, y.1).map_err(|source| {
-            InspectError::Tensors {
-                path: path.to_string(),
-                source,
+        let from_deltas = if opts.decode {
+            None
+        } else {
+            diff_from_deltas(
+                (a.ledger(), &x.0, x.1),
+                (b.ledger(), &y.0, y.1),
+                opts.cancel,
+            )?
+        };
+        let (t, from) = match from_deltas {
+            Some(r) => r,
+            None => {
+                let mut sa = materialise(a.ledger(), &x.0, x.1, path, opts)?;
+                let mut sb = materialise(b.ledger(), &y.0, y.1, path, opts)?;
+                let t = diff_safetensors(&mut sa, x.1, &mut sb, y.1).map_err(|source| {
+                    InspectError::Tensors {
+                        path: path.to_string(),
+                        source,
+                    }
+                })?;
+                (t, TensorsFrom::Decode)
             }
-        })?;
-        let v = json!(t);
+        };
+        let v = (json!(t), from);
         self.0.insert((x.0, y.0), v.clone());
         Ok(v)
     }
@@ -62,8 +81,8 @@ fn tree_files(r: &RoundTree<'_>) -> Result<BTreeMap<String, (ObjectId, u64)>, In
 /// The `files` section: `file_counts` (added, removed, changed,
 /// unchanged), `bytes` (total size of each side) and `files`, the entries
 /// that differ, each with `path`, `status`, `a`/`b` (`{id, size}` or null),
-/// `size_delta`, and for changed safetensors `tensors` (or
-/// `tensors_error`).
+/// `size_delta`, and for changed safetensors `tensors` with `tensors_from`
+/// (`deltas`, `mixed` or `decode`), or `tensors_error`.
 pub(super) fn files(
     a: &RoundTree<'_>,
     b: &RoundTree<'_>,
@@ -100,7 +119,10 @@ pub(super) fn files(
         });
         if let (Some(x), Some(y), true) = (x, y, p.ends_with(".safetensors")) {
             match memo.get((a, b), p, x, y, opts) {
-                Ok(t) => f["tensors"] = t,
+                Ok((t, from)) => {
+                    f["tensors"] = t;
+                    f["tensors_from"] = json!(from.name());
+                }
                 Err(InspectError::Scratch { path, source }) => {
                     return Err(InspectError::Scratch { path, source })
                 }

@@ -1,6 +1,7 @@
 //! Looking at recorded rounds: `bat diff` between two commits
-//! ([`diff`]), per-tensor checkpoint comparison ([`tensors`]) and audit
-//! evaluations ([`audit`]).
+//! ([`diff`]), per-tensor checkpoint comparison ([`tensors`], or from the
+//! statistics stored with deltas: [`deltas`]) and audit evaluations
+//! ([`audit`]).
 //!
 //! Everything here reads a commit's *tree layout* plus its metadata, so it
 //! works on round commits (`"kind": "bat_round"`) as well as on round
@@ -19,6 +20,7 @@
 //! The module does no terminal I/O and reads no environment.
 
 pub mod audit;
+pub mod deltas;
 pub mod diff;
 pub mod drift;
 pub mod files;

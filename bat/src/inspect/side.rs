@@ -21,6 +21,9 @@ pub(super) struct SideOptions<'a> {
     pub(super) scratch_dir: Option<&'a Path>,
     /// Stops the read of a large side.
     pub(super) cancel: &'a AtomicBool,
+    /// Decode both files even where delta statistics would do
+    /// ([`super::diff::DiffOptions::decode`]).
+    pub(super) decode: bool,
 }
 
 /// A materialised side of a safetensors comparison.

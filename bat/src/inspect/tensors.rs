@@ -21,12 +21,13 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 
+use bat_ledger::delta::{FloatKind, FloatStats, MAX_PIECE};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 use serde::Serialize;
 
 /// Largest header accepted (the safetensors crate's own limit).
-const MAX_HEADER: u64 = 100_000_000;
+pub(super) const MAX_HEADER: u64 = 100_000_000;
 
 /// Elements compared per read.
 const WINDOW_ELEMENTS: usize = 1 << 16;
@@ -121,12 +122,12 @@ pub struct TensorDelta {
 }
 
 /// A parsed safetensors header: tensors by name and where data starts.
-struct Header {
-    tensors: BTreeMap<String, TensorInfo>,
-    data_start: u64,
+pub(super) struct Header {
+    pub(super) tensors: BTreeMap<String, TensorInfo>,
+    pub(super) data_start: u64,
 }
 
-fn read_header<R: Read + Seek>(
+pub(super) fn read_header<R: Read + Seek>(
     r: &mut R,
     len: u64,
     side: &'static str,
@@ -166,81 +167,124 @@ fn read_header<R: Read + Seek>(
     })
 }
 
-fn dtype_name(d: Dtype) -> String {
+pub(super) fn dtype_name(d: Dtype) -> String {
     format!("{d:?}")
 }
 
-/// Decode an IEEE 754 half-precision value.
-pub fn f16_to_f64(bits: u16) -> f64 {
-    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = (bits >> 10) & 0x1f;
-    let mant = f64::from(bits & 0x3ff);
-    match exp {
-        0 => sign * mant * 2f64.powi(-24),
-        0x1f if mant == 0.0 => sign * f64::INFINITY,
-        0x1f => f64::NAN,
-        e => sign * (1.0 + mant / 1024.0) * 2f64.powi(i32::from(e) - 15),
-    }
-}
+pub use bat_ledger::delta::{bf16_to_f64, f16_to_f64};
 
-/// Decode a bfloat16 value.
-pub fn bf16_to_f64(bits: u16) -> f64 {
-    f64::from(f32::from_bits(u32::from(bits) << 16))
-}
-
-/// Decoder of one element for the numeric dtypes.
-fn decoder(d: Dtype) -> Option<fn(&[u8]) -> f64> {
-    fn f32d(b: &[u8]) -> f64 {
-        f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn f64d(b: &[u8]) -> f64 {
-        f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-    }
-    fn f16d(b: &[u8]) -> f64 {
-        f16_to_f64(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn bf16d(b: &[u8]) -> f64 {
-        bf16_to_f64(u16::from_le_bytes([b[0], b[1]]))
-    }
+/// The float reading of the numeric dtypes (F32, F64, F16, BF16).
+pub(super) fn float_kind(d: Dtype) -> Option<FloatKind> {
     match d {
-        Dtype::F32 => Some(f32d),
-        Dtype::F64 => Some(f64d),
-        Dtype::F16 => Some(f16d),
-        Dtype::BF16 => Some(bf16d),
+        Dtype::F32 => Some(FloatKind::F32),
+        Dtype::F64 => Some(FloatKind::F64),
+        Dtype::F16 => Some(FloatKind::F16),
+        Dtype::BF16 => Some(FloatKind::Bf16),
         _ => None,
     }
 }
 
-/// Running statistics over changed elements.
-#[derive(Default)]
-struct Acc {
-    elements: u64,
-    changed: u64,
-    nonfinite: u64,
-    max_abs: f64,
-    sumsq: f64,
+/// Bytes per compared unit of a dtype (1 for sub-byte dtypes).
+pub(super) fn unit_of(d: Dtype) -> usize {
+    let bits = d.bitsize();
+    if bits % 8 == 0 {
+        bits / 8
+    } else {
+        1
+    }
+}
+
+/// Running statistics of one tensor. The norms are summed per ledger piece
+/// (runs of [`MAX_PIECE`] bytes from the tensor's start) and the pieces'
+/// sums folded in order, exactly as the statistics stored with deltas are
+/// ([`bat_ledger::delta::FloatStats`]), so a diff read from deltas equals
+/// this one bit for bit.
+pub(super) struct Acc {
+    pub(super) elements: u64,
+    pub(super) changed: u64,
+    pub(super) total: FloatStats,
+    piece: FloatStats,
+    piece_left: u64,
+    piece_elems: u64,
 }
 
 impl Acc {
-    fn add_window(&mut self, a: &[u8], b: &[u8], unit: usize, dec: Option<fn(&[u8]) -> f64>) {
+    pub(super) fn new(unit: usize) -> Acc {
+        let piece_elems = (MAX_PIECE / unit as u64).max(1);
+        Acc {
+            elements: 0,
+            changed: 0,
+            total: FloatStats::default(),
+            piece: FloatStats::default(),
+            piece_left: piece_elems,
+            piece_elems,
+        }
+    }
+
+    /// Compare a window of elements (starting at a unit boundary).
+    pub(super) fn add_window(&mut self, a: &[u8], b: &[u8], unit: usize, k: Option<FloatKind>) {
         for (x, y) in a.chunks_exact(unit).zip(b.chunks_exact(unit)) {
             self.elements += 1;
-            if x == y {
-                continue;
-            }
-            self.changed += 1;
-            if let Some(d) = dec {
-                let (va, vb) = (d(x), d(y));
-                if va.is_finite() && vb.is_finite() {
-                    let delta = (vb - va).abs();
-                    if delta > self.max_abs {
-                        self.max_abs = delta;
-                    }
-                    self.sumsq += delta * delta;
-                } else {
-                    self.nonfinite += 1;
+            if x != y {
+                self.changed += 1;
+                if let Some(k) = k {
+                    self.piece.add(k.decode(x), k.decode(y));
                 }
             }
+            self.piece_left -= 1;
+            if self.piece_left == 0 {
+                self.end_piece();
+            }
+        }
+    }
+
+    /// Account one whole piece from its stored statistics (at a piece
+    /// boundary).
+    pub(super) fn add_piece(&mut self, elements: u64, changed: u64, f: Option<&FloatStats>) {
+        self.elements += elements;
+        self.changed += changed;
+        if let Some(f) = f {
+            self.total.merge(f);
+        }
+    }
+
+    fn end_piece(&mut self) {
+        self.total.merge(&self.piece);
+        self.piece = FloatStats::default();
+        self.piece_left = self.piece_elems;
+    }
+
+    /// Fold the last (partial) piece.
+    pub(super) fn finish(mut self) -> Acc {
+        if self.piece_left != self.piece_elems {
+            self.end_piece();
+        }
+        self
+    }
+
+    /// Fill `d`'s counts and norms (same dtype and shape on both sides).
+    pub(super) fn fill(&self, d: &mut TensorDelta, numeric: bool) {
+        d.compared = if numeric {
+            Comparison::Numeric
+        } else {
+            Comparison::Bytes
+        };
+        d.status = if self.changed == 0 {
+            TensorStatus::Unchanged
+        } else {
+            TensorStatus::Changed
+        };
+        d.elements = self.elements;
+        d.changed_elements = self.changed;
+        d.changed_fraction = Some(if self.elements == 0 {
+            0.0
+        } else {
+            self.changed as f64 / self.elements as f64
+        });
+        if numeric {
+            d.max_abs_delta = Some(self.total.max_abs);
+            d.l2_delta = Some(self.total.sumsq.sqrt());
+            d.nonfinite_changed = self.total.nonfinite;
         }
     }
 }
@@ -255,9 +299,8 @@ fn compare_data<A: Read + Seek, B: Read + Seek>(
     nbytes: u64,
     dtype: Dtype,
 ) -> Result<Acc, TensorError> {
-    let bits = dtype.bitsize();
-    let unit = if bits % 8 == 0 { bits / 8 } else { 1 };
-    let dec = decoder(dtype);
+    let unit = unit_of(dtype);
+    let kind = float_kind(dtype);
     a.seek(SeekFrom::Start(a_off))
         .map_err(|source| TensorError::Io { side: "a", source })?;
     b.seek(SeekFrom::Start(b_off))
@@ -265,7 +308,7 @@ fn compare_data<A: Read + Seek, B: Read + Seek>(
     let window = (WINDOW_ELEMENTS * unit) as u64;
     let mut ba = Vec::new();
     let mut bb = Vec::new();
-    let mut acc = Acc::default();
+    let mut acc = Acc::new(unit);
     let mut left = nbytes;
     while left > 0 {
         let take = left.min(window) as usize;
@@ -275,13 +318,13 @@ fn compare_data<A: Read + Seek, B: Read + Seek>(
             .map_err(|source| TensorError::Io { side: "a", source })?;
         b.read_exact(&mut bb)
             .map_err(|source| TensorError::Io { side: "b", source })?;
-        acc.add_window(&ba, &bb, unit, dec);
+        acc.add_window(&ba, &bb, unit, kind);
         left -= take as u64;
     }
-    Ok(acc)
+    Ok(acc.finish())
 }
 
-fn one_sided(name: &str, info: &TensorInfo, status: TensorStatus) -> TensorDelta {
+pub(super) fn one_sided(name: &str, info: &TensorInfo, status: TensorStatus) -> TensorDelta {
     let (dtype_a, dtype_b, shape_a, shape_b) = if status == TensorStatus::Added {
         (
             None,
@@ -352,29 +395,7 @@ pub fn diff_safetensors<A: Read + Seek, B: Read + Seek>(
                         nbytes,
                         ia.dtype,
                     )?;
-                    let numeric = decoder(ia.dtype).is_some();
-                    d.compared = if numeric {
-                        Comparison::Numeric
-                    } else {
-                        Comparison::Bytes
-                    };
-                    d.status = if acc.changed == 0 {
-                        TensorStatus::Unchanged
-                    } else {
-                        TensorStatus::Changed
-                    };
-                    d.elements = acc.elements;
-                    d.changed_elements = acc.changed;
-                    d.changed_fraction = Some(if acc.elements == 0 {
-                        0.0
-                    } else {
-                        acc.changed as f64 / acc.elements as f64
-                    });
-                    if numeric {
-                        d.max_abs_delta = Some(acc.max_abs);
-                        d.l2_delta = Some(acc.sumsq.sqrt());
-                    }
-                    d.nonfinite_changed = acc.nonfinite;
+                    acc.fill(&mut d, float_kind(ia.dtype).is_some());
                 }
                 d
             }

@@ -5,10 +5,11 @@
 use super::frame::append_frames;
 use super::header::{
     FLAG_BASE, FLAG_GAPS, FLAG_GOLOMB_ESCAPES, FLAG_HIGH_EXCEPTIONS, FLAG_JOINT, FLAG_SPARSE,
-    GAP_SKIP, PLANES_VERSION,
+    FLAG_STATS, GAP_SKIP, PLANES_VERSION,
 };
 use super::joint;
 use super::planes::split_planes;
+use super::stats::{piece_stats, DeltaStats};
 use crate::id::ObjectId;
 
 /// Fewest changes for which a sparse delta of 16-bit elements is written
@@ -79,12 +80,18 @@ pub fn encode_planes_with(
                 let mut out = vec![
                     PLANES_VERSION,
                     2,
-                    FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_JOINT | FLAG_GOLOMB_ESCAPES,
+                    FLAG_BASE
+                        | FLAG_SPARSE
+                        | FLAG_GAPS
+                        | FLAG_JOINT
+                        | FLAG_GOLOMB_ESCAPES
+                        | FLAG_STATS,
                     0,
                 ];
                 out.extend_from_slice(id.as_bytes());
                 let count = u32::try_from(count).map_err(|_| "piece too large")?;
                 out.extend_from_slice(&count.to_le_bytes());
+                stats(raw, b, width)?.encode_into(&mut out)?;
                 let len = u32::try_from(body.len()).map_err(|_| "piece too large")?;
                 out.extend_from_slice(&len.to_le_bytes());
                 out.extend_from_slice(&body);
@@ -99,12 +106,13 @@ pub fn encode_planes_with(
             let mut out = vec![
                 PLANES_VERSION,
                 width as u8,
-                FLAG_BASE | FLAG_SPARSE | FLAG_GAPS,
+                FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_STATS,
                 0,
             ];
             out.extend_from_slice(id.as_bytes());
             let count = u32::try_from(count).map_err(|_| "piece too large".to_string())?;
             out.extend_from_slice(&count.to_le_bytes());
+            stats(raw, b, width)?.encode_into(&mut out)?;
             let zstd = |comp: &mut zstd::bulk::Compressor<'static>, p: &[u8]| {
                 comp.compress(p).map_err(|e| format!("zstd: {e}"))
             };
@@ -131,13 +139,27 @@ pub fn encode_planes_with(
         }
     }
     let planes = split_planes(raw, base.map(|b| b.1), width);
-    let mut out = vec![PLANES_VERSION, width as u8, u8::from(base.is_some()), 0];
-    if let Some((id, _)) = base {
+    let flags = if base.is_some() {
+        FLAG_BASE | FLAG_STATS
+    } else {
+        0
+    };
+    let mut out = vec![PLANES_VERSION, width as u8, flags, 0];
+    if let Some((id, b)) = base {
         out.extend_from_slice(id.as_bytes());
+        stats(raw, b, width)?.encode_into(&mut out)?;
     }
     let frames: Vec<&[u8]> = planes.iter().map(Vec::as_slice).collect();
     append_frames(comp, &mut out, &frames)?;
     Ok(out)
+}
+
+/// The statistics section of a delta of `raw` against `base`
+/// ([`FLAG_STATS`]): one more comparison pass, decoding only the changed
+/// elements.
+fn stats(raw: &[u8], base: &[u8], width: usize) -> std::result::Result<DeltaStats, String> {
+    let w = u8::try_from(width).map_err(|_| format!("invalid element width {width}"))?;
+    Ok(piece_stats(raw, base, w))
 }
 
 /// The sparse form of `raw XOR base`: the positions of the elements that
@@ -347,7 +369,7 @@ fn sparse_w<const W: usize>(raw: &[u8], base: &[u8], limit: usize) -> Option<Spa
 
 /// The changed-element bits of one block of eight elements.
 #[inline(always)]
-fn block_mask<const W: usize>(r: &[u8], b: &[u8]) -> u8 {
+pub(super) fn block_mask<const W: usize>(r: &[u8], b: &[u8]) -> u8 {
     let (r, b) = (&r[..8 * W], &b[..8 * W]);
     if W == 2 {
         // Two words of four 16-bit lanes each: OR each lane's high byte into

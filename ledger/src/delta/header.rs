@@ -3,6 +3,7 @@
 //! and the format constants the encoder and decoder share.
 
 use super::joint;
+use super::stats::{stats_len, DeltaStats};
 use crate::id::ObjectId;
 
 /// Version byte of a planes payload.
@@ -30,11 +31,17 @@ pub const FLAG_HIGH_EXCEPTIONS: u8 = 16;
 /// jointly coded delta since 2026-12-02.
 pub const FLAG_GOLOMB_ESCAPES: u8 = 32;
 
+/// Flag bit (only with [`FLAG_BASE`]): a statistics section
+/// ([`DeltaStats`]) follows the base id and changed-element count: the
+/// changes summarised for a diff that reads no planes (FORMAT.md §12.3.4).
+/// Written with every delta since 2026-12-05.
+pub const FLAG_STATS: u8 = 64;
+
 /// Gap byte that skips [`GAP_SKIP`] unchanged elements without a change.
 pub(super) const GAP_SKIP: u8 = 255;
 
 /// A decoded planes payload header.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanesHeader {
     /// Element width in bytes (1, 2, 4 or 8).
     pub width: u8,
@@ -54,6 +61,8 @@ pub struct PlanesHeader {
     /// The sparse delta's high plane is stored as its exceptions
     /// ([`FLAG_HIGH_EXCEPTIONS`]).
     pub high_exceptions: bool,
+    /// The delta's change statistics ([`FLAG_STATS`]).
+    pub stats: Option<DeltaStats>,
 }
 
 impl PlanesHeader {
@@ -61,11 +70,42 @@ impl PlanesHeader {
     pub fn encoded_len(&self) -> usize {
         4 + if self.base.is_some() { 32 } else { 0 }
             + if self.sparse_count.is_some() { 4 } else { 0 }
+            + if self.stats.is_some() {
+                stats_len(self.width)
+            } else {
+                0
+            }
             + 4 * self.plane_lens.len()
     }
 
     /// Parse the header at the start of `payload`.
     pub fn decode(payload: &[u8]) -> std::result::Result<PlanesHeader, String> {
+        let (mut h, mut at) = PlanesHeader::decode_prefix(payload)?;
+        let frames = if h.joint {
+            1
+        } else {
+            usize::from(h.width) + usize::from(h.sparse_count.is_some())
+        };
+        let mut plane_lens = Vec::with_capacity(frames);
+        for _ in 0..frames {
+            let b = payload
+                .get(at..at + 4)
+                .ok_or("planes payload truncated in its plane table")?;
+            plane_lens.push(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            at += 4;
+        }
+        let total: u64 = plane_lens.iter().map(|&l| u64::from(l)).sum();
+        if at as u64 + total != payload.len() as u64 {
+            return Err("planes payload length does not match its plane table".into());
+        }
+        h.plane_lens = plane_lens;
+        Ok(h)
+    }
+
+    /// Parse the fixed part of the header at the start of `payload` (which
+    /// may be only a prefix of the payload): everything up to the plane
+    /// table, which is left empty; with where the table starts.
+    pub fn decode_prefix(payload: &[u8]) -> std::result::Result<(PlanesHeader, usize), String> {
         if payload.len() < 4 {
             return Err("planes payload shorter than its header".into());
         }
@@ -92,11 +132,13 @@ impl PlanesHeader {
             | FLAG_GAPS
             | FLAG_JOINT
             | FLAG_HIGH_EXCEPTIONS
-            | FLAG_GOLOMB_ESCAPES;
+            | FLAG_GOLOMB_ESCAPES
+            | FLAG_STATS;
         if flags & !known != 0
             || (golomb && !joint)
             || (high_exceptions && (flags & FLAG_GAPS == 0 || joint || width != 2))
             || (flags & FLAG_SPARSE != 0 && flags & FLAG_BASE == 0)
+            || (flags & FLAG_STATS != 0 && flags & FLAG_BASE == 0)
             || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
             || (joint && (flags & FLAG_GAPS == 0 || width != 2))
             || payload[3] != 0
@@ -123,28 +165,23 @@ impl PlanesHeader {
         } else {
             None
         };
-        let frames = if joint {
-            1
+        let stats = if flags & FLAG_STATS != 0 {
+            let s = DeltaStats::decode(payload.get(at..).unwrap_or(&[]), width)?;
+            if sparse_count.is_some_and(|c| u64::from(c) != s.changed) {
+                return Err(
+                    "planes payload statistics disagree with its changed-element count".into(),
+                );
+            }
+            at += stats_len(width);
+            Some(s)
         } else {
-            usize::from(width) + usize::from(sparse_count.is_some())
+            None
         };
-        let mut plane_lens = Vec::with_capacity(frames);
-        for _ in 0..frames {
-            let b = payload
-                .get(at..at + 4)
-                .ok_or("planes payload truncated in its plane table")?;
-            plane_lens.push(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            at += 4;
-        }
-        let total: u64 = plane_lens.iter().map(|&l| u64::from(l)).sum();
-        if at as u64 + total != payload.len() as u64 {
-            return Err("planes payload length does not match its plane table".into());
-        }
-        Ok(PlanesHeader {
+        let h = PlanesHeader {
             width,
             base,
             sparse_count,
-            plane_lens,
+            plane_lens: Vec::new(),
             joint,
             escapes: if golomb {
                 joint::Escapes::Golomb
@@ -152,6 +189,8 @@ impl PlanesHeader {
                 joint::Escapes::Raw16
             },
             high_exceptions,
-        })
+            stats,
+        };
+        Ok((h, at))
     }
 }

@@ -17,7 +17,8 @@
 //! The module is laid out along its jobs: `header` (the payload header and
 //! its flags), `encode` and `decode` (the two directions), `planes` (the
 //! byte-plane transposition both use), `frame` (zstd frames), `pool`
-//! (reused piece-sized buffers), [`joint`] (the joint code of sparse 16-bit
+//! (reused piece-sized buffers), `stats` (the change statistics stored
+//! with a delta for diffs), [`joint`] (the joint code of sparse 16-bit
 //! deltas) and [`safetensors`] (cutting a file into pieces). Everything
 //! public is re-exported here.
 
@@ -29,6 +30,7 @@ pub mod joint;
 mod planes;
 mod pool;
 pub mod safetensors;
+mod stats;
 
 pub use self::decode::{decode_planes, decode_planes_owned};
 pub use self::encode::{
@@ -38,11 +40,14 @@ pub use self::encode::{
 pub use self::frame::{inflate_frame, inflate_into, planes_compressor};
 pub use self::header::{
     PlanesHeader, FLAG_BASE, FLAG_GAPS, FLAG_GOLOMB_ESCAPES, FLAG_HIGH_EXCEPTIONS, FLAG_JOINT,
-    FLAG_SPARSE, PLANES_VERSION,
+    FLAG_SPARSE, FLAG_STATS, PLANES_VERSION,
 };
 pub use self::planes::{join_planes, split_planes};
 pub use self::pool::{recycle, take_buffer};
 pub use self::safetensors::{parse_layout, pieces, Layout, Piece, PieceKey, TensorInfo};
+pub use self::stats::{
+    bf16_to_f64, f16_to_f64, piece_stats, stats_len, DeltaStats, FloatKind, FloatStats, RecordStats,
+};
 
 /// Largest piece (chunk) a safetensors file is cut into.
 pub const MAX_PIECE: u64 = 4 << 20;
