@@ -85,31 +85,133 @@ fn decoded_len(o: &WireObject) -> u64 {
     }
 }
 
+/// Bytes of objects read ahead of the importer: the thread reading the
+/// remote waits while this much payload is received but not yet handed on
+/// (one object is always let through, whatever its size).
+pub const READ_AHEAD_BYTES: u64 = 32 << 20;
+
+/// The read-ahead budget shared by the reading thread and the importer.
+struct ReadAhead {
+    state: std::sync::Mutex<(u64, bool)>,
+    freed: std::sync::Condvar,
+}
+
+impl ReadAhead {
+    /// Wait until `n` more bytes fit; false once the importer has stopped.
+    fn take(&self, n: u64) -> bool {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        while !g.1 && g.0 > 0 && g.0 + n > READ_AHEAD_BYTES {
+            g = self
+                .freed
+                .wait(g)
+                .expect("the read-ahead lock is never poisoned");
+        }
+        g.0 += n;
+        !g.1
+    }
+
+    fn give(&self, n: u64) {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        g.0 = g.0.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    fn stop(&self) {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        g.1 = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Run `produce` on a second thread and hand every object it emits to
+/// `consume` on this one, at most [`READ_AHEAD_BYTES`] of payload ahead:
+/// reading (network, a sender, wire decoding) overlaps verifying and
+/// storing. `produce`'s emit function returns false once `consume` has
+/// stopped (failed); `produce` should then return. `consume`'s error wins
+/// over `produce`'s (it explains the stop); `panicked` makes the error
+/// for a reading thread that panicked.
+pub fn read_ahead<E: Send>(
+    produce: impl FnOnce(&mut dyn FnMut(WireObject) -> bool) -> Result<(), E> + Send,
+    consume: &mut dyn FnMut(WireObject) -> Result<(), E>,
+    panicked: impl FnOnce() -> E,
+) -> Result<(), E> {
+    let budget = ReadAhead {
+        state: std::sync::Mutex::new((0, false)),
+        freed: std::sync::Condvar::new(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<WireObject>();
+    let (read, used) = std::thread::scope(|s| {
+        let budget = &budget;
+        let reader = s.spawn(move || {
+            produce(&mut |o: WireObject| budget.take(o.payload_len()) && tx.send(o).is_ok())
+        });
+        let mut used = Ok(());
+        for o in rx.iter() {
+            budget.give(o.payload_len());
+            if let Err(e) = consume(o) {
+                used = Err(e);
+                break;
+            }
+        }
+        // Unblock a reader waiting for room; dropping `rx` fails its sends.
+        budget.stop();
+        drop(rx);
+        (reader.join(), used)
+    });
+    used?;
+    read.unwrap_or_else(|_| Err(panicked()))
+}
+
 /// Ask `remote` for `ids` (chunked into requests) and hand every object to
-/// `f`; every requested id must arrive.
+/// `f`; every requested id must arrive. The remote is read on a second
+/// thread ([`read_ahead`]), so the network, the sender and the wire
+/// decoding overlap the verification and storing `f` does.
 pub(super) fn get_all(
     remote: &mut dyn Remote,
     ids: &[ObjectId],
     f: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
 ) -> Result<(), RemoteError> {
-    for part in ids.chunks(REQUEST_IDS) {
-        let mut want: HashSet<ObjectId> = part.iter().copied().collect();
-        remote.get(part, &mut |o| {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let url = remote.url();
+    let mut want: HashSet<ObjectId> = ids.iter().copied().collect();
+    read_ahead(
+        move |emit| {
+            for part in ids.chunks(REQUEST_IDS) {
+                remote.get(part, &mut |o| {
+                    if emit(o) {
+                        Ok(())
+                    } else {
+                        Err(RemoteError::Cancelled)
+                    }
+                })?;
+            }
+            Ok(())
+        },
+        &mut |o| {
             want.remove(&o.id);
             f(o)
-        })?;
-        if let Some(id) = want.into_iter().next() {
-            return Err(RemoteError::MissingObject {
-                url: remote.url(),
-                id,
-            });
-        }
+        },
+        || RemoteError::Protocol {
+            reason: "the thread reading the remote panicked".into(),
+        },
+    )?;
+    if let Some(id) = want.into_iter().next() {
+        return Err(RemoteError::MissingObject { url, id });
     }
     Ok(())
 }
 
-/// When a pending batch is imported: at this much payload, or at this much
-/// that it decodes to.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
     bytes: u64,
@@ -478,8 +580,11 @@ fn receive_with(
         list_of.insert(o.id, l);
         rx.accept(o)?;
     }
-    // Chunks in file order, files in history order.
-    let mut chunks: Vec<ObjectId> = Vec::new();
+    // Chunks by their place in the file, then files in history order: the
+    // versions of one tensor piece (a delta and its base) are then next to
+    // each other, so a delta finds its base decoded in the same batch
+    // instead of decoding the base's whole chain again from the store.
+    let mut per_file: Vec<Vec<ObjectId>> = Vec::new();
     for a in &aliases {
         let WireBody::Chunked { list } = &a.body else {
             continue;
@@ -488,12 +593,20 @@ fn receive_with(
             Some(l) => l.clone(),
             None => rx.local.read_chunk_list(list)?,
         };
-        for c in l.chunks {
-            if !rx.local.contains(&c.id)? && seen.insert(c.id) {
-                chunks.push(c.id);
+        per_file.push(l.chunks.iter().map(|c| c.id).collect());
+    }
+    let mut chunks: Vec<ObjectId> = Vec::new();
+    let longest = per_file.iter().map(Vec::len).max().unwrap_or(0);
+    for at in 0..longest {
+        for f in &per_file {
+            if let Some(c) = f.get(at) {
+                if !rx.local.contains(c)? && seen.insert(*c) {
+                    chunks.push(*c);
+                }
             }
         }
     }
+    drop(per_file);
     get_all(remote, &chunks, &mut |o| rx.accept(not_absent(o)?))?;
     // A transfer smaller than one batch is all still pending, to be stored
     // with the aliases in one import. A delta among it whose base is
