@@ -16,7 +16,7 @@
 //! server per row), and the ratio of the MB/s to the local copy's.
 //!
 //! Usage: cargo run --release --example bench_remote_speed -- WORK
-//!        [--rounds R (5)] [--shards S (2)] [--mib M (512)] [--bat PATH] [--s3s PATH]
+//!        [--rounds R (6)] [--shards S (2)] [--mib M (512)] [--bat PATH] [--s3s PATH]
 //!
 //! The series (R rounds of S bf16 safetensors shards of M MiB; each round
 //! gives about 3 elements in 8 a new mantissa) is generated into
@@ -114,7 +114,8 @@ fn bat_cmd(bat: &Path, dir: Option<&Path>, args: &[&str]) -> Command {
     c
 }
 
-fn run(c: &mut Command) {
+fn run<C: std::borrow::BorrowMut<Command>>(mut c: C) {
+    let c = c.borrow_mut();
     let st = c.status().expect("spawn");
     assert!(st.success(), "command failed: {c:?}");
 }
@@ -269,7 +270,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cloned()
     };
     let num = |name: &str, d: usize| opt(name).and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (rounds, shards, mib) = (num("--rounds", 5), num("--shards", 2), num("--mib", 512));
+    let (rounds, shards, mib) = (num("--rounds", 6), num("--shards", 2), num("--mib", 512));
     let bat = opt("--bat").map(PathBuf::from).unwrap_or_else(|| {
         let exe = std::env::current_exe().expect("current exe");
         exe.parent()

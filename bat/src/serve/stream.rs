@@ -59,9 +59,10 @@ struct Sender {
 
 impl Sender {
     fn send(&self, buf: &SharedBuf) -> Result<(), String> {
-        let data = std::mem::take(&mut *buf.0.borrow_mut());
-        for piece in data.chunks(CHUNK) {
-            let chunk = Bytes::copy_from_slice(piece);
+        // One buffer, handed out in slices (no copy per piece).
+        let data = Bytes::from(std::mem::take(&mut *buf.0.borrow_mut()));
+        for at in (0..data.len()).step_by(CHUNK) {
+            let chunk = data.slice(at..data.len().min(at + CHUNK));
             let wait = (tokio::time::Instant::now() + self.idle).min(self.deadline);
             let sent = self
                 .handle

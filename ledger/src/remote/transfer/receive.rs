@@ -251,6 +251,61 @@ impl Limits {
 }
 
 /// A delta waiting in the [`Spill`] for its base.
+/// Split objects in two, each delta on the side of its base when the base
+/// is among them, each new chain on the side with fewer bytes so far; the
+/// order within a side is kept.
+fn split_chains(objs: Vec<WireObject>) -> (Vec<WireObject>, Vec<WireObject>) {
+    let mut side: HashMap<ObjectId, bool> = HashMap::new();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut wa, mut wb) = (0u64, 0u64);
+    for o in objs {
+        let with_base = match &o.body {
+            WireBody::Delta { base, .. } => side.get(base).copied(),
+            _ => None,
+        };
+        let to_b = with_base.unwrap_or(wb < wa);
+        side.insert(o.id, to_b);
+        let w = decoded_len(&o).max(o.payload_len());
+        if to_b {
+            wb += w;
+            b.push(o);
+        } else {
+            wa += w;
+            a.push(o);
+        }
+    }
+    (a, b)
+}
+
+/// Import `objs` in order, in parts within `limits`; (stored, absent).
+fn import_in_parts(
+    l: &mut Ledger,
+    objs: Vec<WireObject>,
+    limits: Limits,
+) -> Result<(u64, u64), RemoteError> {
+    let mut counts = (0u64, 0u64);
+    let mut import = |part: Vec<WireObject>| -> Result<(), RemoteError> {
+        if !part.is_empty() {
+            let s = l.import_wire(part)?;
+            counts.0 += s.stored;
+            counts.1 += s.absent;
+        }
+        Ok(())
+    };
+    let (mut part, mut bytes, mut raw) = (Vec::new(), 0u64, 0u64);
+    for o in objs {
+        bytes += o.payload_len();
+        raw += decoded_len(&o);
+        part.push(o);
+        if limits.reached(bytes, raw) {
+            import(std::mem::take(&mut part))?;
+            (bytes, raw) = (0, 0);
+        }
+    }
+    import(part)?;
+    Ok(counts)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Spilled {
     id: ObjectId,
@@ -397,28 +452,36 @@ impl Receiver<'_> {
                 self.deferred.put(&o, *base)?;
             }
         }
-        // Imported in order, in parts of at most a batch's size: the
-        // pending objects can be more (deferred deltas whose bases have
-        // arrived), and a later part finds its bases stored by an earlier.
-        let (mut part, mut bytes, mut raw) = (Vec::new(), 0u64, 0u64);
-        for o in ready {
-            bytes += o.payload_len();
-            raw += decoded_len(&o);
-            part.push(o);
-            if self.limits.reached(bytes, raw) {
-                self.import(std::mem::take(&mut part))?;
-                (bytes, raw) = (0, 0);
-            }
-        }
-        self.import(part)
-    }
-
-    /// Import `part` (if any) and count what was stored.
-    fn import(&mut self, part: Vec<WireObject>) -> Result<(), RemoteError> {
-        if !part.is_empty() {
-            let s = self.local.import_wire(part)?;
-            self.stats.objects_stored += s.stored;
-            self.stats.files_absent += s.absent;
+        // Two halves of independent chains (a delta goes with its base),
+        // each imported in order in parts of at most a batch's size (the
+        // pending objects can be more: deferred deltas whose bases have
+        // arrived; a later part finds its bases stored by an earlier).
+        // The second half is verified and stored on another thread through
+        // a second handle, so decoding uses two cores; together the halves
+        // hold no more than the one batch they split.
+        let (mine, other) = split_chains(ready);
+        let limits = self.limits;
+        let dir = self.local.dir().to_path_buf();
+        let (here, there) = std::thread::scope(|s| {
+            let there = (!other.is_empty()).then(|| {
+                s.spawn(move || -> Result<(u64, u64), RemoteError> {
+                    let mut l = Ledger::open(&dir)?;
+                    import_in_parts(&mut l, other, limits)
+                })
+            });
+            let here = import_in_parts(self.local, mine, limits);
+            let there = there.map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(RemoteError::Protocol {
+                        reason: "the importing thread panicked".into(),
+                    })
+                })
+            });
+            (here, there.unwrap_or(Ok((0, 0))))
+        });
+        for (stored, absent) in [here?, there?] {
+            self.stats.objects_stored += stored;
+            self.stats.files_absent += absent;
         }
         Ok(())
     }
@@ -659,6 +722,82 @@ mod tests {
     /// finds its delta bases stored by an earlier part, and the file reads
     /// back whole. (With the real limits such parts happen past 64 MiB of
     /// payload or 256 MiB of versions.)
+    fn blob(n: usize, tag: u8) -> WireObject {
+        let payload = vec![tag; n];
+        WireObject {
+            id: ObjectId::of_bytes(&payload),
+            kind: Kind::Bytes,
+            raw_len: n as u64,
+            body: WireBody::Record {
+                compression: crate::pack::COMPRESSION_NONE,
+                payload,
+            },
+        }
+    }
+
+    #[test]
+    fn read_ahead_stays_within_its_budget_and_hands_on_everything_in_order() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let produced = AtomicU64::new(0);
+        let consumed = AtomicU64::new(0);
+        let mut peak = 0u64;
+        let mut seen = Vec::new();
+        read_ahead(
+            |emit| -> Result<(), RemoteError> {
+                for i in 0..200u32 {
+                    let o = blob(1 << 20, (i % 251) as u8);
+                    produced.fetch_add(o.payload_len(), Ordering::SeqCst);
+                    assert!(emit(o), "the consumer never stops here");
+                }
+                Ok(())
+            },
+            &mut |o| {
+                // A slow importer: the reader must wait, not pile up.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                let ahead = produced.load(Ordering::SeqCst) - consumed.load(Ordering::SeqCst);
+                peak = peak.max(ahead);
+                consumed.fetch_add(o.payload_len(), Ordering::SeqCst);
+                seen.push(o.body.payload()[0]);
+                Ok(())
+            },
+            || RemoteError::Cancelled,
+        )
+        .expect("read ahead");
+        assert_eq!(
+            seen,
+            (0..200u32).map(|i| (i % 251) as u8).collect::<Vec<_>>()
+        );
+        // At most the budget plus the object being emitted.
+        assert!(peak <= READ_AHEAD_BYTES + (1 << 20), "peak {peak}");
+        assert!(peak >= 4 << 20, "the reader did read ahead (peak {peak})");
+    }
+
+    #[test]
+    fn read_ahead_stops_the_reader_when_the_importer_fails() {
+        let mut emitted_after_stop = 0;
+        let err = read_ahead(
+            |emit| -> Result<(), RemoteError> {
+                for _ in 0..10_000 {
+                    if !emit(blob(64 << 10, 1)) {
+                        emitted_after_stop += 1;
+                        return Err(RemoteError::Cancelled);
+                    }
+                }
+                Ok(())
+            },
+            &mut |o| {
+                Err(RemoteError::Corrupt {
+                    id: o.id,
+                    reason: "refused by the test".into(),
+                })
+            },
+            || RemoteError::Cancelled,
+        )
+        .expect_err("the importer's error");
+        assert!(err.to_string().contains("refused by the test"), "{err}");
+        assert_eq!(emitted_after_stop, 1, "the reader learnt of the stop");
+    }
+
     #[test]
     fn deferred_chains_import_in_parts_of_one_object() {
         let t = tempfile::tempdir().expect("tempdir");
