@@ -77,7 +77,7 @@ fn write_shard(path: &Path, shard: usize, round: usize, mib: usize) -> std::io::
         // One generator per round, so element i of round k depends only on
         // the rounds' draws for element i.
         let mut steps: Vec<Rng> = (1..=round)
-            .map(|r| Rng(seed.rotate_left(17) ^ (r as u64) * 0x2545_f491_4f6c_dd1d | 1))
+            .map(|r| Rng((seed.rotate_left(17) ^ ((r as u64) * 0x2545_f491_4f6c_dd1d)) | 1))
             .collect();
         for _ in 0..per {
             let r = init.next();

@@ -30,7 +30,7 @@ fn shard(seed: u64, n: usize, r: u64) -> Vec<u8> {
     let base = noise(seed, 4 * half);
     let steps: Vec<Vec<u8>> = (1..=r).map(|k| noise(seed * 31 + k, 2 * half)).collect();
     for i in 0..2 * half {
-        let mut x = u16::from_le_bytes([base[2 * i], base[2 * i + 1]]) & 0x8fff | 0x3c00;
+        let mut x = (u16::from_le_bytes([base[2 * i], base[2 * i + 1]]) & 0x8fff) | 0x3c00;
         for s in &steps {
             if s[i] % 8 < 3 {
                 x = (x & !0x7f) | u16::from(s[i] >> 1);
