@@ -95,3 +95,4 @@ mod sim_cli;
 mod step_metrics;
 mod tensorboard;
 mod terminal_cli;
+mod transfer_pieces;

@@ -38,11 +38,15 @@ pub fn open_named(
     Ok((cfg, r))
 }
 
-/// Progress for transfers: terminal bars, plus an optional per-update
-/// delay for crash and interrupt tests (`BAT_TEST_TRANSFER_DELAY_MS`, read
-/// into the [`Session`]) so a test can stop a transfer midway.
+/// Progress for transfers: a terminal line with the bytes moved and the
+/// rate (MB/s), plus an optional per-update delay for crash and interrupt
+/// tests (`BAT_TEST_TRANSFER_DELAY_MS`, read into the [`Session`]) so a
+/// test can stop a transfer midway. Transfers count payload bytes (the
+/// stored form that crosses the wire).
 pub struct TransferProgress {
     bars: Bars,
+    enabled: bool,
+    line: std::sync::Mutex<Option<indicatif::ProgressBar>>,
     delay: Option<std::time::Duration>,
 }
 
@@ -51,22 +55,53 @@ impl TransferProgress {
     pub fn new(g: &Session) -> Self {
         TransferProgress {
             bars: Bars::new(g),
+            enabled: g.progress,
+            line: std::sync::Mutex::new(None),
             delay: g.transfer_delay,
         }
     }
 }
 
+/// The transfer line: label, bytes so far, rate in MB/s, elapsed time.
+fn transfer_line(label: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} {spinner} {decimal_bytes} at {decimal_bytes_per_sec} ({elapsed})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    pb.set_message(label.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
+}
+
 impl Progress for TransferProgress {
     fn start(&self, label: &str, total: Option<u64>) {
-        self.bars.start(label, total);
+        if total.is_some() || !self.enabled {
+            return self.bars.start(label, total);
+        }
+        if let Ok(mut l) = self.line.lock() {
+            *l = Some(transfer_line(label));
+        }
     }
     fn inc(&self, n: u64) {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
+        if let Ok(l) = self.line.lock() {
+            if let Some(pb) = l.as_ref() {
+                return pb.inc(n);
+            }
+        }
         self.bars.inc(n);
     }
     fn finish(&self) {
+        if let Ok(mut l) = self.line.lock() {
+            if let Some(pb) = l.take() {
+                return pb.finish_and_clear();
+            }
+        }
         self.bars.finish();
     }
 }

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bat_ledger::remote::transfer::read_ahead;
 use bat_ledger::remote::wire::{WireReader, WireWriter};
 use bat_ledger::remote::{RemoteError, WireObject};
 use bat_ledger::{CommitId, Kind, Ledger, Location, ObjectId, TreeId};
@@ -58,9 +59,10 @@ struct Sender {
 
 impl Sender {
     fn send(&self, buf: &SharedBuf) -> Result<(), String> {
-        let data = std::mem::take(&mut *buf.0.borrow_mut());
-        for piece in data.chunks(CHUNK) {
-            let chunk = Bytes::copy_from_slice(piece);
+        // One buffer, handed out in slices (no copy per piece).
+        let data = Bytes::from(std::mem::take(&mut *buf.0.borrow_mut()));
+        for at in (0..data.len()).step_by(CHUNK) {
+            let chunk = data.slice(at..data.len().min(at + CHUNK));
             let wait = (tokio::time::Instant::now() + self.idle).min(self.deadline);
             let sent = self
                 .handle
@@ -261,6 +263,36 @@ fn remote_error(e: RemoteError) -> ApiError {
     }
 }
 
+/// Read an upload's wire stream, handing each object to `emit`; nothing
+/// may follow the end marker (a stream is one request body).
+fn parse_upload(
+    reader: ChannelReader,
+    emit: &mut dyn FnMut(WireObject) -> bool,
+) -> Result<(), ApiError> {
+    let mut wr = WireReader::new(reader).map_err(remote_error)?;
+    while let Some(o) = wr.next_object().map_err(remote_error)? {
+        if !emit(o) {
+            // The importer failed; its error is the answer.
+            return Ok(());
+        }
+    }
+    let mut rest = wr.into_inner();
+    let mut probe = [0u8; 1];
+    match rest.read(&mut probe) {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_stream",
+            "trailing bytes after the stream's end marker",
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_stream",
+            format!("reading the request body: {e}"),
+        )),
+    }
+}
+
 pub(crate) async fn put_objects(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -322,7 +354,6 @@ pub(crate) async fn put_objects(
             rx,
             cur: Bytes::new(),
         };
-        let mut wr = WireReader::new(reader).map_err(remote_error)?;
         let mut totals = PutBody {
             received: 0,
             stored: 0,
@@ -346,34 +377,22 @@ pub(crate) async fn put_objects(
             totals.skipped += s.skipped;
             Ok(())
         };
-        while let Some(o) = wr.next_object().map_err(remote_error)? {
-            batch_bytes += o.payload_len() as usize;
-            batch.push(o);
-            if batch_bytes >= limits.put_batch_bytes || batch.len() >= limits.max_ids {
-                import(std::mem::take(&mut batch), &mut totals)?;
-                batch_bytes = 0;
-            }
-        }
-        // Nothing may follow the end marker (a stream is one request body).
-        let mut rest = wr.into_inner();
-        let mut probe = [0u8; 1];
-        match rest.read(&mut probe) {
-            Ok(0) => {}
-            Ok(_) => {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_stream",
-                    "trailing bytes after the stream's end marker",
-                ))
-            }
-            Err(e) => {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_stream",
-                    format!("reading the request body: {e}"),
-                ))
-            }
-        }
+        // The stream is parsed on a second thread, up to
+        // `READ_AHEAD_BYTES` ahead of the batch being imported, so the
+        // client keeps sending while a batch is verified and stored.
+        read_ahead(
+            move |emit| parse_upload(reader, emit),
+            &mut |o| {
+                batch_bytes += o.payload_len() as usize;
+                batch.push(o);
+                if batch_bytes >= limits.put_batch_bytes || batch.len() >= limits.max_ids {
+                    import(std::mem::take(&mut batch), &mut totals)?;
+                    batch_bytes = 0;
+                }
+                Ok(())
+            },
+            || ApiError::internal("the thread reading the upload panicked"),
+        )?;
         import(batch, &mut totals)?;
         Ok(totals)
     })

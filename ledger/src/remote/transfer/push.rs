@@ -255,19 +255,29 @@ impl Planner<'_, '_> {
                 }
             }
         };
-        for (f, l) in layout {
-            if let Some(l) = l {
-                let lid = l.id();
-                if missing_parts.contains(&lid) {
-                    emit(lid, &mut out);
-                }
-                for c in &l.chunks {
+        // Chunk lists, then chunks by their place in the file and files in
+        // history order (the versions of one tensor piece side by side, so
+        // the receiver decodes each delta against a base it just decoded,
+        // not against a chain read back from its store), then the files.
+        let lists = || layout.iter().filter_map(|(_, l)| l.as_ref());
+        for l in lists() {
+            let lid = l.id();
+            if missing_parts.contains(&lid) {
+                emit(lid, &mut out);
+            }
+        }
+        let longest = lists().map(|l| l.chunks.len()).max().unwrap_or(0);
+        for at in 0..longest {
+            for l in lists() {
+                if let Some(c) = l.chunks.get(at) {
                     if missing_parts.contains(&c.id) {
                         emit(c.id, &mut out);
                     }
                 }
             }
-            emit(f, &mut out);
+        }
+        for (f, _) in &layout {
+            emit(*f, &mut out);
         }
         Ok(out)
     }
@@ -315,7 +325,8 @@ pub fn push(
         }
     }
     let plan = send_plan(local, &[new], &mut |ids| remote.has(ids), cancel)?;
-    progress.start("sending objects", Some(plan.len() as u64));
+    // Progress counts payload bytes (so a progress line can show the rate).
+    progress.start("sending objects", None);
     let mut sent = 0u64;
     let mut bytes = 0u64;
     {
@@ -324,7 +335,7 @@ pub fn push(
             let o = local.export_wire_or_absent(id)?;
             sent += 1;
             bytes += o.payload_len();
-            progress.inc(1);
+            progress.inc(o.payload_len());
             Ok(o)
         });
         remote.put(&mut it)?;

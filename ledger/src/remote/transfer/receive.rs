@@ -85,31 +85,133 @@ fn decoded_len(o: &WireObject) -> u64 {
     }
 }
 
+/// Bytes of objects read ahead of the importer: the thread reading the
+/// remote waits while this much payload is received but not yet handed on
+/// (one object is always let through, whatever its size).
+pub const READ_AHEAD_BYTES: u64 = 32 << 20;
+
+/// The read-ahead budget shared by the reading thread and the importer.
+struct ReadAhead {
+    state: std::sync::Mutex<(u64, bool)>,
+    freed: std::sync::Condvar,
+}
+
+impl ReadAhead {
+    /// Wait until `n` more bytes fit; false once the importer has stopped.
+    fn take(&self, n: u64) -> bool {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        while !g.1 && g.0 > 0 && g.0 + n > READ_AHEAD_BYTES {
+            g = self
+                .freed
+                .wait(g)
+                .expect("the read-ahead lock is never poisoned");
+        }
+        g.0 += n;
+        !g.1
+    }
+
+    fn give(&self, n: u64) {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        g.0 = g.0.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    fn stop(&self) {
+        let mut g = self
+            .state
+            .lock()
+            .expect("the read-ahead lock is never poisoned");
+        g.1 = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Run `produce` on a second thread and hand every object it emits to
+/// `consume` on this one, at most [`READ_AHEAD_BYTES`] of payload ahead:
+/// reading (network, a sender, wire decoding) overlaps verifying and
+/// storing. `produce`'s emit function returns false once `consume` has
+/// stopped (failed); `produce` should then return. `consume`'s error wins
+/// over `produce`'s (it explains the stop); `panicked` makes the error
+/// for a reading thread that panicked.
+pub fn read_ahead<E: Send>(
+    produce: impl FnOnce(&mut dyn FnMut(WireObject) -> bool) -> Result<(), E> + Send,
+    consume: &mut dyn FnMut(WireObject) -> Result<(), E>,
+    panicked: impl FnOnce() -> E,
+) -> Result<(), E> {
+    let budget = ReadAhead {
+        state: std::sync::Mutex::new((0, false)),
+        freed: std::sync::Condvar::new(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<WireObject>();
+    let (read, used) = std::thread::scope(|s| {
+        let budget = &budget;
+        let reader = s.spawn(move || {
+            produce(&mut |o: WireObject| budget.take(o.payload_len()) && tx.send(o).is_ok())
+        });
+        let mut used = Ok(());
+        for o in rx.iter() {
+            budget.give(o.payload_len());
+            if let Err(e) = consume(o) {
+                used = Err(e);
+                break;
+            }
+        }
+        // Unblock a reader waiting for room; dropping `rx` fails its sends.
+        budget.stop();
+        drop(rx);
+        (reader.join(), used)
+    });
+    used?;
+    read.unwrap_or_else(|_| Err(panicked()))
+}
+
 /// Ask `remote` for `ids` (chunked into requests) and hand every object to
-/// `f`; every requested id must arrive.
+/// `f`; every requested id must arrive. The remote is read on a second
+/// thread ([`read_ahead`]), so the network, the sender and the wire
+/// decoding overlap the verification and storing `f` does.
 pub(super) fn get_all(
     remote: &mut dyn Remote,
     ids: &[ObjectId],
     f: &mut dyn FnMut(WireObject) -> Result<(), RemoteError>,
 ) -> Result<(), RemoteError> {
-    for part in ids.chunks(REQUEST_IDS) {
-        let mut want: HashSet<ObjectId> = part.iter().copied().collect();
-        remote.get(part, &mut |o| {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let url = remote.url();
+    let mut want: HashSet<ObjectId> = ids.iter().copied().collect();
+    read_ahead(
+        move |emit| {
+            for part in ids.chunks(REQUEST_IDS) {
+                remote.get(part, &mut |o| {
+                    if emit(o) {
+                        Ok(())
+                    } else {
+                        Err(RemoteError::Cancelled)
+                    }
+                })?;
+            }
+            Ok(())
+        },
+        &mut |o| {
             want.remove(&o.id);
             f(o)
-        })?;
-        if let Some(id) = want.into_iter().next() {
-            return Err(RemoteError::MissingObject {
-                url: remote.url(),
-                id,
-            });
-        }
+        },
+        || RemoteError::Protocol {
+            reason: "the thread reading the remote panicked".into(),
+        },
+    )?;
+    if let Some(id) = want.into_iter().next() {
+        return Err(RemoteError::MissingObject { url, id });
     }
     Ok(())
 }
 
-/// When a pending batch is imported: at this much payload, or at this much
-/// that it decodes to.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
     bytes: u64,
@@ -149,6 +251,61 @@ impl Limits {
 }
 
 /// A delta waiting in the [`Spill`] for its base.
+/// Split objects in two, each delta on the side of its base when the base
+/// is among them, each new chain on the side with fewer bytes so far; the
+/// order within a side is kept.
+fn split_chains(objs: Vec<WireObject>) -> (Vec<WireObject>, Vec<WireObject>) {
+    let mut side: HashMap<ObjectId, bool> = HashMap::new();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut wa, mut wb) = (0u64, 0u64);
+    for o in objs {
+        let with_base = match &o.body {
+            WireBody::Delta { base, .. } => side.get(base).copied(),
+            _ => None,
+        };
+        let to_b = with_base.unwrap_or(wb < wa);
+        side.insert(o.id, to_b);
+        let w = decoded_len(&o).max(o.payload_len());
+        if to_b {
+            wb += w;
+            b.push(o);
+        } else {
+            wa += w;
+            a.push(o);
+        }
+    }
+    (a, b)
+}
+
+/// Import `objs` in order, in parts within `limits`; (stored, absent).
+fn import_in_parts(
+    l: &mut Ledger,
+    objs: Vec<WireObject>,
+    limits: Limits,
+) -> Result<(u64, u64), RemoteError> {
+    let mut counts = (0u64, 0u64);
+    let mut import = |part: Vec<WireObject>| -> Result<(), RemoteError> {
+        if !part.is_empty() {
+            let s = l.import_wire(part)?;
+            counts.0 += s.stored;
+            counts.1 += s.absent;
+        }
+        Ok(())
+    };
+    let (mut part, mut bytes, mut raw) = (Vec::new(), 0u64, 0u64);
+    for o in objs {
+        bytes += o.payload_len();
+        raw += decoded_len(&o);
+        part.push(o);
+        if limits.reached(bytes, raw) {
+            import(std::mem::take(&mut part))?;
+            (bytes, raw) = (0, 0);
+        }
+    }
+    import(part)?;
+    Ok(counts)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Spilled {
     id: ObjectId,
@@ -295,28 +452,36 @@ impl Receiver<'_> {
                 self.deferred.put(&o, *base)?;
             }
         }
-        // Imported in order, in parts of at most a batch's size: the
-        // pending objects can be more (deferred deltas whose bases have
-        // arrived), and a later part finds its bases stored by an earlier.
-        let (mut part, mut bytes, mut raw) = (Vec::new(), 0u64, 0u64);
-        for o in ready {
-            bytes += o.payload_len();
-            raw += decoded_len(&o);
-            part.push(o);
-            if self.limits.reached(bytes, raw) {
-                self.import(std::mem::take(&mut part))?;
-                (bytes, raw) = (0, 0);
-            }
-        }
-        self.import(part)
-    }
-
-    /// Import `part` (if any) and count what was stored.
-    fn import(&mut self, part: Vec<WireObject>) -> Result<(), RemoteError> {
-        if !part.is_empty() {
-            let s = self.local.import_wire(part)?;
-            self.stats.objects_stored += s.stored;
-            self.stats.files_absent += s.absent;
+        // Two halves of independent chains (a delta goes with its base),
+        // each imported in order in parts of at most a batch's size (the
+        // pending objects can be more: deferred deltas whose bases have
+        // arrived; a later part finds its bases stored by an earlier).
+        // The second half is verified and stored on another thread through
+        // a second handle, so decoding uses two cores; together the halves
+        // hold no more than the one batch they split.
+        let (mine, other) = split_chains(ready);
+        let limits = self.limits;
+        let dir = self.local.dir().to_path_buf();
+        let (here, there) = std::thread::scope(|s| {
+            let there = (!other.is_empty()).then(|| {
+                s.spawn(move || -> Result<(u64, u64), RemoteError> {
+                    let mut l = Ledger::open(&dir)?;
+                    import_in_parts(&mut l, other, limits)
+                })
+            });
+            let here = import_in_parts(self.local, mine, limits);
+            let there = there.map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(RemoteError::Protocol {
+                        reason: "the importing thread panicked".into(),
+                    })
+                })
+            });
+            (here, there.unwrap_or(Ok((0, 0))))
+        });
+        for (stored, absent) in [here?, there?] {
+            self.stats.objects_stored += stored;
+            self.stats.files_absent += absent;
         }
         Ok(())
     }
@@ -478,8 +643,11 @@ fn receive_with(
         list_of.insert(o.id, l);
         rx.accept(o)?;
     }
-    // Chunks in file order, files in history order.
-    let mut chunks: Vec<ObjectId> = Vec::new();
+    // Chunks by their place in the file, then files in history order: the
+    // versions of one tensor piece (a delta and its base) are then next to
+    // each other, so a delta finds its base decoded in the same batch
+    // instead of decoding the base's whole chain again from the store.
+    let mut per_file: Vec<Vec<ObjectId>> = Vec::new();
     for a in &aliases {
         let WireBody::Chunked { list } = &a.body else {
             continue;
@@ -488,12 +656,20 @@ fn receive_with(
             Some(l) => l.clone(),
             None => rx.local.read_chunk_list(list)?,
         };
-        for c in l.chunks {
-            if !rx.local.contains(&c.id)? && seen.insert(c.id) {
-                chunks.push(c.id);
+        per_file.push(l.chunks.iter().map(|c| c.id).collect());
+    }
+    let mut chunks: Vec<ObjectId> = Vec::new();
+    let longest = per_file.iter().map(Vec::len).max().unwrap_or(0);
+    for at in 0..longest {
+        for f in &per_file {
+            if let Some(c) = f.get(at) {
+                if !rx.local.contains(c)? && seen.insert(*c) {
+                    chunks.push(*c);
+                }
             }
         }
     }
+    drop(per_file);
     get_all(remote, &chunks, &mut |o| rx.accept(not_absent(o)?))?;
     // A transfer smaller than one batch is all still pending, to be stored
     // with the aliases in one import. A delta among it whose base is
@@ -546,6 +722,82 @@ mod tests {
     /// finds its delta bases stored by an earlier part, and the file reads
     /// back whole. (With the real limits such parts happen past 64 MiB of
     /// payload or 256 MiB of versions.)
+    fn blob(n: usize, tag: u8) -> WireObject {
+        let payload = vec![tag; n];
+        WireObject {
+            id: ObjectId::of_bytes(&payload),
+            kind: Kind::Bytes,
+            raw_len: n as u64,
+            body: WireBody::Record {
+                compression: crate::pack::COMPRESSION_NONE,
+                payload,
+            },
+        }
+    }
+
+    #[test]
+    fn read_ahead_stays_within_its_budget_and_hands_on_everything_in_order() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let produced = AtomicU64::new(0);
+        let consumed = AtomicU64::new(0);
+        let mut peak = 0u64;
+        let mut seen = Vec::new();
+        read_ahead(
+            |emit| -> Result<(), RemoteError> {
+                for i in 0..200u32 {
+                    let o = blob(1 << 20, (i % 251) as u8);
+                    produced.fetch_add(o.payload_len(), Ordering::SeqCst);
+                    assert!(emit(o), "the consumer never stops here");
+                }
+                Ok(())
+            },
+            &mut |o| {
+                // A slow importer: the reader must wait, not pile up.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                let ahead = produced.load(Ordering::SeqCst) - consumed.load(Ordering::SeqCst);
+                peak = peak.max(ahead);
+                consumed.fetch_add(o.payload_len(), Ordering::SeqCst);
+                seen.push(o.body.payload()[0]);
+                Ok(())
+            },
+            || RemoteError::Cancelled,
+        )
+        .expect("read ahead");
+        assert_eq!(
+            seen,
+            (0..200u32).map(|i| (i % 251) as u8).collect::<Vec<_>>()
+        );
+        // At most the budget plus the object being emitted.
+        assert!(peak <= READ_AHEAD_BYTES + (1 << 20), "peak {peak}");
+        assert!(peak >= 4 << 20, "the reader did read ahead (peak {peak})");
+    }
+
+    #[test]
+    fn read_ahead_stops_the_reader_when_the_importer_fails() {
+        let mut emitted_after_stop = 0;
+        let err = read_ahead(
+            |emit| -> Result<(), RemoteError> {
+                for _ in 0..10_000 {
+                    if !emit(blob(64 << 10, 1)) {
+                        emitted_after_stop += 1;
+                        return Err(RemoteError::Cancelled);
+                    }
+                }
+                Ok(())
+            },
+            &mut |o| {
+                Err(RemoteError::Corrupt {
+                    id: o.id,
+                    reason: "refused by the test".into(),
+                })
+            },
+            || RemoteError::Cancelled,
+        )
+        .expect_err("the importer's error");
+        assert!(err.to_string().contains("refused by the test"), "{err}");
+        assert_eq!(emitted_after_stop, 1, "the reader learnt of the stop");
+    }
+
     #[test]
     fn deferred_chains_import_in_parts_of_one_object() {
         let t = tempfile::tempdir().expect("tempdir");
