@@ -69,3 +69,74 @@ pub fn load() -> String {
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
+
+/// What one timed command cost: wall seconds, CPU seconds (user + system
+/// of the command and every process it waited for) and peak resident set
+/// size in MB (the largest of those processes' `ru_maxrss`, from
+/// `wait4`), as GNU time (`/usr/bin/time`) reports them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cost {
+    pub wall: f64,
+    pub cpu: f64,
+    pub rss_mb: f64,
+}
+
+/// Run `argv` under `/usr/bin/time` (and, with `one_core`, under
+/// `taskset -c 0`, so it and its threads share one core), its stdout to
+/// nowhere and its stderr to `log`; its [`Cost`], or what went wrong
+/// (including a failed command's last stderr lines).
+pub fn timed(argv: &[String], one_core: bool, log: &Path) -> Result<Cost, String> {
+    let report = log.with_extension("time");
+    let mut c = Command::new("/usr/bin/time");
+    c.arg("-f").arg("%e %U %S %M").arg("-o").arg(&report);
+    if one_core {
+        c.args(["taskset", "-c", "0"]);
+    }
+    c.args(argv).stdout(std::process::Stdio::null());
+    let err = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    c.stderr(err);
+    let st = c.status().map_err(|e| format!("running {argv:?}: {e}"))?;
+    if !st.success() {
+        let tail = std::fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = tail.lines().rev().take(8).collect();
+        return Err(format!("{argv:?} failed ({st}): {}", tail.join(" / ")));
+    }
+    let text =
+        std::fs::read_to_string(&report).map_err(|e| format!("{}: {e}", report.display()))?;
+    // GNU time may add a "Command exited ..." line first; the figures are last.
+    let f: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    match f[..] {
+        [wall, user, sys, kb] => Ok(Cost {
+            wall,
+            cpu: user + sys,
+            rss_mb: kb / 1024.0,
+        }),
+        _ => Err(format!("unreadable /usr/bin/time report {text:?}")),
+    }
+}
+
+/// A running process's peak RSS so far (`VmHWM`, MB) and CPU seconds
+/// (user + system, all threads), from `/proc/PID`: for a server, read just
+/// before stopping it.
+pub fn proc_cost(pid: u32, ticks_per_s: f64) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm_kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
+    (hwm_kb / 1024.0, ticks / ticks_per_s)
+}
