@@ -225,11 +225,11 @@ fn wheel_bat_stops_at_ctrl_c_with_130() {
     let tmp = tempfile::tempdir().expect("temporary directory");
     let w = tmp.path();
     succeeded(bat().current_dir(w).arg("init").output().expect("bat init"));
-    // 64 MiB of xorshift output: a commit the progress delay makes last.
+    // 96 MiB of xorshift output: a commit the progress delay makes last.
     let data = w.join("data");
     std::fs::create_dir_all(&data).expect("data folder");
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in 0..4 {
+    for i in 0..6 {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(data.join(format!("b{i}.bin"))).expect("create"),
         );
@@ -241,7 +241,7 @@ fn wheel_bat_stops_at_ctrl_c_with_130() {
         }
         f.flush().expect("flush");
     }
-    let child = wheel_bat(&bin)
+    let mut child = wheel_bat(&bin)
         .current_dir(w)
         .args(["commit", "data", "-m", "big", "--plain"])
         .env("BAT_TEST_PROGRESS_DELAY_MS", "40")
@@ -249,7 +249,20 @@ fn wheel_bat_stops_at_ctrl_c_with_130() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the venv's bat commit");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Once the interpreter loaded the extension, the CLI is a moment away
+    // from its signal handler; the commit runs for seconds after that.
+    let maps = format!("/proc/{}/maps", child.id());
+    for _ in 0..600 {
+        if std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("batledger")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        child.try_wait().expect("poll bat commit").is_none(),
+        "bat commit finished before the signal"
+    );
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -448,13 +448,18 @@ where
         }
         (None, r) => r,
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::Interrupted => e
             .with_hint(format!("to finish, run again: {}", session.rerun_command()))
             .report(session.json),
         Err(e) => e.report(session.json),
-    }
+    };
+    // What a native binary's runtime does at exit, for a caller that goes
+    // on (the Python console script): a partial last line printed before
+    // an error is not lost.
+    let _ = output::flush_stdout();
+    code
 }
 
 /// Start the pager for verbs with long output, when stdout is a terminal,
