@@ -11,7 +11,7 @@ SIGINT gets its default action back (Python's handler would turn Ctrl-C into
 a ``KeyboardInterrupt`` traceback once the command returned; the verbs that
 stop at a safe point install their own handler and exit with 130) and
 SIGPIPE stays ignored (Python and Rust both start so), so ``bat log | head``
-ends with exit code 141 and no message.
+ends as with the native binary: no message, no traceback.
 """
 
 from __future__ import annotations

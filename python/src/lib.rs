@@ -52,8 +52,8 @@ fn round_columns() -> Vec<&'static str> {
 /// Run the `bat` command line: `argv` as `sys.argv` gives it (the program
 /// name first), the exit code returned. The same `main` as the native
 /// binary, so output, exit codes, `--version`, the pager, a closed pipe
-/// (exit 141, no message) and Ctrl-C (exit 130 for verbs that stop at a
-/// safe point) behave alike; the caller (`batledger._cli`) restores the
+/// (no message) and Ctrl-C (exit 130 for verbs that stop at a safe point)
+/// behave alike; the caller (`batledger._cli`) restores the
 /// default SIGINT action first, as a native process has it. `exe` is the
 /// console script itself: what the demo prints and the simulator backend
 /// starts as `{bat}` (the process's executable is the interpreter). The GIL
