@@ -53,6 +53,7 @@ mod on_round;
 mod output_escape;
 mod partial_clone;
 mod python_api;
+mod python_wheel;
 mod remote_cli;
 mod remote_private;
 mod remote_refs;

@@ -127,3 +127,8 @@ def code_provenance(path: _Path) -> dict[str, Any]:
 def looks_like_round(path: _Path) -> bool: ...
 def round_columns() -> list[str]:
     """The round-row columns, in order (docs/rounds.md)."""
+
+def cli_main(argv: list[str], exe: Optional[_Path] = None) -> int:
+    """Run the ``bat`` command line (``argv[0]`` is the program name) and
+    return its exit code (the ``bat`` console script, batledger._cli);
+    ``exe`` is the program that runs ``bat`` (the script itself)."""

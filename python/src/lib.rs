@@ -49,6 +49,37 @@ fn round_columns() -> Vec<&'static str> {
     bat::inspect::rounds::COLUMNS.to_vec()
 }
 
+/// Run the `bat` command line: `argv` as `sys.argv` gives it (the program
+/// name first), the exit code returned. The same `main` as the native
+/// binary, so output, exit codes, `--version`, the pager, a closed pipe
+/// (no message) and Ctrl-C (exit 130 for verbs that stop at a safe point)
+/// behave alike; the caller (`batledger._cli`) restores the
+/// default SIGINT action first, as a native process has it. `exe` is the
+/// console script itself: what the demo prints and the simulator backend
+/// starts as `{bat}` (the process's executable is the interpreter). The GIL
+/// is released for the whole run.
+#[pyfunction]
+#[pyo3(signature = (argv, exe=None))]
+fn cli_main(
+    py: Python<'_>,
+    argv: Vec<std::ffi::OsString>,
+    exe: Option<std::path::PathBuf>,
+) -> u8 {
+    let code = py.detach(|| match exe {
+        Some(exe) => bat_cli::cli::main_with_args_as(exe, argv),
+        None => bat_cli::cli::main_with_args(argv),
+    });
+    exit_code_number(code)
+}
+
+/// The number an `ExitCode` stands for (`ExitCode` exposes none; every code
+/// the CLI returns is built from a `u8`, so one of them compares equal).
+fn exit_code_number(code: std::process::ExitCode) -> u8 {
+    (0..=u8::MAX)
+        .find(|n| std::process::ExitCode::from(*n) == code)
+        .unwrap_or(1)
+}
+
 /// The module: `Ledger`, `Commit`, the exception classes and
 /// `code_provenance`.
 #[pymodule]
@@ -63,6 +94,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(code_provenance, m)?)?;
     m.add_function(wrap_pyfunction!(looks_like_round, m)?)?;
     m.add_function(wrap_pyfunction!(round_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

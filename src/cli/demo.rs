@@ -55,8 +55,8 @@ pub fn run(args: DemoArgs, g: &Session) -> CliResult {
             .keep(),
     };
     let dir = display_path(&dir);
-    let bat = std::env::current_exe()
-        .map_err(|e| CliError::new(format!("cannot find the bat binary: {e}")))?;
+    let bat =
+        super::self_exe().map_err(|e| CliError::new(format!("cannot find the bat binary: {e}")))?;
     let (cmd, not_on_path) = command_name(&bat);
     let mut progress = RoundProgress::new("bat demo", g.json, false);
     let report = demo::run_demo(

@@ -309,9 +309,9 @@ impl Session {
         interrupt::flag()
     }
 
-    /// Build the session from the parsed global options and the
-    /// environment.
-    fn from_env(cli: &Cli) -> Session {
+    /// Build the session from the parsed global options, the command line
+    /// they came from and the environment.
+    fn from_env(cli: &Cli, argv: Vec<String>) -> Session {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let secs = |k: &str| {
             env(k)
@@ -355,9 +355,7 @@ impl Session {
                 let ms = ms.parse::<u64>().ok()?;
                 Some((label.to_string(), std::time::Duration::from_millis(ms)))
             }),
-            argv: std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            argv,
             paint: term::Paint {
                 on: cli
                     .color
@@ -367,11 +365,64 @@ impl Session {
     }
 }
 
-/// Parse the command line, run the verb, print errors. The only place that
-/// reads the environment.
+/// The `bat` executable this command runs as, when it is not the process's
+/// own executable (set by [`main_with_args_as`]).
+static SELF_EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The program that runs `bat`: what the demo prints and what the
+/// simulator backend starts as `{bat}`. The native binary, or the console
+/// script the Python package installs (there the process's executable is
+/// the Python interpreter, which cannot run `bat sim …`).
+pub fn self_exe() -> std::io::Result<PathBuf> {
+    match SELF_EXE.get() {
+        Some(p) => Ok(p.clone()),
+        None => std::env::current_exe(),
+    }
+}
+
+/// [`main_with_args`] for a `bat` that is not the process's executable:
+/// `exe` is what [`self_exe`] gives from now on (the first value set in a
+/// process stays).
+pub fn main_with_args_as<I, T>(exe: PathBuf, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let _ = SELF_EXE.set(exe);
+    main_with_args(args)
+}
+
+/// Parse the process's command line, run the verb, print errors. The only
+/// place that reads the environment.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let session = Session::from_env(&cli);
+    main_with_args(std::env::args_os())
+}
+
+/// [`main`] with the command line given: `args` starts with the program
+/// name, as `std::env::args_os()` does. The Python package's `bat` console
+/// script enters here with `sys.argv` (the process's own argv there is the
+/// interpreter's). Usage errors, `--help` and `--version` are printed and
+/// give their exit code (2 or 0) instead of ending the process.
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // What `Cli::parse` does, minus the process exit. A closed
+            // stdout (`bat --help | head -1`) is no reason to fail.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let argv = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let session = Session::from_env(&cli, argv);
     output::set_colors(session.paint.on);
     let pager = start_pager(&cli);
     // With a pager, Ctrl-C belongs to it: bat must not die and leave it
@@ -400,13 +451,18 @@ pub fn main() -> ExitCode {
         }
         (None, r) => r,
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::Interrupted => e
             .with_hint(format!("to finish, run again: {}", session.rerun_command()))
             .report(session.json),
         Err(e) => e.report(session.json),
-    }
+    };
+    // What a native binary's runtime does at exit, for a caller that goes
+    // on (the Python console script): a partial last line printed before
+    // an error is not lost.
+    let _ = output::flush_stdout();
+    code
 }
 
 /// Start the pager for verbs with long output, when stdout is a terminal,

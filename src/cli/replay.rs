@@ -427,7 +427,7 @@ pub fn run(a: ReplayArgs, g: &Session) -> CliResult {
 
 /// The simulator's `{bat}`: this binary, wherever it is now.
 fn bat_override() -> Vec<(String, String)> {
-    std::env::current_exe()
+    super::self_exe()
         .map(|exe| {
             vec![(
                 bat::round::campaign::BAT_PLACEHOLDER.to_string(),

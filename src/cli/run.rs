@@ -376,7 +376,7 @@ fn fresh_request(a: &RunArgs, arm: &ArmSpec) -> Result<FreshRequest, CliError> {
             .transpose()
             .map_err(CampaignError::RewardMode)?,
         // Only the simulator backend needs it; an error surfaces there.
-        bat_exe: std::env::current_exe().ok(),
+        bat_exe: super::self_exe().ok(),
     })
 }
 
@@ -390,7 +390,7 @@ fn plan(
 ) -> Result<PlannedRun, CliError> {
     if a.resume {
         let rev = arm.branch.clone().unwrap_or_else(|| "HEAD".into());
-        let exe = std::env::current_exe().ok();
+        let exe = super::self_exe().ok();
         let planned = plan_resume(
             ledger,
             layout,
