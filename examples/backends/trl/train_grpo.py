@@ -42,6 +42,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 
@@ -186,7 +187,12 @@ def main() -> None:
         train_dataset=ds,
         processing_class=tokenizer,
     )
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        # GRPOConfig insists on an output folder; nothing is saved there
+        # (save_strategy "no"), so it goes with the round.
+        shutil.rmtree(scratch, ignore_errors=True)
 
     os.makedirs(a.output, exist_ok=True)
     trainer.model.save_pretrained(a.output, safe_serialization=True)
