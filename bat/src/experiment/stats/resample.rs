@@ -336,16 +336,17 @@ impl BSides {
     }
 
     /// This resample's prefix sums of every B side, from each arm's
-    /// group's drawn counts.
-    fn fill(&self, buffers: &[Vec<Buffers>], prefix: &mut Vec<u64>) {
+    /// group's drawn counts (in `u32`, as the counts are: half the cache
+    /// of `u64` for a buffer that every pair reads).
+    fn fill(&self, buffers: &[Vec<Buffers>], prefix: &mut Vec<u32>) {
         prefix.resize(self.len, 0);
         for s in &self.sides {
             let counts = &buffers[s.arm][s.group].runs;
             let out = &mut prefix[s.at..=s.at + s.cells.len()];
             out[0] = 0;
-            let mut run = 0u64;
+            let mut run = 0u32;
             for (p, c) in out[1..].iter_mut().zip(&s.cells) {
-                run += u64::from(counts[*c as usize]);
+                run += counts[*c as usize];
                 *p = run;
             }
         }
@@ -458,7 +459,7 @@ pub fn resample(
         .iter()
         .map(|(gs, _, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
         .collect();
-    let mut prefix: Vec<u64> = Vec::new();
+    let mut prefix: Vec<u32> = Vec::new();
     let mut sums: Vec<f64> = Vec::new();
     let mut drawn: Vec<(u32, f64)> = Vec::new();
     let mut pair_weights: Vec<u32> = Vec::new();
@@ -537,19 +538,19 @@ pub fn resample(
 /// of A, drawn run of B) pairs that A wins, ties one half, counted in
 /// integers, then the weighted average. `prefix` holds this resample's
 /// prefix sums of B's drawn counts ([`BSides::fill`]).
-fn improvement_once(it: &PairItem, ca: &[u32], prefix: &[u64], weights: &[u32]) -> f64 {
+fn improvement_once(it: &PairItem, ca: &[u32], prefix: &[u32], weights: &[u32]) -> f64 {
     let f = &it.strata;
     let (mut acc, mut wsum) = (0.0, 0u64);
     for (&(a0, a1, b_end), w) in f.spans.iter().zip(weights) {
         if *w == 0 {
             continue;
         }
-        let run = prefix[b_end];
+        let run = u64::from(prefix[b_end]);
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
         for (c, lt, le) in &f.a[a0..a1] {
             let x = u64::from(ca[*c as usize]);
             tot_a += x;
-            twice_u += x * (prefix[*lt as usize] + prefix[*le as usize]);
+            twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
         }
         let denom = 2 * tot_a * run;
         if denom == 0 {
