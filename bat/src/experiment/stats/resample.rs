@@ -14,7 +14,9 @@
 //! the cells' scores (all of a group's matrices at once, cell by cell), an IQM a walk over the cells in ascending order
 //! ([`weighted_trimmed_mean`]), and P(A > B) of a stratum the
 //! Mann–Whitney count of the drawn runs, found from prefix sums of B's
-//! counts in B's sorted order at ranks computed once ([`PairStratum`]): no
+//! counts in B's sorted order at ranks computed once ([`PairStratum`];
+//! each B stratum's prefix sums once per resample, shared by every pair
+//! item that has it on the B side, [`BSides`]): no
 //! sorting and no allocation inside the resample loop.
 
 use super::{iqm, mean, Bootstrap, Distribution, Scheme, ScoreMatrix, SplitMix64};
@@ -290,31 +292,92 @@ fn offsets(m: &ScoreMatrix) -> Vec<usize> {
         .collect()
 }
 
+/// The B side of one shared stratum: B's cells of it in ascending order
+/// of score, in one group of one arm. Pairs whose B is that arm (and
+/// items whose B stratum is that one) share it, so its prefix sums of
+/// drawn counts are found once per resample, not once per pair item.
+struct BSide {
+    arm: usize,
+    group: usize,
+    cells: Vec<u32>,
+    /// Where its prefix sums start in the resample's prefix buffer: entry
+    /// `at` is 0, `at + k` the count of its first `k` cells.
+    at: usize,
+}
+
+/// Every B side of every pair item, each once, with the prefix buffer's
+/// layout.
+#[derive(Default)]
+struct BSides {
+    sides: Vec<BSide>,
+    len: usize,
+}
+
+impl BSides {
+    /// The prefix offset of B cells `cells` of arm `arm`'s group `group`,
+    /// adding them when new.
+    fn slot(&mut self, arm: usize, group: usize, cells: &[u32]) -> usize {
+        if let Some(s) = self
+            .sides
+            .iter()
+            .find(|s| s.arm == arm && s.group == group && s.cells == cells)
+        {
+            return s.at;
+        }
+        let at = self.len;
+        self.len += cells.len() + 1;
+        self.sides.push(BSide {
+            arm,
+            group,
+            cells: cells.to_vec(),
+            at,
+        });
+        at
+    }
+
+    /// This resample's prefix sums of every B side, from each arm's
+    /// group's drawn counts (in `u32`, as the counts are: half the cache
+    /// of `u64` for a buffer that every pair reads).
+    fn fill(&self, buffers: &[Vec<Buffers>], prefix: &mut Vec<u32>) {
+        prefix.resize(self.len, 0);
+        for s in &self.sides {
+            let counts = &buffers[s.arm][s.group].runs;
+            let out = &mut prefix[s.at..=s.at + s.cells.len()];
+            out[0] = 0;
+            let mut run = 0u32;
+            for (p, c) in out[1..].iter_mut().zip(&s.cells) {
+                run += counts[*c as usize];
+                *p = run;
+            }
+        }
+    }
+}
+
 /// A pair item's ranked strata laid end to end for the resample loop:
-/// each stratum's A entries and B cells are ranges of two flat arrays.
+/// each stratum's A entries are a range of one flat array, with B's
+/// ranks turned into positions in the shared prefix buffer.
 struct FlatStrata {
-    /// Per stratum: its A entries `a[s.0..s.1]`, its B cells `b[s.2..s.3]`.
-    spans: Vec<(usize, usize, usize, usize)>,
+    /// Per stratum: its A entries `a[s.0..s.1]`, and where B's total
+    /// drawn count is in the prefix buffer.
+    spans: Vec<(usize, usize, usize)>,
+    /// A's cell, and the prefix-buffer positions of B's `lt` and `le`.
     a: Vec<(u32, u32, u32)>,
-    b: Vec<u32>,
-    /// The most B cells of one stratum.
-    widest_b: usize,
 }
 
 impl FlatStrata {
-    fn of(strata: &[PairStratum]) -> FlatStrata {
+    fn of(strata: &[PairStratum], arm_b: usize, gb: usize, sides: &mut BSides) -> FlatStrata {
         let mut f = FlatStrata {
             spans: Vec::with_capacity(strata.len()),
             a: Vec::new(),
-            b: Vec::new(),
-            widest_b: 0,
         };
         for s in strata {
-            let (a0, b0) = (f.a.len(), f.b.len());
-            f.a.extend_from_slice(&s.a);
-            f.b.extend_from_slice(&s.b_cells);
-            f.spans.push((a0, f.a.len(), b0, f.b.len()));
-            f.widest_b = f.widest_b.max(s.b_cells.len());
+            let at = sides.slot(arm_b, gb, &s.b_cells);
+            let a0 = f.a.len();
+            f.a.extend(
+                s.a.iter()
+                    .map(|(c, lt, le)| (*c, at as u32 + lt, at as u32 + le)),
+            );
+            f.spans.push((a0, f.a.len(), at + s.b_cells.len()));
         }
         f
     }
@@ -325,7 +388,6 @@ struct PairItem {
     strata: FlatStrata,
     tracks: Vec<Vec<usize>>,
     ga: usize,
-    gb: usize,
 }
 
 /// Resample every arm and pair: `resamples` times, each arm's groups
@@ -361,6 +423,7 @@ pub fn resample(
                 .collect()
         })
         .collect();
+    let mut sides = BSides::default();
     let items: Vec<Vec<PairItem>> = pairs
         .iter()
         .map(|p| {
@@ -373,11 +436,11 @@ pub fn resample(
                     for (k, s) in strata.iter().enumerate() {
                         tracks[s.track].push(k);
                     }
+                    let gb = arm_groups[p.b].1[*ib].0;
                     PairItem {
-                        strata: FlatStrata::of(&strata),
+                        strata: FlatStrata::of(&strata, p.b, gb, &mut sides),
                         tracks,
                         ga: arm_groups[p.a].1[*ia].0,
-                        gb: arm_groups[p.b].1[*ib].0,
                     }
                 })
                 .collect()
@@ -396,7 +459,7 @@ pub fn resample(
         .iter()
         .map(|(gs, _, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
         .collect();
-    let mut prefix: Vec<u64> = Vec::new();
+    let mut prefix: Vec<u32> = Vec::new();
     let mut sums: Vec<f64> = Vec::new();
     let mut drawn: Vec<(u32, f64)> = Vec::new();
     let mut pair_weights: Vec<u32> = Vec::new();
@@ -435,12 +498,13 @@ pub fn resample(
                 }
             }
         }
+        sides.fill(&buffers, &mut prefix);
         for (p, (its, outs)) in pairs.iter().zip(items.iter().zip(pair_out.iter_mut())) {
             let shared_stream = arms[p.a].stream ^ arms[p.b].stream ^ 0x05ee_d0f7_a5c5;
             let mut shared = (cfg.scheme == Scheme::Tasks)
                 .then(|| SplitMix64::for_resample(cfg.seed, shared_stream, r as u64));
             for (it, o) in its.iter().zip(outs.iter_mut()) {
-                let (ca, cb) = (&buffers[p.a][it.ga].runs, &buffers[p.b][it.gb].runs);
+                let ca = &buffers[p.a][it.ga].runs;
                 pair_weights.clear();
                 pair_weights.resize(it.strata.spans.len(), 1);
                 if let Some(rs) = shared.as_mut() {
@@ -451,7 +515,7 @@ pub fn resample(
                         }
                     }
                 }
-                o.push(improvement_once(it, ca, cb, &pair_weights, &mut prefix));
+                o.push(improvement_once(it, ca, &prefix, &pair_weights));
             }
         }
     }
@@ -472,32 +536,21 @@ pub fn resample(
 
 /// P(A > B) of one resample: each weighted stratum's share of (drawn run
 /// of A, drawn run of B) pairs that A wins, ties one half, counted in
-/// integers, then the weighted average.
-fn improvement_once(
-    it: &PairItem,
-    ca: &[u32],
-    cb: &[u32],
-    weights: &[u32],
-    prefix: &mut Vec<u64>,
-) -> f64 {
+/// integers, then the weighted average. `prefix` holds this resample's
+/// prefix sums of B's drawn counts ([`BSides::fill`]).
+fn improvement_once(it: &PairItem, ca: &[u32], prefix: &[u32], weights: &[u32]) -> f64 {
     let f = &it.strata;
-    prefix.clear();
-    prefix.resize(f.widest_b + 1, 0);
     let (mut acc, mut wsum) = (0.0, 0u64);
-    for (&(a0, a1, b0, b1), w) in f.spans.iter().zip(weights) {
+    for (&(a0, a1, b_end), w) in f.spans.iter().zip(weights) {
         if *w == 0 {
             continue;
         }
-        let mut run = 0u64;
-        for (p, c) in prefix[1..].iter_mut().zip(&f.b[b0..b1]) {
-            run += u64::from(cb[*c as usize]);
-            *p = run;
-        }
+        let run = u64::from(prefix[b_end]);
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
         for (c, lt, le) in &f.a[a0..a1] {
             let x = u64::from(ca[*c as usize]);
             tot_a += x;
-            twice_u += x * (prefix[*lt as usize] + prefix[*le as usize]);
+            twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
         }
         let denom = 2 * tot_a * run;
         if denom == 0 {
