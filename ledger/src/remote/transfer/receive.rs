@@ -767,8 +767,10 @@ mod tests {
             seen,
             (0..200u32).map(|i| (i % 251) as u8).collect::<Vec<_>>()
         );
-        // At most the budget plus the object being emitted.
-        assert!(peak <= READ_AHEAD_BYTES + (1 << 20), "peak {peak}");
+        // At most the budget, plus the object being consumed (handed back
+        // to the budget before the importer runs) and the one the reader
+        // has counted but is still waiting to emit.
+        assert!(peak <= READ_AHEAD_BYTES + (2 << 20), "peak {peak}");
         assert!(peak >= 4 << 20, "the reader did read ahead (peak {peak})");
     }
 
