@@ -25,25 +25,10 @@ use crate::common::{bat_in, succeeded};
 const REPS: usize = 20_000;
 
 fn python() -> Option<PathBuf> {
-    match std::env::var_os("BAT_TEST_RLIABLE_PYTHON") {
-        Some(p) if Path::new(&p).is_file() => Some(PathBuf::from(p)),
-        other => {
-            let why = match other {
-                Some(p) => format!(
-                    "BAT_TEST_RLIABLE_PYTHON={} is not a file",
-                    Path::new(&p).display()
-                ),
-                None => "BAT_TEST_RLIABLE_PYTHON is not set".to_string(),
-            };
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{why}; .ci/run prepares the venv (examples/stats/setup-rliable-venv.sh)");
-            }
-            eprintln!(
-                "SKIPPED: {why} (run `examples/stats/setup-rliable-venv.sh` and export its output as BAT_TEST_RLIABLE_PYTHON)"
-            );
-            None
-        }
-    }
+    crate::common::external::file_from_env(
+        "BAT_TEST_RLIABLE_PYTHON",
+        "the output of `examples/stats/setup-rliable-venv.sh`",
+    )
 }
 
 /// A (runs × tasks) matrix as bat's strata: one track, task j = column j.

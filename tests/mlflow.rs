@@ -21,25 +21,10 @@ use serde_json::{json, Value};
 use crate::common::{stderr, write_json, BatRunner, TestEnv};
 
 fn python() -> Option<PathBuf> {
-    match std::env::var_os("BAT_TEST_MLFLOW_PYTHON") {
-        Some(p) if Path::new(&p).is_file() => Some(PathBuf::from(p)),
-        other => {
-            let why = match other {
-                Some(p) => format!(
-                    "BAT_TEST_MLFLOW_PYTHON={} is not a file",
-                    Path::new(&p).display()
-                ),
-                None => "BAT_TEST_MLFLOW_PYTHON is not set".to_string(),
-            };
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{why}; .ci/run prepares the venv (examples/mlflow/setup-mlflow-venv.sh)");
-            }
-            eprintln!(
-                "SKIPPED: {why} (run `examples/mlflow/setup-mlflow-venv.sh` and export its output as BAT_TEST_MLFLOW_PYTHON)"
-            );
-            None
-        }
-    }
+    crate::common::external::file_from_env(
+        "BAT_TEST_MLFLOW_PYTHON",
+        "the output of `examples/mlflow/setup-mlflow-venv.sh`",
+    )
 }
 
 /// A free port on 127.0.0.1 (bound, then released for the server).

@@ -17,19 +17,7 @@ use report_common::{assert_points_match_rounds, campaign, plots, render};
 use crate::common::report as report_common;
 
 fn chromium() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    match std::env::var_os("BAT_TEST_CHROMIUM").map(PathBuf::from) {
-        Some(p) if p.is_file() => Some(p),
-        other => {
-            let why = match other {
-                Some(p) => format!("BAT_TEST_CHROMIUM={} does not exist", p.display()),
-                None => "BAT_TEST_CHROMIUM is not set".to_string(),
-            };
-            assert!(!ci, "{why}; under CI=true the browser test must run");
-            eprintln!("skipping the Chromium report test: {why} (apt-get install chromium; export BAT_TEST_CHROMIUM=$(command -v chromium))");
-            None
-        }
-    }
+    crate::common::external::chromium()
 }
 
 /// Run Chromium headless on `page` with `args`; (stdout, stderr).

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::cdp::{chromium, Browser};
+use crate::common::cdp::Browser;
+use crate::common::external::chromium;
 use crate::common::serve::{new_ledger, Server, READ_TOKEN, WRITE_TOKEN};
 use crate::common::{bat, bat_exe, succeeded, write_json};
 
@@ -348,7 +349,7 @@ const OBSERVE: &str = r#"(function(){var p=document.querySelector('#runs .run .p
 
 #[test]
 fn live_page_follows_a_running_campaign_without_reloading() {
-    let Some(chrome) = chromium("the live page browser test") else {
+    let Some(chrome) = chromium() else {
         return;
     };
     let c = campaign(3, "1.5");

@@ -146,25 +146,10 @@ fn exported(b: &BatRunner, branch: &str) -> BTreeMap<i64, (f64, f64)> {
 }
 
 fn python() -> Option<PathBuf> {
-    match std::env::var_os("BAT_TEST_TENSORBOARD_PYTHON") {
-        Some(p) if Path::new(&p).is_file() => Some(PathBuf::from(p)),
-        other => {
-            let why = match other {
-                Some(p) => format!(
-                    "BAT_TEST_TENSORBOARD_PYTHON={} is not a file",
-                    Path::new(&p).display()
-                ),
-                None => "BAT_TEST_TENSORBOARD_PYTHON is not set".to_string(),
-            };
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{why}; .ci/run prepares the venv (examples/tensorboard/setup-tensorboard-venv.sh)");
-            }
-            eprintln!(
-                "SKIPPED: {why} (run `examples/tensorboard/setup-tensorboard-venv.sh` and export its output as BAT_TEST_TENSORBOARD_PYTHON)"
-            );
-            None
-        }
-    }
+    crate::common::external::file_from_env(
+        "BAT_TEST_TENSORBOARD_PYTHON",
+        "the output of `examples/tensorboard/setup-tensorboard-venv.sh`",
+    )
 }
 
 #[test]

@@ -9,31 +9,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tungstenite::{Message, WebSocket};
-
-/// The Chromium of BAT_TEST_CHROMIUM; `None` (after saying why) when it is
-/// not set or missing, except under CI=true where that fails the test.
-pub fn chromium(test: &str) -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    match std::env::var_os("BAT_TEST_CHROMIUM").map(PathBuf::from) {
-        Some(p) if p.is_file() => Some(p),
-        other => {
-            let why = match other {
-                Some(p) => format!("BAT_TEST_CHROMIUM={} does not exist", p.display()),
-                None => "BAT_TEST_CHROMIUM is not set".to_string(),
-            };
-            assert!(!ci, "{why}; under CI=true the browser test must run");
-            eprintln!("skipping {test}: {why} (apt-get install chromium; export BAT_TEST_CHROMIUM=$(command -v chromium))");
-            None
-        }
-    }
-}
 
 /// A headless Chromium with its DevTools endpoint; killed on drop.
 pub struct Browser {

@@ -7,6 +7,7 @@
 //! Python, S3, `bat serve`, browsers driven over the DevTools protocol).
 
 pub mod cdp;
+pub mod external;
 pub mod ledger;
 pub mod loop_support;
 pub mod python;
