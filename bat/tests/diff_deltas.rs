@@ -4,6 +4,10 @@
 //! committed to a real ledger, and every pair compared both ways must give
 //! identical per-tensor numbers. Consecutive rounds must be read from the
 //! deltas; a pair that is not (commit, delta parent) falls back to decoding.
+//! The writer stores each delta's statistics in its dtype's reading only
+//! (bf16, half, single, double, or the count for integers), so the series
+//! cover every reading; a piece whose record holds another dtype's reading
+//! (the same bytes first committed as another tensor) is decoded.
 #![forbid(unsafe_code)]
 
 use std::path::Path;
@@ -264,4 +268,45 @@ proptest! {
 #[test]
 fn from_deltas_equals_full_decode_across_pieces() {
     series(0xd1ff, 3, true);
+}
+
+/// The same bytes committed first as an I16 tensor (its deltas hold the
+/// changed count only), then as a BF16 one: the BF16 diff finds records
+/// without its reading and decodes them, with the same numbers.
+#[test]
+fn a_record_without_the_dtypes_reading_is_decoded() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut l = ledger(&tmp.path().join("ledger"));
+    let work = tmp.path().join("work");
+    let file = work.join("ckpt/model.safetensors");
+    let mut rng = Rng(0x5eed);
+    let mut old = tensor("x", Dtype::I16, 50_000, &mut rng);
+    // Finite bf16 values throughout, so the numbers are not all NaN.
+    for e in old.data.chunks_mut(2) {
+        e[1] &= 0x3f;
+    }
+    let mut new = old.clone();
+    perturb(&mut new, &mut rng, 130);
+    let mut commits = Vec::new();
+    for (name, dtype) in [("x", Dtype::I16), ("y", Dtype::BF16)] {
+        for t in [&old, &new] {
+            let t = T {
+                name: name.into(),
+                dtype,
+                data: t.data.clone(),
+            };
+            write(&file, &[t]);
+            commits.push(commit(&mut l, &work, name));
+        }
+    }
+    assert_eq!(same_both_ways(&l, commits[0], commits[1]), ["deltas"]);
+    assert_eq!(same_both_ways(&l, commits[2], commits[3]), ["decode"]);
+    let bf16 = tensors(&l, commits[2], commits[3], false);
+    assert!(
+        bf16[0].1[0]["max_abs_delta"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0),
+        "numbers of a bf16 tensor: {:?}",
+        bf16[0].1
+    );
 }

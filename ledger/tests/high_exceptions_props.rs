@@ -4,7 +4,7 @@
 //! malformed exceptions without panics.
 
 use bat_ledger::delta::{
-    decode_planes, encode_planes_with, high_exceptions, PlanesHeader, PlanesOptions,
+    decode_planes, encode_planes_with, high_exceptions, PlanesHeader, PlanesOptions, StatsReading,
     FLAG_HIGH_EXCEPTIONS,
 };
 use bat_ledger::ObjectId;
@@ -13,10 +13,12 @@ use proptest::prelude::*;
 const ON: PlanesOptions = PlanesOptions {
     joint: false,
     high_exceptions: true,
+    stats: StatsReading::All,
 };
 const OFF: PlanesOptions = PlanesOptions {
     joint: false,
     high_exceptions: false,
+    stats: StatsReading::All,
 };
 
 /// `base` with `changes` applied: (element, wrapping difference), so most

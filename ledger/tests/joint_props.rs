@@ -517,7 +517,7 @@ fn a_body_of_endless_skips_ends_at_the_piece() {
 /// A sparse piece of the same size is still jointly coded.
 #[test]
 fn mostly_changed_pieces_go_straight_to_the_dense_form() {
-    use bat_ledger::delta::{encode_planes_with, PlanesOptions, FLAG_SPARSE};
+    use bat_ledger::delta::{encode_planes_with, PlanesOptions, StatsReading, FLAG_SPARSE};
     let n = 1 << 16;
     let base: Vec<u8> = (0..n as u32)
         .flat_map(|i| (0x3C00u16 | (i.wrapping_mul(2_654_435_761) >> 22) as u16).to_le_bytes())
@@ -538,6 +538,7 @@ fn mostly_changed_pieces_go_straight_to_the_dense_form() {
         let opts = PlanesOptions {
             joint,
             high_exceptions: false,
+            stats: StatsReading::All,
         };
         let raw = bump(8);
         let p = encode_planes_with(&mut comp, &raw, 2, Some((&bid, &base)), opts).unwrap();

@@ -10,7 +10,8 @@
 //! against the other's, the tensor's numbers are those statistics folded
 //! in file order: bit for bit what [`super::tensors`] computes from the
 //! decoded bytes. A piece without usable statistics (another base, a
-//! ledger written before them, a width-1 dtype) is decoded alone, two
+//! ledger written before them, a record holding another dtype's reading,
+//! a width-1 dtype) is decoded alone, two
 //! pieces in memory at a time. A file whose chunks are not the ledger's
 //! tensor pieces is not handled here: the caller decodes it whole.
 
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bat_ledger::delta::{RecordStats, MAX_PIECE};
+use bat_ledger::delta::{FloatKind, RecordStats, MAX_PIECE};
 use bat_ledger::{ChunkRef, Ledger, Location, ObjectId};
 
 use super::tensors::{
@@ -111,18 +112,23 @@ fn piece(side: &Chunked, start: u64, len: u64) -> Option<ObjectId> {
 }
 
 /// Statistics of `(ca → cb)` usable for a piece of `len` bytes of
-/// `unit`-byte elements: a delta of either against the other.
+/// `unit`-byte elements read as `kind`: a delta of either against the
+/// other whose section holds that reading (a record may hold another
+/// dtype's reading when the same bytes were first stored as another
+/// tensor, or only the count).
 fn stored(
     (la, ca): (&Ledger, &ObjectId),
     (lb, cb): (&Ledger, &ObjectId),
     len: u64,
     unit: usize,
+    kind: Option<FloatKind>,
 ) -> Result<Option<RecordStats>, InspectError> {
     let fits = |s: &RecordStats, base: &ObjectId| {
         s.base == *base
             && usize::from(s.width) == unit
             && s.raw_len == len
             && s.stats.changed <= len / unit as u64
+            && kind.is_none_or(|k| s.stats.float(k).is_some())
     };
     if let Some(s) = lb.delta_record_stats(cb)?.filter(|s| fits(s, ca)) {
         return Ok(Some(s));
@@ -197,8 +203,8 @@ pub(super) fn diff_from_deltas(
             let elements = len / unit as u64;
             if ca == cb {
                 acc.add_piece(elements, 0, None);
-            } else if let Some(s) = stored((la, &ca), (lb, &cb), len, unit)? {
-                let f = kind.and_then(|k| s.stats.floats.get(k.slot()));
+            } else if let Some(s) = stored((la, &ca), (lb, &cb), len, unit, kind)? {
+                let f = kind.and_then(|k| s.stats.float(k));
                 acc.add_piece(elements, s.stats.changed, f);
                 from_stats += 1;
             } else {

@@ -26,8 +26,9 @@ use super::*;
 pub(super) struct Job {
     slot: usize,
     index: u32,
-    /// For a tensor piece: element width and the base piece, if any.
-    plan: Option<(u8, Option<BaseRef>)>,
+    /// For a tensor piece: element width, the statistics reading of its
+    /// dtype and the base piece, if any.
+    plan: Option<(u8, delta::StatsReading, Option<BaseRef>)>,
     /// Shared with the whole-file hasher thread for large files.
     data: Arc<Vec<u8>>,
 }
@@ -251,7 +252,7 @@ pub(super) fn encode_job(
     id: ObjectId,
 ) -> Result<(NewRecord, bool)> {
     let raw_len = job.data.len() as u64;
-    let Some((width, base)) = &job.plan else {
+    let Some((width, reading, base)) = &job.plan else {
         let (c, payload) = pack::compress(comp, &job.data);
         return Ok((
             (
@@ -301,7 +302,10 @@ pub(super) fn encode_job(
                             &job.data,
                             width.into(),
                             Some((&b, &bytes)),
-                            cx.planes,
+                            delta::PlanesOptions {
+                                stats: *reading,
+                                ..cx.planes
+                            },
                         )
                     });
                     delta::recycle(bytes);
@@ -620,7 +624,7 @@ pub(super) fn send_pieces(
                             id: b.id,
                             file: f.base_file.clone().map(|path| (path, b.start)),
                         });
-                    (p.width, base)
+                    (p.width, delta::StatsReading::of_dtype(&k.dtype), base)
                 });
                 let index = u32::try_from(index).map_err(|_| Error::InvalidInput {
                     message: format!("{} has too many pieces", f.path.display()),

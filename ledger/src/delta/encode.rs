@@ -9,7 +9,7 @@ use super::header::{
 };
 use super::joint;
 use super::planes::split_planes;
-use super::stats::{piece_stats, DeltaStats};
+use super::stats::{piece_stats, Gather, StatsReading};
 use crate::id::ObjectId;
 
 /// Fewest changes for which a sparse delta of 16-bit elements is written
@@ -26,6 +26,10 @@ pub struct PlanesOptions {
     /// The high plane of a sparse 16-bit delta as its exceptions when that
     /// is smaller ([`FLAG_HIGH_EXCEPTIONS`]; `WriteConfig::high_exceptions`).
     pub high_exceptions: bool,
+    /// Which readings a delta's statistics section holds ([`FLAG_STATS`],
+    /// header byte 3): the commit pipeline passes the piece dtype's one
+    /// reading; [`StatsReading::All`] writes what builds before it wrote.
+    pub stats: StatsReading,
 }
 
 /// Encode `raw` (a whole number of `width`-byte elements) as a planes
@@ -43,12 +47,14 @@ pub fn encode_planes(
     let opts = PlanesOptions {
         joint,
         high_exceptions: false,
+        stats: StatsReading::All,
     };
     encode_planes_with(comp, raw, width, base, opts)
 }
 
 /// [`encode_planes`] with every optional form chosen by `opts`; with both
-/// off it writes what builds before them wrote.
+/// forms off and every statistics reading it writes what builds before
+/// them wrote.
 pub fn encode_planes_with(
     comp: &mut zstd::bulk::Compressor<'static>,
     raw: &[u8],
@@ -71,9 +77,13 @@ pub fn encode_planes_with(
     // Whether the delta is taken as dense, skipping the sparse forms:
     // from a sample, or because the joint scan gave up (more than a
     // quarter of the elements changed).
+    let w8 = width as u8;
+    let reading = opts.stats.for_width(w8);
     let mut dense = base.is_some_and(|(_, b)| mostly_changed(raw, b, width));
     if let (Some((id, b)), 2, true, false) = (base, width, joint, dense) {
-        let coded = joint_w2(raw, b, raw.len() / 4);
+        // The statistics are gathered in the same scan as the changes.
+        let mut gather = Gather::new(w8, reading);
+        let coded = joint_w2(raw, b, raw.len() / 4, &mut gather);
         dense = coded.is_none();
         if let Some((body, count)) = coded {
             if count >= JOINT_MIN_CHANGES {
@@ -86,12 +96,12 @@ pub fn encode_planes_with(
                         | FLAG_JOINT
                         | FLAG_GOLOMB_ESCAPES
                         | FLAG_STATS,
-                    0,
+                    reading.code(),
                 ];
                 out.extend_from_slice(id.as_bytes());
                 let count = u32::try_from(count).map_err(|_| "piece too large")?;
                 out.extend_from_slice(&count.to_le_bytes());
-                stats(raw, b, width)?.encode_into(&mut out)?;
+                gather.finish().encode_into(&mut out)?;
                 let len = u32::try_from(body.len()).map_err(|_| "piece too large")?;
                 out.extend_from_slice(&len.to_le_bytes());
                 out.extend_from_slice(&body);
@@ -100,19 +110,20 @@ pub fn encode_planes_with(
         }
     }
     if let (Some((id, b)), false) = (base, dense) {
+        let mut gather = Gather::new(w8, reading);
         if let Some((gaps, count, planes)) =
-            sparse_planes_upto(raw, b, width, raw.len() / width / 2)
+            sparse_planes_upto(raw, b, width, raw.len() / width / 2, &mut gather)
         {
             let mut out = vec![
                 PLANES_VERSION,
-                width as u8,
+                w8,
                 FLAG_BASE | FLAG_SPARSE | FLAG_GAPS | FLAG_STATS,
-                0,
+                reading.code(),
             ];
             out.extend_from_slice(id.as_bytes());
             let count = u32::try_from(count).map_err(|_| "piece too large".to_string())?;
             out.extend_from_slice(&count.to_le_bytes());
-            stats(raw, b, width)?.encode_into(&mut out)?;
+            gather.finish().encode_into(&mut out)?;
             let zstd = |comp: &mut zstd::bulk::Compressor<'static>, p: &[u8]| {
                 comp.compress(p).map_err(|e| format!("zstd: {e}"))
             };
@@ -139,27 +150,21 @@ pub fn encode_planes_with(
         }
     }
     let planes = split_planes(raw, base.map(|b| b.1), width);
-    let flags = if base.is_some() {
-        FLAG_BASE | FLAG_STATS
+    let (flags, code) = if base.is_some() {
+        (FLAG_BASE | FLAG_STATS, reading.code())
     } else {
-        0
+        (0, 0)
     };
-    let mut out = vec![PLANES_VERSION, width as u8, flags, 0];
+    let mut out = vec![PLANES_VERSION, w8, flags, code];
     if let Some((id, b)) = base {
         out.extend_from_slice(id.as_bytes());
-        stats(raw, b, width)?.encode_into(&mut out)?;
+        // Dense: the planes visit every element, so the statistics take a
+        // scan of their own over the changed ones.
+        piece_stats(raw, b, w8, reading).encode_into(&mut out)?;
     }
     let frames: Vec<&[u8]> = planes.iter().map(Vec::as_slice).collect();
     append_frames(comp, &mut out, &frames)?;
     Ok(out)
-}
-
-/// The statistics section of a delta of `raw` against `base`
-/// ([`FLAG_STATS`]): one more comparison pass, decoding only the changed
-/// elements.
-fn stats(raw: &[u8], base: &[u8], width: usize) -> std::result::Result<DeltaStats, String> {
-    let w = u8::try_from(width).map_err(|_| format!("invalid element width {width}"))?;
-    Ok(piece_stats(raw, base, w))
 }
 
 /// The sparse form of `raw XOR base`: the positions of the elements that
@@ -171,17 +176,25 @@ fn stats(raw: &[u8], base: &[u8], width: usize) -> std::result::Result<DeltaStat
 /// would after compression and are cheaper to apply: one step per change,
 /// not a scan of the mask's words.
 pub fn sparse_planes(raw: &[u8], base: &[u8], width: usize) -> Sparse {
-    sparse_planes_upto(raw, base, width, usize::MAX).expect("no limit")
+    let mut none = Gather::new(1, StatsReading::Count);
+    sparse_planes_upto(raw, base, width, usize::MAX, &mut none).expect("no limit")
 }
 
 /// [`sparse_planes`], or `None` as soon as more than `limit` elements
-/// differ (a dense delta: the gathering would be wasted).
-fn sparse_planes_upto(raw: &[u8], base: &[u8], width: usize, limit: usize) -> Option<Sparse> {
+/// differ (a dense delta: the gathering would be wasted). Each change is
+/// also given to `stats`, in element order.
+fn sparse_planes_upto(
+    raw: &[u8],
+    base: &[u8],
+    width: usize,
+    limit: usize,
+    stats: &mut Gather,
+) -> Option<Sparse> {
     match width {
-        1 => sparse_w::<1>(raw, base, limit),
-        2 => sparse_w::<2>(raw, base, limit),
-        4 => sparse_w::<4>(raw, base, limit),
-        _ => sparse_w::<8>(raw, base, limit),
+        1 => sparse_w::<1>(raw, base, limit, stats),
+        2 => sparse_w::<2>(raw, base, limit, stats),
+        4 => sparse_w::<4>(raw, base, limit, stats),
+        _ => sparse_w::<8>(raw, base, limit, stats),
     }
 }
 
@@ -227,13 +240,15 @@ fn mostly_changed_w<const W: usize>(raw: &[u8], base: &[u8]) -> bool {
 
 /// The jointly coded body of the changes of `raw` against `base` (16-bit
 /// elements) and their number, or `None` if more than `limit` elements
-/// differ (a dense delta).
-fn joint_w2(raw: &[u8], base: &[u8], limit: usize) -> Option<(Vec<u8>, usize)> {
+/// differ (a dense delta). Each change is also given to `stats`, in
+/// element order (complete only when the body is returned).
+fn joint_w2(raw: &[u8], base: &[u8], limit: usize, stats: &mut Gather) -> Option<(Vec<u8>, usize)> {
     let n = raw.len() / 2;
     let mut enc = joint::Encoder::new(n, (n / 6).min(limit + 1), joint::Escapes::Golomb);
-    let diff = |r: &[u8], b: &[u8], e: usize| {
+    let mut diff = |r: &[u8], b: &[u8], e: usize| {
         let new = u16::from_le_bytes([r[2 * e], r[2 * e + 1]]);
         let old = u16::from_le_bytes([b[2 * e], b[2 * e + 1]]);
+        stats.add2(old, new);
         new.wrapping_sub(old)
     };
     let (rb, bb) = (raw.chunks_exact(128), base.chunks_exact(128));
@@ -294,7 +309,12 @@ pub fn high_exceptions(plane: &[u8]) -> Vec<u8> {
 /// (no per-element branch: changes are scattered at random, so a branch
 /// would mispredict about as often as it is taken), then its changed
 /// elements gathered by walking the set bits.
-fn sparse_w<const W: usize>(raw: &[u8], base: &[u8], limit: usize) -> Option<Sparse> {
+fn sparse_w<const W: usize>(
+    raw: &[u8],
+    base: &[u8],
+    limit: usize,
+    stats: &mut Gather,
+) -> Option<Sparse> {
     /// Elements per window (a multiple of 64, so windows start on whole words).
     const WINDOW: usize = 4096;
     let n = raw.len() / W;
@@ -345,6 +365,14 @@ fn sparse_w<const W: usize>(raw: &[u8], base: &[u8], limit: usize) -> Option<Spa
                 gaps.push(gap as u8);
                 next = idx + 1;
                 let at = e * W;
+                if W == 2 {
+                    stats.add2(
+                        u16::from_le_bytes([b[at], b[at + 1]]),
+                        u16::from_le_bytes([r[at], r[at + 1]]),
+                    );
+                } else {
+                    stats.add(&b[at..at + W], &r[at..at + W]);
+                }
                 let x: [u8; W] = std::array::from_fn(|k| r[at + k] ^ b[at + k]);
                 for (plane, v) in out.iter_mut().zip(x) {
                     plane[at_out] = v;

@@ -3,7 +3,7 @@
 //! and the format constants the encoder and decoder share.
 
 use super::joint;
-use super::stats::{stats_len, DeltaStats};
+use super::stats::{stats_len, DeltaStats, StatsReading};
 use crate::id::ObjectId;
 
 /// Version byte of a planes payload.
@@ -33,8 +33,10 @@ pub const FLAG_GOLOMB_ESCAPES: u8 = 32;
 
 /// Flag bit (only with [`FLAG_BASE`]): a statistics section
 /// ([`DeltaStats`]) follows the base id and changed-element count: the
-/// changes summarised for a diff that reads no planes (FORMAT.md §12.3.4).
-/// Written with every delta since 2026-12-05.
+/// changes summarised for a diff that reads no planes (FORMAT.md §12.3.3).
+/// Written with every delta since 2026-12-05. Byte 3 of the header, zero
+/// without this flag, then says which readings the section holds
+/// ([`StatsReading::code`]; since 2026-12-05 too, zero before it).
 pub const FLAG_STATS: u8 = 64;
 
 /// Gap byte that skips [`GAP_SKIP`] unchanged elements without a change.
@@ -70,11 +72,10 @@ impl PlanesHeader {
     pub fn encoded_len(&self) -> usize {
         4 + if self.base.is_some() { 32 } else { 0 }
             + if self.sparse_count.is_some() { 4 } else { 0 }
-            + if self.stats.is_some() {
-                stats_len(self.width)
-            } else {
-                0
-            }
+            + self
+                .stats
+                .as_ref()
+                .map_or(0, |s| stats_len(self.width, s.reading))
             + 4 * self.plane_lens.len()
     }
 
@@ -141,7 +142,7 @@ impl PlanesHeader {
             || (flags & FLAG_STATS != 0 && flags & FLAG_BASE == 0)
             || (flags & FLAG_GAPS != 0 && flags & FLAG_SPARSE == 0)
             || (joint && (flags & FLAG_GAPS == 0 || width != 2))
-            || payload[3] != 0
+            || (flags & FLAG_STATS == 0 && payload[3] != 0)
         {
             return Err("unknown planes flags".into());
         }
@@ -166,13 +167,14 @@ impl PlanesHeader {
             None
         };
         let stats = if flags & FLAG_STATS != 0 {
-            let s = DeltaStats::decode(payload.get(at..).unwrap_or(&[]), width)?;
+            let reading = StatsReading::from_code(payload[3], width)?;
+            let s = DeltaStats::decode(payload.get(at..).unwrap_or(&[]), width, reading)?;
             if sparse_count.is_some_and(|c| u64::from(c) != s.changed) {
                 return Err(
                     "planes payload statistics disagree with its changed-element count".into(),
                 );
             }
-            at += stats_len(width);
+            at += stats_len(width, reading);
             Some(s)
         } else {
             None

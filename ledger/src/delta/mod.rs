@@ -46,7 +46,8 @@ pub use self::planes::{join_planes, split_planes};
 pub use self::pool::{recycle, take_buffer};
 pub use self::safetensors::{parse_layout, pieces, Layout, Piece, PieceKey, TensorInfo};
 pub use self::stats::{
-    bf16_to_f64, f16_to_f64, piece_stats, stats_len, DeltaStats, FloatKind, FloatStats, RecordStats,
+    bf16_to_f64, f16_to_f64, piece_stats, stats_len, DeltaStats, FloatKind, FloatStats,
+    RecordStats, StatsReading,
 };
 
 /// Largest piece (chunk) a safetensors file is cut into.

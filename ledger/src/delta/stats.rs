@@ -2,7 +2,7 @@
 //! many elements changed and, for each floating-point reading of the
 //! element width, the largest |new − old|, the sum of squared differences
 //! and how many changed elements have a non-finite side (FORMAT.md
-//! §12.3.4). The encoder has both versions in hand, so a diff between a
+//! §12.3.3). The encoder has both versions in hand, so a diff between a
 //! piece and its base reads these numbers instead of decoding either side.
 //!
 //! The definitions here are the single source of truth: a full-decode diff
@@ -57,11 +57,6 @@ impl FloatKind {
             FloatKind::F32 => 4,
             FloatKind::F64 => 8,
         }
-    }
-
-    /// Position of this reading among [`FloatKind::for_width`] of its width.
-    pub fn slot(self) -> usize {
-        usize::from(self == FloatKind::F16)
     }
 
     /// The value of one little-endian element (`e` holds exactly
@@ -140,27 +135,119 @@ impl FloatStats {
     }
 }
 
+/// Which float readings a delta's statistics section holds (FORMAT.md
+/// §12.3.3; the planes header's byte 3). The writer knows the piece's
+/// safetensors dtype, so it computes the one reading a diff of that dtype
+/// shows instead of every reading of the element width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsReading {
+    /// Every reading of the width ([`FloatKind::for_width`]): what deltas
+    /// written before the byte existed hold, and what a writer that does
+    /// not know the dtype writes.
+    All,
+    /// That one reading only (its width is the element width).
+    One(FloatKind),
+    /// The changed-element count only (an integer or 8-bit dtype).
+    Count,
+}
+
+impl StatsReading {
+    /// The reading for a safetensors dtype name: its float reading, or the
+    /// count only for any other dtype.
+    pub fn of_dtype(dtype: &str) -> StatsReading {
+        FloatKind::of_dtype(dtype).map_or(StatsReading::Count, StatsReading::One)
+    }
+
+    /// The code stored in the planes header's byte 3.
+    pub fn code(self) -> u8 {
+        match self {
+            StatsReading::All => 0,
+            StatsReading::One(FloatKind::Bf16) => 1,
+            StatsReading::One(FloatKind::F16) => 2,
+            StatsReading::One(FloatKind::F32) => 3,
+            StatsReading::One(FloatKind::F64) => 4,
+            StatsReading::Count => 5,
+        }
+    }
+
+    /// The reading of code `code` for `width`-byte elements; refused: an
+    /// unknown code, or one reading of another width.
+    pub fn from_code(code: u8, width: u8) -> std::result::Result<StatsReading, String> {
+        let r = match code {
+            0 => StatsReading::All,
+            1 => StatsReading::One(FloatKind::Bf16),
+            2 => StatsReading::One(FloatKind::F16),
+            3 => StatsReading::One(FloatKind::F32),
+            4 => StatsReading::One(FloatKind::F64),
+            5 => StatsReading::Count,
+            _ => {
+                return Err(format!(
+                    "unknown statistics reading {code} in a planes payload"
+                ))
+            }
+        };
+        if let StatsReading::One(k) = r {
+            if k.width() != width {
+                return Err(format!(
+                    "statistics reading {code} does not fit {width}-byte elements"
+                ));
+            }
+        }
+        Ok(r)
+    }
+
+    /// This reading as an encoder writes it for `width`-byte elements: a
+    /// single reading of another width holds nothing, so it is the count.
+    pub fn for_width(self, width: u8) -> StatsReading {
+        match self {
+            StatsReading::One(k) if k.width() != width => StatsReading::Count,
+            r => r,
+        }
+    }
+
+    /// The readings of the section, in its order, for `width`-byte
+    /// elements.
+    pub fn kinds(self, width: u8) -> &'static [FloatKind] {
+        match self.for_width(width) {
+            StatsReading::All => FloatKind::for_width(width),
+            StatsReading::One(FloatKind::Bf16) => &[FloatKind::Bf16],
+            StatsReading::One(FloatKind::F16) => &[FloatKind::F16],
+            StatsReading::One(FloatKind::F32) => &[FloatKind::F32],
+            StatsReading::One(FloatKind::F64) => &[FloatKind::F64],
+            StatsReading::Count => &[],
+        }
+    }
+}
+
 /// The statistics of one delta: changed elements and one [`FloatStats`]
-/// per reading of [`FloatKind::for_width`] of its width.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// per reading the section holds.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeltaStats {
     /// Elements whose bit pattern differs.
     pub changed: u64,
-    /// Per float reading, in [`FloatKind::for_width`] order.
-    pub floats: Vec<FloatStats>,
+    /// The readings held (header byte 3).
+    pub reading: StatsReading,
+    /// Per float reading, in [`StatsReading::kinds`] order.
+    pub floats: Vec<(FloatKind, FloatStats)>,
 }
 
-/// Bytes of the stats section for elements of `width` bytes.
-pub fn stats_len(width: u8) -> usize {
-    4 + 20 * FloatKind::for_width(width).len()
+/// Bytes of the stats section for elements of `width` bytes holding
+/// `reading`.
+pub fn stats_len(width: u8, reading: StatsReading) -> usize {
+    4 + 20 * reading.kinds(width).len()
 }
 
 impl DeltaStats {
-    /// Append the stats section (FORMAT.md §12.3.4).
+    /// The statistics under reading `kind`, when the section holds it.
+    pub fn float(&self, kind: FloatKind) -> Option<&FloatStats> {
+        self.floats.iter().find(|(k, _)| *k == kind).map(|(_, f)| f)
+    }
+
+    /// Append the stats section (FORMAT.md §12.3.3).
     pub(super) fn encode_into(&self, out: &mut Vec<u8>) -> std::result::Result<(), String> {
         let changed = u32::try_from(self.changed).map_err(|_| "piece too large")?;
         out.extend_from_slice(&changed.to_le_bytes());
-        for f in &self.floats {
+        for (_, f) in &self.floats {
             let n = u32::try_from(f.nonfinite).map_err(|_| "piece too large")?;
             out.extend_from_slice(&n.to_le_bytes());
             out.extend_from_slice(&f.max_abs.to_le_bytes());
@@ -169,13 +256,17 @@ impl DeltaStats {
         Ok(())
     }
 
-    /// Parse a stats section for `width`-byte elements at the start of
-    /// `b`. Refused: a non-finite count above the changed count, a NaN or
-    /// negative maximum or sum (infinity is possible: two finite f64 values
-    /// can differ by more than the largest f64).
-    pub(super) fn decode(b: &[u8], width: u8) -> std::result::Result<DeltaStats, String> {
+    /// Parse a stats section holding `reading` for `width`-byte elements
+    /// at the start of `b`. Refused: a non-finite count above the changed
+    /// count, a NaN or negative maximum or sum (infinity is possible: two
+    /// finite f64 values can differ by more than the largest f64).
+    pub(super) fn decode(
+        b: &[u8],
+        width: u8,
+        reading: StatsReading,
+    ) -> std::result::Result<DeltaStats, String> {
         let b = b
-            .get(..stats_len(width))
+            .get(..stats_len(width, reading))
             .ok_or("planes payload truncated in its statistics")?;
         let u32_at =
             |at: usize| u64::from(u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]));
@@ -186,7 +277,7 @@ impl DeltaStats {
         };
         let changed = u32_at(0);
         let mut floats = Vec::new();
-        for k in 0..FloatKind::for_width(width).len() {
+        for (k, &kind) in reading.kinds(width).iter().enumerate() {
             let at = 4 + 20 * k;
             let f = FloatStats {
                 nonfinite: u32_at(at),
@@ -198,73 +289,125 @@ impl DeltaStats {
             if f.nonfinite > changed || !in_range(f.max_abs) || !in_range(f.sumsq) {
                 return Err("planes payload statistics out of range".into());
             }
-            floats.push(f);
+            floats.push((kind, f));
         }
-        Ok(DeltaStats { changed, floats })
+        Ok(DeltaStats {
+            changed,
+            reading,
+            floats,
+        })
+    }
+}
+
+/// What [`Gather`] computes per change.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// The count only.
+    Count,
+    /// One reading.
+    One(FloatKind),
+    /// 16-bit elements, both readings (bf16, then half).
+    Bf16AndHalf,
+}
+
+/// The statistics of a delta gathered change by change, in element order,
+/// by whichever scan visits the changed elements (the encoder's own, so
+/// the section costs no second pass over the piece and its base).
+#[derive(Debug, Clone)]
+pub(super) struct Gather {
+    reading: StatsReading,
+    width: u8,
+    mode: Mode,
+    changed: u64,
+    first: FloatStats,
+    second: FloatStats,
+}
+
+impl Gather {
+    /// An empty gathering of `reading` for `width`-byte elements.
+    pub(super) fn new(width: u8, reading: StatsReading) -> Gather {
+        let reading = reading.for_width(width);
+        let mode = match reading.kinds(width) {
+            [] => Mode::Count,
+            [k] => Mode::One(*k),
+            _ => Mode::Bf16AndHalf,
+        };
+        Gather {
+            reading,
+            width,
+            mode,
+            changed: 0,
+            first: FloatStats::default(),
+            second: FloatStats::default(),
+        }
+    }
+
+    /// Account one changed 16-bit element (bit patterns differ).
+    #[inline(always)]
+    pub(super) fn add2(&mut self, old: u16, new: u16) {
+        self.changed += 1;
+        match self.mode {
+            Mode::Count => {}
+            // The common case: a shift and a widening per side.
+            Mode::One(FloatKind::Bf16) => self.first.add(bf16_to_f64(old), bf16_to_f64(new)),
+            Mode::One(_) => self.first.add(f16_to_f64(old), f16_to_f64(new)),
+            Mode::Bf16AndHalf => {
+                self.first.add(bf16_to_f64(old), bf16_to_f64(new));
+                self.second.add(f16_to_f64(old), f16_to_f64(new));
+            }
+        }
+    }
+
+    /// Account one changed element of any width (`old` and `new` hold
+    /// exactly the element width).
+    #[inline(always)]
+    pub(super) fn add(&mut self, old: &[u8], new: &[u8]) {
+        match (self.mode, old, new) {
+            (Mode::Count, _, _) => self.changed += 1,
+            (Mode::One(k), _, _) if k.width() != 2 => {
+                self.changed += 1;
+                self.first.add(k.decode(old), k.decode(new));
+            }
+            (_, &[o0, o1], &[n0, n1]) => {
+                self.add2(u16::from_le_bytes([o0, o1]), u16::from_le_bytes([n0, n1]));
+            }
+            // A 16-bit mode is only chosen for 16-bit elements.
+            _ => self.changed += 1,
+        }
+    }
+
+    /// The gathered statistics.
+    pub(super) fn finish(self) -> DeltaStats {
+        let floats = self
+            .reading
+            .kinds(self.width)
+            .iter()
+            .zip([self.first, self.second])
+            .map(|(k, f)| (*k, f))
+            .collect();
+        DeltaStats {
+            changed: self.changed,
+            reading: self.reading,
+            floats,
+        }
     }
 }
 
 /// The statistics of `new` against `old` (same length, whole `width`-byte
-/// elements; `width` 1, 2, 4 or 8).
-pub fn piece_stats(new: &[u8], old: &[u8], width: u8) -> DeltaStats {
+/// elements; `width` 1, 2, 4 or 8) holding `reading`: a scan of its own,
+/// for the forms whose encoding does not visit each change (dense).
+pub fn piece_stats(new: &[u8], old: &[u8], width: u8, reading: StatsReading) -> DeltaStats {
+    let mut g = Gather::new(width, reading);
     match width {
-        1 => stats_w::<1>(new, old),
-        2 => stats_w2(new, old),
-        4 => stats_w::<4>(new, old),
-        _ => stats_w::<8>(new, old),
+        1 => scan_w::<1>(new, old, &mut g),
+        2 => scan_w::<2>(new, old, &mut g),
+        4 => scan_w::<4>(new, old, &mut g),
+        _ => scan_w::<8>(new, old, &mut g),
     }
+    g.finish()
 }
 
-/// [`stats_w`] for 16-bit elements (bf16 and half readings), the common
-/// case, with the readings unrolled: the generic loop cost about twice the
-/// encoding of the delta itself.
-fn stats_w2(new: &[u8], old: &[u8]) -> DeltaStats {
-    let (mut bf, mut half) = (FloatStats::default(), FloatStats::default());
-    let mut changed = 0u64;
-    let mut one = |o: u16, n: u16| {
-        changed += 1;
-        bf.add(bf16_to_f64(o), bf16_to_f64(n));
-        half.add(f16_to_f64(o), f16_to_f64(n));
-    };
-    let (rb, bb) = (new.chunks_exact(16), old.chunks_exact(16));
-    let (r_tail, b_tail) = (rb.remainder(), bb.remainder());
-    for (r8, b8) in rb.zip(bb) {
-        let mut bits = block_mask::<2>(r8, b8);
-        while bits != 0 {
-            let e = 2 * bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            one(
-                u16::from_le_bytes([b8[e], b8[e + 1]]),
-                u16::from_le_bytes([r8[e], r8[e + 1]]),
-            );
-        }
-    }
-    for (r, b) in r_tail.chunks_exact(2).zip(b_tail.chunks_exact(2)) {
-        if r != b {
-            one(
-                u16::from_le_bytes([b[0], b[1]]),
-                u16::from_le_bytes([r[0], r[1]]),
-            );
-        }
-    }
-    DeltaStats {
-        changed,
-        floats: vec![bf, half],
-    }
-}
-
-fn stats_w<const W: usize>(new: &[u8], old: &[u8]) -> DeltaStats {
-    let kinds = FloatKind::for_width(W as u8);
-    let mut s = DeltaStats {
-        changed: 0,
-        floats: vec![FloatStats::default(); kinds.len()],
-    };
-    let mut one = |r: &[u8], b: &[u8]| {
-        s.changed += 1;
-        for (f, k) in s.floats.iter_mut().zip(kinds) {
-            f.add(k.decode(b), k.decode(r));
-        }
-    };
+fn scan_w<const W: usize>(new: &[u8], old: &[u8], g: &mut Gather) {
     let (rb, bb) = (new.chunks_exact(8 * W), old.chunks_exact(8 * W));
     let (r_tail, b_tail) = (rb.remainder(), bb.remainder());
     for (r8, b8) in rb.zip(bb) {
@@ -273,15 +416,14 @@ fn stats_w<const W: usize>(new: &[u8], old: &[u8]) -> DeltaStats {
         while bits != 0 {
             let e = bits.trailing_zeros() as usize * W;
             bits &= bits - 1;
-            one(&r8[e..e + W], &b8[e..e + W]);
+            g.add(&b8[e..e + W], &r8[e..e + W]);
         }
     }
     for (r, b) in r_tail.chunks_exact(W).zip(b_tail.chunks_exact(W)) {
         if r != b {
-            one(r, b);
+            g.add(b, r);
         }
     }
-    s
 }
 
 /// The statistics a stored delta record carries, read by
@@ -390,19 +532,25 @@ mod tests {
         new[4..8].copy_from_slice(&2.5f32.to_le_bytes());
         new[32..36].copy_from_slice(&f32::INFINITY.to_le_bytes());
         new[0..4].copy_from_slice(&(-1.0f32).to_le_bytes());
-        let s = piece_stats(&new, &old, 4);
-        assert_eq!(s.changed, 3);
-        assert_eq!(
-            s.floats,
-            vec![FloatStats {
-                nonfinite: 1,
-                max_abs: 2.0,
-                sumsq: 4.25,
-            }]
-        );
-        let mut buf = Vec::new();
-        s.encode_into(&mut buf).expect("encodes");
-        assert_eq!(buf.len(), stats_len(4));
-        assert_eq!(DeltaStats::decode(&buf, 4).expect("decodes"), s);
+        let want = FloatStats {
+            nonfinite: 1,
+            max_abs: 2.0,
+            sumsq: 4.25,
+        };
+        for reading in [StatsReading::All, StatsReading::One(FloatKind::F32)] {
+            let s = piece_stats(&new, &old, 4, reading);
+            assert_eq!(s.changed, 3);
+            assert_eq!(s.floats, vec![(FloatKind::F32, want)]);
+            let mut buf = Vec::new();
+            s.encode_into(&mut buf).expect("encodes");
+            assert_eq!(buf.len(), stats_len(4, reading));
+            assert_eq!(DeltaStats::decode(&buf, 4, reading).expect("decodes"), s);
+        }
+        // The count only; a reading of another width is the count too.
+        for reading in [StatsReading::Count, StatsReading::One(FloatKind::Bf16)] {
+            let s = piece_stats(&new, &old, 4, reading);
+            assert_eq!((s.changed, s.floats.len()), (3, 0));
+            assert_eq!(s.reading, StatsReading::Count);
+        }
     }
 }

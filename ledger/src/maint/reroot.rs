@@ -323,12 +323,18 @@ fn reencode(
     let mut out = Vec::with_capacity(chain.len());
     let mut prev: Option<(ObjectId, Vec<u8>)> = None;
     let mut width = None;
+    // The statistics keep the readings the chain's deltas hold (their
+    // dtype's, chosen when committed).
+    let mut opts = opts;
     for (name, file, e, base) in chain.iter().rev() {
         let (h, payload) = pack::read_payload(&*file.file(name, &e.id)?, name, e, true)?;
         if h.compression == pack::COMPRESSION_PLANES {
             let ph =
                 delta::PlanesHeader::decode(&payload).map_err(|r| pack::corrupt_at(name, e, r))?;
             width = Some(usize::from(ph.width));
+            if let Some(s) = &ph.stats {
+                opts.stats = s.reading;
+            }
         }
         let b = match (base, &prev) {
             (Some(bid), Some((pid, bytes))) if bid == pid => Some((bid, bytes.clone())),

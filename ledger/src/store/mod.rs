@@ -111,6 +111,7 @@ impl WriteConfig {
         crate::delta::PlanesOptions {
             joint: self.joint_coding,
             high_exceptions: self.high_exceptions,
+            stats: crate::delta::StatsReading::All,
         }
     }
 }
