@@ -243,14 +243,15 @@ fn mostly_changed_w<const W: usize>(raw: &[u8], base: &[u8]) -> bool {
 /// differ (a dense delta). Each change is also given to `stats`, in
 /// element order (complete only when the body is returned).
 fn joint_w2(raw: &[u8], base: &[u8], limit: usize, stats: &mut Gather) -> Option<(Vec<u8>, usize)> {
+    /// Changes buffered for `stats` (a multiple of 64): the statistics run
+    /// over them in a loop of their own, their sums kept in registers,
+    /// rather than interleaved with the coder's calls.
+    const PAIRS: usize = 512;
     let n = raw.len() / 2;
     let mut enc = joint::Encoder::new(n, (n / 6).min(limit + 1), joint::Escapes::Golomb);
-    let mut diff = |r: &[u8], b: &[u8], e: usize| {
-        let new = u16::from_le_bytes([r[2 * e], r[2 * e + 1]]);
-        let old = u16::from_le_bytes([b[2 * e], b[2 * e + 1]]);
-        stats.add2(old, new);
-        new.wrapping_sub(old)
-    };
+    let at = |s: &[u8], e: usize| u16::from_le_bytes([s[2 * e], s[2 * e + 1]]);
+    let mut pairs = [(0u16, 0u16); PAIRS];
+    let mut held = 0usize;
     let (rb, bb) = (raw.chunks_exact(128), base.chunks_exact(128));
     let (r_tail, b_tail) = (rb.remainder(), bb.remainder());
     for (wi, (r, b)) in rb.zip(bb).enumerate() {
@@ -260,19 +261,29 @@ fn joint_w2(raw: &[u8], base: &[u8], limit: usize, stats: &mut Gather) -> Option
             let m = block_mask::<2>(&r[16 * k..16 * k + 16], &b[16 * k..16 * k + 16]);
             bits |= u64::from(m) << (8 * k);
         }
+        if held + 64 > PAIRS {
+            stats.add_pairs(&pairs[..held]);
+            held = 0;
+        }
         while bits != 0 {
             let e = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            enc.push(wi * 64 + e, diff(r, b, e));
+            let (old, new) = (at(b, e), at(r, e));
+            pairs[held] = (old, new);
+            held += 1;
+            enc.push(wi * 64 + e, new.wrapping_sub(old));
         }
         if enc.changes() > limit {
             return None;
         }
     }
+    stats.add_pairs(&pairs[..held]);
     let first = raw.len() / 128 * 64;
     for e in 0..r_tail.len() / 2 {
-        if r_tail[2 * e..2 * e + 2] != b_tail[2 * e..2 * e + 2] {
-            enc.push(first + e, diff(r_tail, b_tail, e));
+        let (old, new) = (at(b_tail, e), at(r_tail, e));
+        if old != new {
+            stats.add2(old, new);
+            enc.push(first + e, new.wrapping_sub(old));
         }
     }
     let count = enc.changes();

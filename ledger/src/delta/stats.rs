@@ -93,6 +93,7 @@ pub fn f16_to_f64(bits: u16) -> f64 {
 }
 
 /// Decode a bfloat16 value.
+#[inline]
 pub fn bf16_to_f64(bits: u16) -> f64 {
     f64::from(f32::from_bits(u32::from(bits) << 16))
 }
@@ -356,6 +357,33 @@ impl Gather {
                 self.second.add(f16_to_f64(old), f16_to_f64(new));
             }
         }
+    }
+
+    /// Account changed 16-bit elements `(old, new)`, in order: [`Gather::add2`]
+    /// for each, with the reading chosen once and the sums in locals.
+    pub(super) fn add_pairs(&mut self, pairs: &[(u16, u16)]) {
+        self.changed += pairs.len() as u64;
+        let (mut a, mut b) = (self.first, self.second);
+        match self.mode {
+            Mode::Count => {}
+            Mode::One(FloatKind::Bf16) => {
+                for &(o, n) in pairs {
+                    a.add(bf16_to_f64(o), bf16_to_f64(n));
+                }
+            }
+            Mode::One(_) => {
+                for &(o, n) in pairs {
+                    a.add(f16_to_f64(o), f16_to_f64(n));
+                }
+            }
+            Mode::Bf16AndHalf => {
+                for &(o, n) in pairs {
+                    a.add(bf16_to_f64(o), bf16_to_f64(n));
+                    b.add(f16_to_f64(o), f16_to_f64(n));
+                }
+            }
+        }
+        (self.first, self.second) = (a, b);
     }
 
     /// Account one changed element of any width (`old` and `new` hold
