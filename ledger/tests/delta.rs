@@ -619,6 +619,26 @@ fn depths(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// The statistics reading of every delta record among the commits' pieces.
+fn readings(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<bat_ledger::delta::StatsReading> {
+    let mut out = Vec::new();
+    for (c, _) in commits {
+        let tree = l.read_commit(c).unwrap().tree;
+        for f in l.walk_files(&tree).unwrap() {
+            let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location)
+            else {
+                panic!("large file is chunked");
+            };
+            for ch in l.read_chunk_list(&list).unwrap().chunks {
+                if let Some(s) = l.delta_record_stats(&ch.id).unwrap() {
+                    out.push(s.stats.reading);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A ledger holding `rounds` commits of a lightly changed model (one
 /// forward delta chain per piece), reopened with the exclusive lock gc
 /// needs.
@@ -649,7 +669,17 @@ fn gc_moves_each_chains_keyframe_to_its_middle() {
         "written as one forward chain per piece: {before:?}"
     );
     let stored = l.stats().unwrap().record_stored_bytes;
+    let readings_before = readings(&l, &s);
     let rep = l.gc(&NoProgress, &no()).unwrap();
+    // Re-encoded deltas keep the statistics reading the commit chose
+    // from each piece's dtype.
+    let readings_after = readings(&l, &s);
+    assert_eq!(readings_after.len(), readings_before.len());
+    assert!(
+        readings_after.iter().all(|r| readings_before.contains(r)),
+        "{readings_before:?} then {readings_after:?}"
+    );
+    assert!(!readings_after.contains(&bat_ledger::delta::StatsReading::All));
     let pieces = before[0].len() as u64;
     assert_eq!(rep.rerooted_trees, pieces, "{rep:?}");
     assert_eq!(rep.rerooted_records, 6 * pieces, "r00..r05 re-encoded");
