@@ -235,12 +235,16 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
     (out, at, aliases)
 }
 
-/// One shared stratum of a pair item, ranked once: A's cells in ascending
-/// order of score with, for each, how many of B's runs are lower (`lt`)
-/// and lower or equal (`le`); B's cells in ascending order.
+/// One shared stratum of a pair item, ranked once: for each of A's cells,
+/// in A's cell order, how many of B's runs are lower (`lt`) and lower or
+/// equal (`le`); B's cells in ascending order of score. The Mann–Whitney
+/// count is a sum of integers, so A's cells can be visited in any order:
+/// in their own order their drawn counts are one contiguous slice.
 struct PairStratum {
-    /// A's cells in ascending order, each with B's `lt` and `le` counts.
-    a: Vec<(u32, u32, u32)>,
+    /// A's first cell in the flattened order.
+    a_first: u32,
+    /// Per A cell, in order: B's `lt` and `le` counts.
+    a: Vec<(u32, u32)>,
     b_cells: Vec<u32>,
     track: usize,
 }
@@ -253,18 +257,15 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
     let mut out = Vec::new();
     for (i, j) in super::shared_strata(ma, mb) {
         let (ra, rb) = (&ma.strata[i].runs, &mb.strata[j].runs);
-        let mut a_idx: Vec<usize> = (0..ra.len()).collect();
-        a_idx.sort_by(|x, y| ra[*x].total_cmp(&ra[*y]));
         let mut b_idx: Vec<usize> = (0..rb.len()).collect();
         b_idx.sort_by(|x, y| rb[*x].total_cmp(&rb[*y]));
         let b_sorted: Vec<f64> = b_idx.iter().map(|k| rb[*k]).collect();
-        let a = a_idx
+        let a = ra
             .iter()
             .map(|x| {
                 (
-                    (oa[i] + x) as u32,
-                    b_sorted.partition_point(|y| *y < ra[*x]) as u32,
-                    b_sorted.partition_point(|y| *y <= ra[*x]) as u32,
+                    b_sorted.partition_point(|y| y < x) as u32,
+                    b_sorted.partition_point(|y| y <= x) as u32,
                 )
             })
             .collect();
@@ -277,6 +278,7 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
             }
         };
         out.push(PairStratum {
+            a_first: oa[i] as u32,
             a,
             b_cells: b_idx.iter().map(|x| (ob[j] + x) as u32).collect(),
             track,
@@ -362,11 +364,12 @@ impl BSides {
 /// each stratum's A entries are a range of one flat array, with B's
 /// ranks turned into positions in the shared prefix buffer.
 struct FlatStrata {
-    /// Per stratum: its A entries `a[s.0..s.1]`, and where B's total
-    /// drawn count is in the prefix buffer.
-    spans: Vec<(usize, usize, usize)>,
-    /// A's cell, and the prefix-buffer positions of B's `lt` and `le`.
-    a: Vec<(u32, u32, u32)>,
+    /// Per stratum: its A entries `a[s.0..s.1]`, where B's total drawn
+    /// count is in the prefix buffer, and A's first cell.
+    spans: Vec<(usize, usize, usize, usize)>,
+    /// Per A cell (in cell order within a stratum): the prefix-buffer
+    /// positions of B's `lt` and `le`.
+    a: Vec<(u32, u32)>,
 }
 
 impl FlatStrata {
@@ -378,11 +381,9 @@ impl FlatStrata {
         for s in strata {
             let at = sides.slot(arm_b, gb, &s.b_cells);
             let a0 = f.a.len();
-            f.a.extend(
-                s.a.iter()
-                    .map(|(c, lt, le)| (*c, at as u32 + lt, at as u32 + le)),
-            );
-            f.spans.push((a0, f.a.len(), at + s.b_cells.len()));
+            f.a.extend(s.a.iter().map(|(lt, le)| (at as u32 + lt, at as u32 + le)));
+            f.spans
+                .push((a0, f.a.len(), at + s.b_cells.len(), s.a_first as usize));
         }
         f
     }
@@ -564,11 +565,12 @@ fn improvement_once(
     let f = &it.strata;
     shares.num.clear();
     shares.den.clear();
-    for (&(a0, a1, b_end), w) in f.spans.iter().zip(weights) {
+    for (&(a0, a1, b_end, first), w) in f.spans.iter().zip(weights) {
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
         if *w != 0 {
-            for (c, lt, le) in &f.a[a0..a1] {
-                let x = u64::from(ca[*c as usize]);
+            let xs = &ca[first..first + (a1 - a0)];
+            for (x, (lt, le)) in xs.iter().zip(&f.a[a0..a1]) {
+                let x = u64::from(*x);
                 tot_a += x;
                 twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
             }
