@@ -62,56 +62,32 @@ fn campaign(rounds: u32, sleep: &str) -> Campaign {
     let exe = bat_exe().to_string_lossy().into_owned();
     let script =
         format!("printf '%s\\n' '{HOSTILE_LOG}'; sleep {sleep}; exec \"$0\" sim train \"$@\"");
-    let trainer = write_json(
-        &root.join("trainer.json"),
-        json!([
-            "sh",
-            "-c",
-            script,
-            exe,
-            "--checkpoint",
-            "{checkpoint}",
-            "--dataset",
-            "{dataset}",
-            "--manifest",
-            "{manifest}",
-            "--output",
-            "{output}",
-            "--health",
-            "{health}",
-            "--metrics",
-            "{metrics}",
-            "--round-id",
-            "{round_id}",
-            "--target-stage",
-            "{target_stage}",
-            "--runtime-tool-format",
-            "{runtime_tool_format}",
-            "--reward-mode",
-            "stage",
-            "--seed",
-            "5",
-            "--threads",
-            "1"
-        ]),
-    );
-    let evaluator = write_json(
-        &root.join("evaluator.json"),
-        json!([
-            "sh",
-            "-c",
-            "sleep 1.2; exec \"$0\" sim evaluate \"$@\"",
-            exe,
-            "--checkpoint",
-            "{checkpoint}",
-            "--output",
-            "{output}",
-            "--request",
-            "{request}",
-            "--seed",
-            "5"
-        ]),
-    );
+    // The simulator's own templates after the `{bat} sim VERB` head, with
+    // this campaign's reward mode and seed, behind a shell prefix that
+    // slows the children down (and, for the trainer, logs a hostile line).
+    let args_of = |template: Vec<String>| -> Vec<String> {
+        template
+            .into_iter()
+            .skip(3)
+            .map(|a| match a.as_str() {
+                "{reward_mode}" => "stage".to_string(),
+                "{seed}" => "5".to_string(),
+                _ => a,
+            })
+            .collect()
+    };
+    let mut trainer_argv = vec!["sh".to_string(), "-c".to_string(), script, exe.clone()];
+    trainer_argv.extend(args_of(bat::sim::trainer_template()));
+    trainer_argv.extend(["--threads".to_string(), "1".to_string()]);
+    let trainer = write_json(&root.join("trainer.json"), json!(trainer_argv));
+    let mut evaluator_argv = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        "sleep 1.2; exec \"$0\" sim evaluate \"$@\"".to_string(),
+        exe,
+    ];
+    evaluator_argv.extend(args_of(bat::sim::evaluator_template()));
+    let evaluator = write_json(&root.join("evaluator.json"), json!(evaluator_argv));
     let p = |p: &Path| p.to_string_lossy().into_owned();
     let args = vec![
         "run".to_string(),

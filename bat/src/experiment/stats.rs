@@ -432,6 +432,14 @@ impl SplitMix64 {
         }
         (m >> 64) as u64
     }
+
+    /// [`SplitMix64::below`] of `n = 2^(64 − shift)` (`shift` in 1..=63),
+    /// without the wide product: for a power of two Lemire's method never
+    /// rejects (its threshold, 2^64 mod n, is 0) and keeps the top bits, so
+    /// this is the same number from the same step of the generator.
+    pub fn below_pow2(&mut self, shift: u32) -> u64 {
+        self.next_u64() >> shift
+    }
 }
 
 /// A stream id: FNV-1a over the given names, each followed by a zero byte.

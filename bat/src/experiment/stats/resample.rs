@@ -83,6 +83,11 @@ impl Shape {
                 let first = base + start as usize;
                 if n == 1 {
                     runs[first] += 1;
+                } else if n.is_power_of_two() {
+                    let shift = 64 - n.trailing_zeros();
+                    for _ in 0..n {
+                        runs[first + rng.below_pow2(shift) as usize] += 1;
+                    }
                 } else {
                     for _ in 0..n {
                         runs[first + rng.below(u64::from(n)) as usize] += 1;
@@ -230,12 +235,16 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
     (out, at, aliases)
 }
 
-/// One shared stratum of a pair item, ranked once: A's cells in ascending
-/// order of score with, for each, how many of B's runs are lower (`lt`)
-/// and lower or equal (`le`); B's cells in ascending order.
+/// One shared stratum of a pair item, ranked once: for each of A's cells,
+/// in A's cell order, how many of B's runs are lower (`lt`) and lower or
+/// equal (`le`); B's cells in ascending order of score. The Mann–Whitney
+/// count is a sum of integers, so A's cells can be visited in any order:
+/// in their own order their drawn counts are one contiguous slice.
 struct PairStratum {
-    /// A's cells in ascending order, each with B's `lt` and `le` counts.
-    a: Vec<(u32, u32, u32)>,
+    /// A's first cell in the flattened order.
+    a_first: u32,
+    /// Per A cell, in order: B's `lt` and `le` counts.
+    a: Vec<(u32, u32)>,
     b_cells: Vec<u32>,
     track: usize,
 }
@@ -248,18 +257,15 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
     let mut out = Vec::new();
     for (i, j) in super::shared_strata(ma, mb) {
         let (ra, rb) = (&ma.strata[i].runs, &mb.strata[j].runs);
-        let mut a_idx: Vec<usize> = (0..ra.len()).collect();
-        a_idx.sort_by(|x, y| ra[*x].total_cmp(&ra[*y]));
         let mut b_idx: Vec<usize> = (0..rb.len()).collect();
         b_idx.sort_by(|x, y| rb[*x].total_cmp(&rb[*y]));
         let b_sorted: Vec<f64> = b_idx.iter().map(|k| rb[*k]).collect();
-        let a = a_idx
+        let a = ra
             .iter()
             .map(|x| {
                 (
-                    (oa[i] + x) as u32,
-                    b_sorted.partition_point(|y| *y < ra[*x]) as u32,
-                    b_sorted.partition_point(|y| *y <= ra[*x]) as u32,
+                    b_sorted.partition_point(|y| y < x) as u32,
+                    b_sorted.partition_point(|y| y <= x) as u32,
                 )
             })
             .collect();
@@ -272,6 +278,7 @@ fn rank_pair(ma: &ScoreMatrix, mb: &ScoreMatrix) -> (Vec<PairStratum>, usize) {
             }
         };
         out.push(PairStratum {
+            a_first: oa[i] as u32,
             a,
             b_cells: b_idx.iter().map(|x| (ob[j] + x) as u32).collect(),
             track,
@@ -357,11 +364,12 @@ impl BSides {
 /// each stratum's A entries are a range of one flat array, with B's
 /// ranks turned into positions in the shared prefix buffer.
 struct FlatStrata {
-    /// Per stratum: its A entries `a[s.0..s.1]`, and where B's total
-    /// drawn count is in the prefix buffer.
-    spans: Vec<(usize, usize, usize)>,
-    /// A's cell, and the prefix-buffer positions of B's `lt` and `le`.
-    a: Vec<(u32, u32, u32)>,
+    /// Per stratum: its A entries `a[s.0..s.1]`, where B's total drawn
+    /// count is in the prefix buffer, and A's first cell.
+    spans: Vec<(usize, usize, usize, usize)>,
+    /// Per A cell (in cell order within a stratum): the prefix-buffer
+    /// positions of B's `lt` and `le`.
+    a: Vec<(u32, u32)>,
 }
 
 impl FlatStrata {
@@ -373,11 +381,9 @@ impl FlatStrata {
         for s in strata {
             let at = sides.slot(arm_b, gb, &s.b_cells);
             let a0 = f.a.len();
-            f.a.extend(
-                s.a.iter()
-                    .map(|(c, lt, le)| (*c, at as u32 + lt, at as u32 + le)),
-            );
-            f.spans.push((a0, f.a.len(), at + s.b_cells.len()));
+            f.a.extend(s.a.iter().map(|(lt, le)| (at as u32 + lt, at as u32 + le)));
+            f.spans
+                .push((a0, f.a.len(), at + s.b_cells.len(), s.a_first as usize));
         }
         f
     }
@@ -463,6 +469,7 @@ pub fn resample(
     let mut sums: Vec<f64> = Vec::new();
     let mut drawn: Vec<(u32, f64)> = Vec::new();
     let mut pair_weights: Vec<u32> = Vec::new();
+    let mut shares = Shares::default();
     for r in 0..cfg.resamples {
         if r % 256 == 0 && !keep_going(r) {
             return None;
@@ -515,7 +522,13 @@ pub fn resample(
                         }
                     }
                 }
-                o.push(improvement_once(it, ca, &prefix, &pair_weights));
+                o.push(improvement_once(
+                    it,
+                    ca,
+                    &prefix,
+                    &pair_weights,
+                    &mut shares,
+                ));
             }
         }
     }
@@ -537,26 +550,44 @@ pub fn resample(
 /// P(A > B) of one resample: each weighted stratum's share of (drawn run
 /// of A, drawn run of B) pairs that A wins, ties one half, counted in
 /// integers, then the weighted average. `prefix` holds this resample's
-/// prefix sums of B's drawn counts ([`BSides::fill`]).
-fn improvement_once(it: &PairItem, ca: &[u32], prefix: &[u32], weights: &[u32]) -> f64 {
+/// prefix sums of B's drawn counts ([`BSides::fill`]). The counting, the
+/// divisions and the average are three passes over the strata: the
+/// divisions, independent of each other, then run two to an instruction
+/// instead of each waiting in the running sum's chain (the same quotients
+/// added in the same order: the same bits).
+fn improvement_once(
+    it: &PairItem,
+    ca: &[u32],
+    prefix: &[u32],
+    weights: &[u32],
+    shares: &mut Shares,
+) -> f64 {
     let f = &it.strata;
-    let (mut acc, mut wsum) = (0.0, 0u64);
-    for (&(a0, a1, b_end), w) in f.spans.iter().zip(weights) {
-        if *w == 0 {
-            continue;
-        }
-        let run = u64::from(prefix[b_end]);
+    shares.num.clear();
+    shares.den.clear();
+    for (&(a0, a1, b_end, first), w) in f.spans.iter().zip(weights) {
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
-        for (c, lt, le) in &f.a[a0..a1] {
-            let x = u64::from(ca[*c as usize]);
-            tot_a += x;
-            twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
+        if *w != 0 {
+            let xs = &ca[first..first + (a1 - a0)];
+            for (x, (lt, le)) in xs.iter().zip(&f.a[a0..a1]) {
+                let x = u64::from(*x);
+                tot_a += x;
+                twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
+            }
         }
-        let denom = 2 * tot_a * run;
-        if denom == 0 {
+        shares.num.push(real(twice_u));
+        shares.den.push(real(2 * tot_a * u64::from(prefix[b_end])));
+    }
+    // 0 / 0 gives NaN for a skipped stratum; the average passes it over.
+    for (n, d) in shares.num.iter_mut().zip(&shares.den) {
+        *n /= *d;
+    }
+    let (mut acc, mut wsum) = (0.0, 0u64);
+    for ((share, d), w) in shares.num.iter().zip(&shares.den).zip(weights) {
+        if *w == 0 || *d == 0.0 {
             continue;
         }
-        acc += f64::from(*w) * (real(twice_u) / real(denom));
+        acc += f64::from(*w) * share;
         wsum += u64::from(*w);
     }
     if wsum == 0 {
@@ -564,6 +595,14 @@ fn improvement_once(it: &PairItem, ca: &[u32], prefix: &[u32], weights: &[u32]) 
     } else {
         acc / wsum as f64
     }
+}
+
+/// Scratch of [`improvement_once`]: per stratum, the numerator (then the
+/// share) and the denominator.
+#[derive(Default)]
+struct Shares {
+    num: Vec<f64>,
+    den: Vec<f64>,
 }
 
 /// `x as f64` (the nearest double), through the signed conversion the CPU

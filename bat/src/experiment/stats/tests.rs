@@ -361,3 +361,16 @@ proptest! {
         prop_assert!(many.hi - many.lo <= few.hi - few.lo + 1e-12, "{few:?} {many:?}");
     }
 }
+
+#[test]
+fn below_a_power_of_two_is_lemires_draw() {
+    for k in 1..=20u32 {
+        let (mut a, mut b) = (
+            SplitMix64::for_resample(7, u64::from(k), 3),
+            SplitMix64::for_resample(7, u64::from(k), 3),
+        );
+        for _ in 0..1000 {
+            assert_eq!(a.below(1 << k), b.below_pow2(64 - k), "n = 2^{k}");
+        }
+    }
+}
