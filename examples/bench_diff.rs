@@ -20,32 +20,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/series.rs"]
+mod series;
+
 const TENSORS: usize = 16;
-
-fn bat_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/examples/bench_diff -> target/<profile>/bat
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("bat"))
-        .expect("target directory")
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Tensor `t` of round `round` (`per` elements): round 0 from its own seed,
 /// round 1 the same with about one element in eight moved.
 fn tensor(t: usize, per: usize, round: usize) -> Vec<u16> {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1).wrapping_mul(0x1234_5678_9abc));
+    let mut rng =
+        series::Xorshift(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1).wrapping_mul(0x1234_5678_9abc));
     let mut w: Vec<u16> = (0..per)
         .map(|_| {
             let r = rng.next();
@@ -144,7 +128,7 @@ fn measure(mut child: Child) -> (f64, f64, f64, String) {
 
 /// `bat [-C dir] ARGS`.
 fn bat(dir: Option<&Path>, args: &[&str]) -> Command {
-    let mut c = Command::new(bat_binary());
+    let mut c = Command::new(series::bat_binary());
     if let Some(d) = dir {
         c.arg("-C").arg(d);
     }
@@ -181,10 +165,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         flag("--mib", 1024)
     };
     let reps = flag("--reps", 3).max(1);
-    if !bat_binary().exists() {
+    if !series::bat_binary().exists() {
         eprintln!(
             "bench_diff: {} not found; build it first (cargo build --release)",
-            bat_binary().display()
+            series::bat_binary().display()
         );
         std::process::exit(2);
     }
@@ -232,7 +216,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "bat diff of two consecutive {mib} MiB bf16 rounds ({TENSORS} tensors, ~13 % changed), \
          {reps} runs each, median [min–max] (bat {})",
-        bat_binary().display()
+        series::bat_binary().display()
     );
     println!("| path | wall s | CPU s | peak RSS MB |");
     println!("|---|---|---|---|");

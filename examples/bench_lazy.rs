@@ -17,29 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bat_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/examples/bench_lazy -> target/<profile>/bat
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("bat"))
-        .expect("target directory")
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+#[path = "support/series.rs"]
+mod series;
 
 const TENSORS: usize = 8;
 
-fn initial(n: usize, rng: &mut Rng) -> Vec<u16> {
+fn initial(n: usize, rng: &mut series::Xorshift) -> Vec<u16> {
     (0..n)
         .map(|_| {
             let r = rng.next();
@@ -50,7 +33,7 @@ fn initial(n: usize, rng: &mut Rng) -> Vec<u16> {
         .collect()
 }
 
-fn train(w: &mut [u16], rng: &mut Rng) {
+fn train(w: &mut [u16], rng: &mut series::Xorshift) {
     for x in w.iter_mut() {
         let r = rng.next();
         if r % 8 < 3 {
@@ -111,7 +94,7 @@ fn measure(mut child: Child) -> (f64, f64) {
 
 /// `bat [-C dir] ARGS` (output to nowhere).
 fn bat(dir: Option<&Path>, args: &[&str]) -> Command {
-    let mut c = Command::new(bat_binary());
+    let mut c = Command::new(series::bat_binary());
     if let Some(d) = dir {
         c.arg("-C").arg(d);
     }
@@ -144,7 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (origin, data) = (work.join("origin"), work.join("data"));
     std::fs::create_dir_all(&data)?;
     run(bat(None, &["init"]).arg(&origin));
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = series::Xorshift(0x9e37_79b9_7f4a_7c15);
     let mut w = initial(mib << 19, &mut rng);
     for round in 0..=depth {
         if round > 0 {
@@ -157,7 +140,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(w);
     println!(
         "lazy checkout of a {mib} MiB bf16 round, D links deep (bat {})",
-        bat_binary().display()
+        series::bat_binary().display()
     );
     println!(
         "| depth | lazy peak RSS MB | lazy wall s | full-clone checkout peak RSS MB | wall s |"

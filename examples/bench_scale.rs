@@ -46,15 +46,6 @@ use std::process::{Command, Stdio};
 use rayon::prelude::*;
 use series::{clock_ticks, load, proc_cost, timed, Cost};
 
-fn bat_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/examples/bench_scale -> target/<profile>/bat
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("bat"))
-        .expect("target directory")
-}
-
 /// The Qwen3-4B dimensions.
 const HIDDEN: usize = 2560;
 const INTERMEDIATE: usize = 9728;
@@ -367,7 +358,7 @@ impl Bench {
     }
 
     fn bat(&self) -> String {
-        q(&bat_binary())
+        q(&series::bat_binary())
     }
 
     fn drop_caches(&self) -> bool {
@@ -381,7 +372,7 @@ impl Bench {
 
     /// Start `bat serve` on the ledger `dir`; the child and its URL.
     fn serve(&self, dir: &Path) -> (std::process::Child, String) {
-        let mut server = Command::new(bat_binary())
+        let mut server = Command::new(series::bat_binary())
             .arg("-C")
             .arg(dir)
             .args([
@@ -496,7 +487,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         load()
     );
-    println!("bat: {}", bat_binary().display());
+    println!("bat: {}", series::bat_binary().display());
     let mut table = Table { rows: Vec::new() };
     println!("\n| operation | tool | wall s | CPU s | peak RSS MB | MB/s | note |");
     println!("|---|---|---|---|---|---|---|");
@@ -505,7 +496,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let origin1 = work.join("origin-1core");
     b.run(
         &[
-            bat_binary().display().to_string(),
+            series::bat_binary().display().to_string(),
             "init".into(),
             origin.display().to_string(),
         ],
@@ -560,7 +551,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if r == 0 {
                 b.run(
                     &[
-                        bat_binary().display().to_string(),
+                        series::bat_binary().display().to_string(),
                         "init".into(),
                         origin1.display().to_string(),
                     ],

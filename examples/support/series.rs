@@ -3,8 +3,32 @@
 //! benchmark with `#[path]`; not every one uses every function.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The `bat` binary built beside the running example
+/// (`target/<profile>/examples/NAME` → `target/<profile>/bat`).
+pub fn bat_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("bat"))
+        .expect("target directory")
+}
+
+/// Marsaglia's xorshift64: cheap reproducible bits for generated series
+/// (the seed must not be zero).
+pub struct Xorshift(pub u64);
+
+impl Xorshift {
+    /// The next 64 bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
 
 /// The round directories of a series (`r00`, `r01`, ...: every
 /// subdirectory, sorted) and their total size in bytes.
