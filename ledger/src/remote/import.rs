@@ -411,15 +411,23 @@ impl Ledger {
                         ));
                     }
                     let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
-                    let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
-                        .map_err(|r| bad(o.id, r))?;
-                    drop(base_bytes);
                     if let Some(n) = bases.get_mut(base) {
                         *n -= 1;
                         if *n == 0 {
                             cache.remove(base);
                         }
                     }
+                    // At its last use (a chain's links arrive one after
+                    // the other, so usually) the base's bytes become the
+                    // delta's: applied in place, not copied.
+                    let base_bytes = Arc::try_unwrap(base_bytes).unwrap_or_else(|shared| {
+                        let mut v = crate::delta::take_buffer(shared.len());
+                        v.copy_from_slice(&shared);
+                        v
+                    });
+                    let raw =
+                        crate::delta::decode_planes_owned(payload, o.raw_len, Some(base_bytes))
+                            .map_err(|r| bad(o.id, r))?;
                     let cost = base_cost.saturating_add(link_cost(payload.len() as u64, o.raw_len));
                     if cost > MAX_DELTA_DEPTH {
                         // This ledger holds the base deeper in its chain
@@ -579,6 +587,9 @@ impl Ledger {
                 }
                 if bases.get(&o.id).is_some_and(|&n| n > 0) {
                     cache.insert(o.id, Arc::new(raw));
+                } else {
+                    // For the next piece (no fresh pages to fault in).
+                    crate::delta::recycle(raw);
                 }
             }
             Kind::Tree => {
