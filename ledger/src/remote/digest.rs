@@ -28,6 +28,13 @@ use crate::object::ChunkList;
 /// BLAKE3's chunk length (the leaves of its tree).
 const LEAF: u64 = 1024;
 
+/// Places one piece is hashed into when it is offered. A piece listed more
+/// often (a run of zeros is one small record named many times) fills the
+/// rest from the store, where the import's budget for decoding repeated
+/// pieces ([`crate::remote::import`]'s `VERIFY_FACTOR`) applies: an
+/// offered piece never costs more than this many hashes of its bytes.
+const MAX_PLACES: usize = 16;
+
 /// One byte range of the tree: (start, length).
 type Node = (u64, u64);
 
@@ -234,7 +241,10 @@ impl FileDigests {
         }
         let f = self.files.len();
         for (i, c) in list.chunks.iter().enumerate() {
-            self.places.entry(c.id).or_default().push((f, i));
+            let places = self.places.entry(c.id).or_default();
+            if places.len() < MAX_PLACES {
+                places.push((f, i));
+            }
         }
         self.files.push(Mutex::new(FileTree::new(list)));
         self.by_list.insert(list_id, f);
