@@ -272,15 +272,13 @@ fn malicious_objects_are_refused_and_change_nothing() {
     assert!(b.fsck(&NoProgress, &no()).unwrap().ok());
 }
 
-/// As `bat serve` imports a push: batches in two halves on two threads,
-/// chunked files checked from the pieces as they were imported (their
-/// lists seen first). The series arrives whole and fsck-clean; a chunked
+/// As `bat serve` imports a push: chunked files checked from the pieces
+/// as they were imported, in earlier batches (their lists seen first). The series arrives whole and fsck-clean; a chunked
 /// file whose list names its own pieces in another order (so every piece
 /// verifies, but not the file) is refused.
 #[test]
-fn a_series_crosses_in_two_halves_and_files_verify_from_their_pieces() {
+fn a_series_crosses_and_files_verify_from_their_pieces() {
     use bat_ledger::remote::digest::FileDigests;
-    use bat_ledger::remote::transfer::import_two_halves;
     use bat_ledger::ChunkList;
     let t = tempfile::tempdir().unwrap();
     let (a, commits) = series_ledger(&t.path().join("a"), 4, 23);
@@ -294,7 +292,8 @@ fn a_series_crosses_in_two_halves_and_files_verify_from_their_pieces() {
         for o in batch {
             digests.add_received(o);
         }
-        stored += import_two_halves(&mut b, batch.to_vec(), Some(&digests))
+        stored += b
+            .import_wire_with(batch.to_vec(), Some(&digests))
             .unwrap()
             .stored;
     }
@@ -341,7 +340,7 @@ fn a_series_crosses_in_two_halves_and_files_verify_from_their_pieces() {
     for o in &batch {
         digests.add_received(o);
     }
-    let e = import_two_halves(&mut c, batch, Some(&digests)).unwrap_err();
+    let e = c.import_wire_with(batch, Some(&digests)).unwrap_err();
     assert!(e.to_string().contains("do not hash to the file id"), "{e}");
 }
 

@@ -373,15 +373,15 @@ pub(crate) async fn put_objects(
                 return Ok(());
             }
             let mut l = Ledger::open(&dir).map_err(ledger_error)?;
-            // Two halves of independent chains on two threads, as a fetch
-            // imports.
-            let s = bat_ledger::remote::transfer::import_two_halves(&mut l, batch, Some(digests))
+            // One import per batch (a refused batch stores nothing).
+            let s = l
+                .import_wire_with(batch, Some(digests))
                 .map_err(|e| match e {
-                bat_ledger::Error::Received { .. } => {
-                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
-                }
-                other => ledger_error(other),
-            })?;
+                    bat_ledger::Error::Received { .. } => {
+                        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
+                    }
+                    other => ledger_error(other),
+                })?;
             totals.received += s.received;
             totals.stored += s.stored;
             totals.skipped += s.skipped;

@@ -19,7 +19,7 @@ mod receive;
 
 pub use fetch::{fetch, fetch_files, fetch_objects, hydrate, missing_files};
 pub use push::{is_ancestor, push, send_plan};
-pub use receive::{import_two_halves, read_ahead, READ_AHEAD_BYTES};
+pub use receive::{read_ahead, READ_AHEAD_BYTES};
 
 /// Decides which files a partial fetch leaves on the remote: called with a
 /// file's path in its commit tree (`/`-separated) and its tree entry;

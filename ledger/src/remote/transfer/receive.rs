@@ -308,59 +308,6 @@ fn import_in_parts(
     Ok(counts)
 }
 
-/// Import a received batch on two threads, the way a fetch imports its
-/// batches: the leading run of pieces (bytes records and deltas, chunk
-/// lists) in two halves of independent chains ([`split_chains`]), each
-/// half on its own handle of the ledger at `l`'s folder, then the rest
-/// (chunked files, trees, commits, absent entries, which may name pieces
-/// of either half) in order on `l`. `digests` holds the trees of the
-/// chunked files the transfer brings (see [`crate::remote::digest`]).
-/// Each half is stored atomically on its own, so a failure may leave one
-/// half stored (as a fetch interrupted between batches does); the other
-/// checks of [`Ledger::import_wire`] hold.
-pub fn import_two_halves(
-    l: &mut Ledger,
-    mut batch: Vec<WireObject>,
-    digests: Option<&FileDigests>,
-) -> crate::Result<crate::remote::ImportStats> {
-    let leaf = |o: &WireObject| match o.body {
-        WireBody::Record { .. } => matches!(o.kind, Kind::Bytes | Kind::ChunkList),
-        WireBody::Delta { .. } => true,
-        _ => false,
-    };
-    let k = batch.iter().position(|o| !leaf(o)).unwrap_or(batch.len());
-    let rest = batch.split_off(k);
-    let (mine, other) = split_chains(batch);
-    let dir = l.dir().to_path_buf();
-    let (here, there) = std::thread::scope(|s| {
-        let there = (!other.is_empty()).then(|| {
-            s.spawn(move || -> crate::Result<crate::remote::ImportStats> {
-                Ledger::open(&dir)?.import_wire_with(other, digests)
-            })
-        });
-        let here = if mine.is_empty() {
-            Ok(Default::default())
-        } else {
-            l.import_wire_with(mine, digests)
-        };
-        let there = there.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (here, there.unwrap_or_else(|| Ok(Default::default())))
-    });
-    let mut parts = vec![here?, there?];
-    if !rest.is_empty() {
-        parts.push(l.import_wire_with(rest, digests)?);
-    }
-    let mut total = crate::remote::ImportStats::default();
-    for s in parts {
-        total.received += s.received;
-        total.stored += s.stored;
-        total.skipped += s.skipped;
-        total.payload_bytes += s.payload_bytes;
-        total.absent += s.absent;
-    }
-    Ok(total)
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Spilled {
     id: ObjectId,
