@@ -35,6 +35,13 @@ const LEAF: u64 = 1024;
 /// offered piece never costs more than this many hashes of its bytes.
 const MAX_PLACES: usize = 16;
 
+/// Pieces one [`FileDigests`] assembles at most (a piece's share of its
+/// tree is about 3 KiB: some 25 chaining values and up to two partial
+/// leaves), so the trees of one transfer stay under about 50 MB: 16,384
+/// pieces of 4 MiB are 64 GiB of versions. The files of a larger transfer
+/// beyond that are checked by decoding their pieces again, as before.
+pub const MAX_PIECES: usize = 16_384;
+
 /// One byte range of the tree: (start, length).
 type Node = (u64, u64);
 
@@ -226,6 +233,8 @@ pub struct FileDigests {
     files: Vec<Mutex<FileTree>>,
     /// Chunk id → (file, piece index) of every place it fills.
     places: HashMap<ObjectId, Vec<(usize, usize)>>,
+    /// Pieces of all the files taken.
+    pieces: usize,
 }
 
 impl FileDigests {
@@ -235,10 +244,13 @@ impl FileDigests {
     }
 
     /// Assemble the file `list` (whose id is `list_id`) from its pieces.
+    /// Past [`MAX_PIECES`] pieces in all, a list is not taken (its file
+    /// is checked by decoding its pieces again).
     pub fn add_list(&mut self, list_id: ObjectId, list: &ChunkList) {
-        if self.by_list.contains_key(&list_id) {
+        if self.by_list.contains_key(&list_id) || self.pieces + list.chunks.len() > MAX_PIECES {
             return;
         }
+        self.pieces += list.chunks.len();
         let f = self.files.len();
         for (i, c) in list.chunks.iter().enumerate() {
             let places = self.places.entry(c.id).or_default();
@@ -427,5 +439,14 @@ mod tests {
         let mut d = FileDigests::new();
         d.add_list(list_id, &list);
         assert!(d.take(&list_id, &other).is_none(), "made for another list");
+        // Past the bound a list is not taken: its file is checked the
+        // slow way.
+        let big = ChunkList {
+            chunks: vec![list.chunks[0]; MAX_PIECES],
+            ..list.clone()
+        };
+        let big_id = ObjectId(*blake3::hash(b"big").as_bytes());
+        d.add_list(big_id, &big);
+        assert!(d.take(&big_id, &big).is_none(), "over the bound");
     }
 }
