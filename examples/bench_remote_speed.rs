@@ -3,11 +3,14 @@
 //!
 //! 1. a local copy of the origin's `.bat` (`cp -a`, then `sync`): the
 //!    yardstick;
-//! 2. `bat clone http://…` of the whole series from a real `bat serve`;
-//! 3. `bat fetch` over HTTP of the second half of the series into a clone
+//! 2. `bat fsck` of the origin: every version decoded and hashed locally,
+//!    the floor of a transfer that verifies what it receives (its MB/s is
+//!    of the origin's stored bytes);
+//! 3. `bat clone http://…` of the whole series from a real `bat serve`;
+//! 4. `bat fetch` over HTTP of the second half of the series into a clone
 //!    of the first half;
-//! 4. `bat push` over HTTP of the whole series into an empty served ledger;
-//! 5. `bat push` to S3 and `bat clone s3://…` back (an `s3s-fs` server,
+//! 5. `bat push` over HTTP of the whole series into an empty served ledger;
+//! 6. `bat push` to S3 and `bat clone s3://…` back (an `s3s-fs` server,
 //!    from `--s3s PATH` or `BAT_TEST_S3S_FS`; skipped without one).
 //!
 //! Each row: wall seconds, MB/s of stored bytes (what the receiving side's
@@ -337,6 +340,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         server: None,
     });
     let _ = std::fs::remove_dir_all(&dst);
+
+    // The floor of a verified transfer: decoding and hashing every version
+    // of the same ledger locally (`bat fsck`), nothing moved or written.
+    let (wall, cpu, rss) = timed(bat_cmd(&bat, Some(&origin), &["fsck"]), ticks);
+    rows.push(Row {
+        what: "verify locally (fsck)".into(),
+        wall,
+        bytes: stored,
+        client_cpu: cpu,
+        client_rss: rss,
+        server: None,
+    });
 
     // 2. Clone over HTTP.
     let srv = serve(&bat, &origin, false);

@@ -271,3 +271,97 @@ fn malicious_objects_are_refused_and_change_nothing() {
         .unwrap();
     assert!(b.fsck(&NoProgress, &no()).unwrap().ok());
 }
+
+/// As `bat serve` imports a push: chunked files checked from the pieces
+/// as they were imported, in earlier batches (their lists seen first). The series arrives whole and fsck-clean; a chunked
+/// file whose list names its own pieces in another order (so every piece
+/// verifies, but not the file) is refused.
+#[test]
+fn a_series_crosses_and_files_verify_from_their_pieces() {
+    use bat_ledger::remote::digest::FileDigests;
+    use bat_ledger::ChunkList;
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 4, 23);
+    let tip = *commits.last().unwrap();
+    let ids = closure(&a, tip);
+    let objs = export_all(&a, &ids);
+    let mut b = Ledger::init(&t.path().join("b")).unwrap();
+    let mut digests = FileDigests::new();
+    let mut stored = 0;
+    for batch in objs.chunks(7) {
+        for o in batch {
+            digests.add_received(o);
+        }
+        stored += b
+            .import_wire_with(batch.to_vec(), Some(&digests))
+            .unwrap()
+            .stored;
+    }
+    assert_eq!(stored, ids.len() as u64);
+    b.update_ref("refs/heads/main", None, Some(tip), "import")
+        .unwrap();
+    let rep = b.fsck(&NoProgress, &no()).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+
+    // A forged list: the first chunked file's pieces, first two swapped.
+    let (alias, list) = objs
+        .iter()
+        .find_map(|o| match o.body {
+            WireBody::Chunked { list } => {
+                let l = a.read_chunk_list(&list).unwrap();
+                (l.chunks.len() >= 2 && l.chunks[0].id != l.chunks[1].id).then_some((o.clone(), l))
+            }
+            _ => None,
+        })
+        .expect("a chunked file of two distinct pieces");
+    let mut chunks = list.chunks.clone();
+    chunks.swap(0, 1);
+    let forged = ChunkList { chunks, ..list };
+    let raw = forged.encode();
+    let forged = WireObject {
+        id: Kind::ChunkList.id_of(&raw),
+        kind: Kind::ChunkList,
+        raw_len: raw.len() as u64,
+        body: WireBody::Record {
+            compression: bat_ledger::pack::COMPRESSION_NONE,
+            payload: raw,
+        },
+    };
+    let pieces: Vec<WireObject> = forged_pieces(&a, &forged);
+    let lying = WireObject {
+        body: WireBody::Chunked { list: forged.id },
+        ..alias
+    };
+    let mut c = Ledger::init(&t.path().join("c")).unwrap();
+    let mut digests = FileDigests::new();
+    let mut batch = vec![forged];
+    batch.extend(pieces);
+    batch.push(lying);
+    for o in &batch {
+        digests.add_received(o);
+    }
+    let e = c.import_wire_with(batch, Some(&digests)).unwrap_err();
+    assert!(e.to_string().contains("do not hash to the file id"), "{e}");
+}
+
+/// The pieces a chunk list names, with their delta bases first.
+fn forged_pieces(a: &Ledger, list: &WireObject) -> Vec<WireObject> {
+    let WireBody::Record { payload, .. } = &list.body else {
+        unreachable!("built as a plain record")
+    };
+    let l = bat_ledger::ChunkList::decode(payload).unwrap();
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for c in l.chunks {
+        let mut chain = vec![c.id];
+        while let Some(b) = a.delta_base(chain.last().unwrap()).unwrap() {
+            chain.push(b);
+        }
+        for id in chain.into_iter().rev() {
+            if seen.insert(id) {
+                out.push(a.export_wire(&id).unwrap());
+            }
+        }
+    }
+    out
+}

@@ -447,10 +447,19 @@ impl Remote for S3Remote {
             .collect();
         let store = self.store.clone();
         self.rt.block_on(async move {
-            let mut stream = futures::stream::iter(
-                jobs.into_iter()
-                    .map(|(k, a, id)| Self::fetch_object(store.clone(), k, a, id)),
-            )
+            // Each read runs as its own task, so the next PARALLEL objects
+            // keep arriving (and decoding) while the importer holds this
+            // thread; `buffered` still hands them on in request order and
+            // starts a read only when one is taken (memory: PARALLEL
+            // objects).
+            let mut stream = futures::stream::iter(jobs.into_iter().map(|(k, a, id)| {
+                let task = tokio::spawn(Self::fetch_object(store.clone(), k, a, id));
+                async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(protocol(format!("the task reading an object failed: {e}")))
+                    })
+                }
+            }))
             .buffered(PARALLEL);
             // Bases first: an object whose base (delta base or chunk list)
             // is also requested but not yet delivered waits for it.
@@ -505,11 +514,18 @@ impl Remote for S3Remote {
                 };
                 let bytes = frame::encode_one(&obj);
                 let store = store.clone();
-                pending.push(async move {
+                // A task of its own: the upload goes on while this thread
+                // reads and frames the next objects.
+                let task = tokio::spawn(async move {
                     store
                         .put(&key, PutPayload::from(bytes))
                         .await
                         .map_err(|e| store_err("write an object to", e))
+                });
+                pending.push(async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(protocol(format!("the task writing an object failed: {e}")))
+                    })
                 });
                 while pending.len() >= PARALLEL {
                     if let Some(r) = pending.next().await {

@@ -361,17 +361,27 @@ pub(crate) async fn put_objects(
         };
         let mut batch: Vec<WireObject> = Vec::new();
         let mut batch_bytes: usize = 0;
-        let import = |batch: Vec<WireObject>, totals: &mut PutBody| -> Result<(), ApiError> {
+        // Trees of the chunked files this upload brings (their lists come
+        // before their pieces), so a file is checked against its id from
+        // the pieces as they are imported, not by decoding them again.
+        let mut digests = bat_ledger::remote::digest::FileDigests::new();
+        let import = |batch: Vec<WireObject>,
+                      digests: &bat_ledger::remote::digest::FileDigests,
+                      totals: &mut PutBody|
+         -> Result<(), ApiError> {
             if batch.is_empty() {
                 return Ok(());
             }
             let mut l = Ledger::open(&dir).map_err(ledger_error)?;
-            let s = l.import_wire(batch).map_err(|e| match e {
-                bat_ledger::Error::Received { .. } => {
-                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
-                }
-                other => ledger_error(other),
-            })?;
+            // One import per batch (a refused batch stores nothing).
+            let s = l
+                .import_wire_with(batch, Some(digests))
+                .map_err(|e| match e {
+                    bat_ledger::Error::Received { .. } => {
+                        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
+                    }
+                    other => ledger_error(other),
+                })?;
             totals.received += s.received;
             totals.stored += s.stored;
             totals.skipped += s.skipped;
@@ -383,17 +393,18 @@ pub(crate) async fn put_objects(
         read_ahead(
             move |emit| parse_upload(reader, emit),
             &mut |o| {
+                digests.add_received(&o);
                 batch_bytes += o.payload_len() as usize;
                 batch.push(o);
                 if batch_bytes >= limits.put_batch_bytes || batch.len() >= limits.max_ids {
-                    import(std::mem::take(&mut batch), &mut totals)?;
+                    import(std::mem::take(&mut batch), &digests, &mut totals)?;
                     batch_bytes = 0;
                 }
                 Ok(())
             },
             || ApiError::internal("the thread reading the upload panicked"),
         )?;
-        import(batch, &mut totals)?;
+        import(batch, &digests, &mut totals)?;
         Ok(totals)
     })
     .await

@@ -172,22 +172,27 @@ impl Remote for DirRemote {
         &mut self,
         objects: &mut dyn Iterator<Item = Result<WireObject, RemoteError>>,
     ) -> Result<(), RemoteError> {
+        // As `bat serve` imports a push: chunked files checked from their
+        // pieces as they were imported.
+        let mut digests = crate::remote::digest::FileDigests::new();
         let mut batch = Vec::new();
         let mut bytes = 0u64;
         for o in objects {
             let o = o?;
+            digests.add_received(&o);
             bytes += match &o.body {
                 WireBody::Chunked { .. } => 0,
                 _ => o.payload_len(),
             };
             batch.push(o);
             if bytes >= BATCH_BYTES {
-                self.ledger.import_wire(std::mem::take(&mut batch))?;
+                let b = std::mem::take(&mut batch);
+                self.ledger.import_wire_with(b, Some(&digests))?;
                 bytes = 0;
             }
         }
         if !batch.is_empty() {
-            self.ledger.import_wire(batch)?;
+            self.ledger.import_wire_with(batch, Some(&digests))?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::digest::{FileDigests, FileTree};
 use super::{WireBody, WireObject};
 use crate::catalog::ImmediateTx;
 use crate::catalog::{self, Location, ObjectRow};
@@ -283,8 +284,21 @@ impl Ledger {
     /// fails, nothing is stored (the segment is removed) and the ledger is
     /// exactly as before.
     pub fn import_wire(&mut self, batch: Vec<WireObject>) -> Result<ImportStats> {
+        self.import_wire_with(batch, None)
+    }
+
+    /// [`Ledger::import_wire`], handing every piece of a chunked file it
+    /// decodes to `digests` and taking the files' trees from it, so a
+    /// chunked file of a transfer split over many batches is checked
+    /// against its id without decoding its pieces again (see
+    /// [`crate::remote::digest`]). The same checks hold.
+    pub fn import_wire_with(
+        &mut self,
+        batch: Vec<WireObject>,
+        digests: Option<&FileDigests>,
+    ) -> Result<ImportStats> {
         let mut staging = Staging::new(self);
-        match self.import_inner(batch, &mut staging) {
+        match self.import_inner(batch, &mut staging, digests) {
             Ok(s) => Ok(s),
             Err(e) => {
                 if let Some(p) = staging.pack.take() {
@@ -295,7 +309,12 @@ impl Ledger {
         }
     }
 
-    fn import_inner(&mut self, batch: Vec<WireObject>, st: &mut Staging) -> Result<ImportStats> {
+    fn import_inner(
+        &mut self,
+        batch: Vec<WireObject>,
+        st: &mut Staging,
+        digests: Option<&FileDigests>,
+    ) -> Result<ImportStats> {
         let mut stats = ImportStats {
             received: batch.len() as u64,
             ..Default::default()
@@ -362,7 +381,7 @@ impl Ledger {
                         ));
                     }
                     let raw = decode_record(o, *compression, payload)?;
-                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
                     let h =
                         RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
                     st.append_record_with_base(&h, payload, None)?;
@@ -392,15 +411,23 @@ impl Ledger {
                         ));
                     }
                     let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
-                    let raw = crate::delta::decode_planes(payload, o.raw_len, Some(&base_bytes))
-                        .map_err(|r| bad(o.id, r))?;
-                    drop(base_bytes);
                     if let Some(n) = bases.get_mut(base) {
                         *n -= 1;
                         if *n == 0 {
                             cache.remove(base);
                         }
                     }
+                    // At its last use (a chain's links arrive one after
+                    // the other, so usually) the base's bytes become the
+                    // delta's: applied in place, not copied.
+                    let base_bytes = Arc::try_unwrap(base_bytes).unwrap_or_else(|shared| {
+                        let mut v = crate::delta::take_buffer(shared.len());
+                        v.copy_from_slice(&shared);
+                        v
+                    });
+                    let raw =
+                        crate::delta::decode_planes_owned(payload, o.raw_len, Some(base_bytes))
+                            .map_err(|r| bad(o.id, r))?;
                     let cost = base_cost.saturating_add(link_cost(payload.len() as u64, o.raw_len));
                     if cost > MAX_DELTA_DEPTH {
                         // This ledger holds the base deeper in its chain
@@ -411,7 +438,7 @@ impl Ledger {
                         // readers refuse the chain. Store the version
                         // whole, as a commit at the limit would.
                         let whole = self.encode_whole(o, &raw, h.width, &mut whole_comp)?;
-                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
                         let hw = RecordHeader::for_payload(
                             o.kind,
                             pack::COMPRESSION_PLANES,
@@ -423,7 +450,7 @@ impl Ledger {
                         stats.payload_bytes += whole.len() as u64;
                         costs.insert(o.id, 0);
                     } else {
-                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, st)?;
+                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
                         let hd = RecordHeader::for_payload(
                             o.kind,
                             *compression,
@@ -443,7 +470,7 @@ impl Ledger {
         // Chunked files: list and chunks present, whole-file digest.
         if !aliases.is_empty() {
             st.sync()?;
-            self.verify_aliases(&aliases, &dec, st)?;
+            self.verify_aliases(&aliases, &dec, st, digests)?;
             for (id, raw_len, list) in &aliases {
                 st.put_chunked(*id, *raw_len, *list);
                 stats.stored += 1;
@@ -545,18 +572,24 @@ impl Ledger {
         bases: &HashMap<ObjectId, usize>,
         cache: &mut HashMap<ObjectId, Arc<Vec<u8>>>,
         dec: &mut Decoded,
-        _st: &Staging,
+        digests: Option<&FileDigests>,
     ) -> Result<()> {
         if o.kind.id_of(&raw) != o.id {
             return Err(bad(o.id, "content digest does not match the object id"));
         }
         match o.kind {
             Kind::Bytes => {
+                if let Some(d) = digests {
+                    d.offer(&o.id, &raw);
+                }
                 if dec.want_links.contains(&o.id) {
                     dec.links.insert(o.id, raw.clone());
                 }
                 if bases.get(&o.id).is_some_and(|&n| n > 0) {
                     cache.insert(o.id, Arc::new(raw));
+                } else {
+                    // For the next piece (no fresh pages to fault in).
+                    crate::delta::recycle(raw);
                 }
             }
             Kind::Tree => {
@@ -668,13 +701,17 @@ impl Ledger {
 
     /// Check every chunked alias: its chunk list names it and its length,
     /// every chunk is a stored (or staged) bytes record of the listed
-    /// length, and the chunks hash to the file id. Chunks are read back and
-    /// verified from the packs (staged ones from this batch's segment).
+    /// length, and the chunks hash to the file id. The file's hash is
+    /// assembled from the tree `digests` holds for it (pieces verified and
+    /// hashed as this transfer imported them); pieces it has not seen are
+    /// read back from the packs (staged ones from this batch's segment) and
+    /// decoded.
     fn verify_aliases(
         &self,
         aliases: &[(ObjectId, u64, ObjectId)],
         dec: &Decoded,
         st: &Staging,
+        digests: Option<&FileDigests>,
     ) -> Result<()> {
         const STAGED: i64 = -1;
         let staged_rows: HashMap<ObjectId, ObjectRow> = st
@@ -737,8 +774,16 @@ impl Ledger {
                     format!("chunk list {list_id} describes another file or length"),
                 ));
             }
-            let mut chains = Vec::with_capacity(list.chunks.len());
-            for c in &list.chunks {
+            let mut tree = digests
+                .and_then(|d| d.take(list_id, &list))
+                .unwrap_or_else(|| FileTree::new(&list));
+            let mut unseen = vec![false; list.chunks.len()];
+            for i in tree.missing() {
+                unseen[i] = true;
+            }
+            let mut chains = Vec::new();
+            let mut places = Vec::new();
+            for (i, c) in list.chunks.iter().enumerate() {
                 let row = match staged_rows.get(&c.id) {
                     Some(r) => r.clone(),
                     None => self.locate(&c.id)?.ok_or_else(|| {
@@ -782,7 +827,10 @@ impl Ledger {
                     },
                 )
                 .map_err(|e| bad(*id, format!("chunk {}: {e}", c.id)))?;
-                chains.push(chain);
+                if unseen[i] {
+                    chains.push(chain);
+                    places.push(i);
+                }
             }
             let entries = (list.chunks.len() as u64)
                 .saturating_mul(36)
@@ -801,11 +849,12 @@ impl Ledger {
             }
             // Every chunk's own id was checked when it was received (this
             // batch) or stored (earlier); the whole-file digest below covers
-            // every byte, so the pieces are not hashed again.
-            let mut whole = blake3::Hasher::new();
+            // every byte, so the pieces are not hashed again on their own.
             let never = std::sync::atomic::AtomicBool::new(false);
+            let mut next = places.iter();
             let streamed = decode_in_order(&chains, &never, |d| {
-                whole.update(&d);
+                let i = *next.next().expect("one place per decoded chain");
+                tree.add(i, &d);
                 crate::delta::recycle(d);
                 Ok(())
             });
@@ -813,8 +862,12 @@ impl Ledger {
                 let named = name_damage(&chains, &never).err().unwrap_or(e);
                 return Err(bad(*id, format!("a chunk does not verify: {named}")));
             }
-            if ObjectId(*whole.finalize().as_bytes()) != *id {
-                return Err(bad(*id, "its chunks do not hash to the file id"));
+            match tree.root() {
+                Ok(root) if root == *id => {}
+                Ok(_) => return Err(bad(*id, "its chunks do not hash to the file id")),
+                Err(why) => {
+                    return Err(bad(*id, format!("its chunks do not join up: {why}")));
+                }
             }
         }
         Ok(())

@@ -18,6 +18,7 @@ use crate::id::{CommitId, ObjectId};
 use crate::object::Kind;
 
 pub mod bundle;
+pub mod digest;
 pub mod dir;
 mod import;
 pub mod promisor;

@@ -12,6 +12,7 @@ use crate::error::io_err;
 use crate::id::ObjectId;
 use crate::object::{ChunkList, Kind};
 use crate::progress::Progress;
+use crate::remote::digest::FileDigests;
 use crate::remote::wire::{decode_frame_header, encode_frame_header, FRAME_HEADER_LEN};
 use crate::remote::{Remote, RemoteError, WireBody, WireObject};
 use crate::store::Ledger;
@@ -282,11 +283,12 @@ fn import_in_parts(
     l: &mut Ledger,
     objs: Vec<WireObject>,
     limits: Limits,
+    digests: &FileDigests,
 ) -> Result<(u64, u64), RemoteError> {
     let mut counts = (0u64, 0u64);
     let mut import = |part: Vec<WireObject>| -> Result<(), RemoteError> {
         if !part.is_empty() {
-            let s = l.import_wire(part)?;
+            let s = l.import_wire_with(part, Some(digests))?;
             counts.0 += s.stored;
             counts.1 += s.absent;
         }
@@ -401,6 +403,8 @@ struct Receiver<'a> {
     /// Decoded size of the pending records and deltas.
     pending_raw: u64,
     limits: Limits,
+    /// Trees of the chunked files being received, fed by every import.
+    digests: std::sync::Arc<FileDigests>,
     /// Deltas whose base is not stored yet.
     deferred: Spill,
     stats: FetchStats,
@@ -462,14 +466,15 @@ impl Receiver<'_> {
         let (mine, other) = split_chains(ready);
         let limits = self.limits;
         let dir = self.local.dir().to_path_buf();
+        let digests = &*self.digests;
         let (here, there) = std::thread::scope(|s| {
             let there = (!other.is_empty()).then(|| {
                 s.spawn(move || -> Result<(u64, u64), RemoteError> {
                     let mut l = Ledger::open(&dir)?;
-                    import_in_parts(&mut l, other, limits)
+                    import_in_parts(&mut l, other, limits, digests)
                 })
             });
-            let here = import_in_parts(self.local, mine, limits);
+            let here = import_in_parts(self.local, mine, limits, digests);
             let there = there.map(|t| {
                 t.join().unwrap_or_else(|_| {
                     Err(RemoteError::Protocol {
@@ -591,6 +596,7 @@ pub(super) fn receive_files(
         pending_bytes: 0,
         pending_raw: 0,
         limits: Limits::BATCH,
+        digests: Default::default(),
         deferred: spill,
         stats: FetchStats::default(),
         progress,
@@ -648,6 +654,7 @@ fn receive_with(
     // each other, so a delta finds its base decoded in the same batch
     // instead of decoding the base's whole chain again from the store.
     let mut per_file: Vec<Vec<ObjectId>> = Vec::new();
+    let mut digests = FileDigests::new();
     for a in &aliases {
         let WireBody::Chunked { list } = &a.body else {
             continue;
@@ -657,7 +664,9 @@ fn receive_with(
             None => rx.local.read_chunk_list(list)?,
         };
         per_file.push(l.chunks.iter().map(|c| c.id).collect());
+        digests.add_list(*list, &l);
     }
+    rx.digests = std::sync::Arc::new(digests);
     let mut chunks: Vec<ObjectId> = Vec::new();
     let longest = per_file.iter().map(Vec::len).max().unwrap_or(0);
     for at in 0..longest {
@@ -686,7 +695,7 @@ fn receive_with(
     let mut last: Vec<WireObject> = std::mem::take(&mut rx.pending);
     last.extend(aliases);
     last.extend(last_objs);
-    let s = rx.local.import_wire(last)?;
+    let s = rx.local.import_wire_with(last, Some(&rx.digests))?;
     let mut stats = rx.stats;
     stats.objects_stored += s.stored;
     stats.files_absent += s.absent;
@@ -837,6 +846,7 @@ mod tests {
             pending_bytes: 0,
             pending_raw: 0,
             limits: Limits { bytes: 1, raw: 1 },
+            digests: Default::default(),
             deferred: spill,
             stats: FetchStats::default(),
             progress: &NoProgress,
