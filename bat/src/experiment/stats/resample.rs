@@ -7,7 +7,10 @@
 //! draw per resample serves every score at every round. Each shape is a
 //! *group* with its own generator stream, derived from the arm's stream
 //! and the shape, so the same shape gets the same draws whatever else is
-//! resampled with it.
+//! resampled with it — except a shape made of whole tracks of an earlier
+//! group's (a track's score beside the all-track scores): it takes that
+//! group's draw of its strata, which saves drawing them twice and lets
+//! a track's interval come from the very resamples of the overall one.
 //!
 //! Per resample and group the engine draws integer multiplicities of every
 //! cell ([`Shape::draw`]); a mean is then the sum of those counts times
@@ -109,6 +112,27 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// This shape's part of a draw of `parent` (whose stratum `map[i]` is
+    /// this shape's stratum `i`, with the same seeds and repeats): its run
+    /// counts and stratum weights.
+    fn take(
+        &self,
+        parent: &Shape,
+        map: &[usize],
+        drawn: &Buffers,
+        runs: &mut [u32],
+        weight: &mut [u32],
+    ) {
+        for (i, k) in map.iter().enumerate() {
+            let (at, from) = (self.offsets[i], parent.offsets[*k]);
+            let n = self.offsets.get(i + 1).copied().unwrap_or(self.cells) - at;
+            runs[at..at + n].copy_from_slice(&drawn.runs[from..from + n]);
+            weight[i] = drawn.weight[*k];
+        }
+    }
+}
+
 /// One arm's request: its matrices and which of them get an IQM interval.
 #[derive(Debug, Clone)]
 pub struct ArmRequest<'a> {
@@ -170,6 +194,11 @@ struct Group {
     rows: Vec<f64>,
     orders: Vec<Option<Ranked>>,
     stream: u64,
+    /// An earlier group of the arm whose strata include all of this one's,
+    /// as whole tracks: this group takes that group's draw of its strata
+    /// instead of drawing its own (`map[i]`: the parent's stratum for
+    /// stratum `i`).
+    parent: Option<(usize, Vec<usize>)>,
 }
 
 impl Group {
@@ -202,6 +231,9 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
         {
             Some(g) => g,
             None => {
+                let parent = out.iter().enumerate().find_map(|(g, grp)| {
+                    whole_tracks_of(req.matrices[grp.members[0]], m).map(|map| (g, map))
+                });
                 out.push(Group {
                     shape: Shape::of(m),
                     members: Vec::new(),
@@ -209,6 +241,7 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
                     rows: Vec::new(),
                     orders: Vec::new(),
                     stream: group_stream(req.stream, m),
+                    parent,
                 });
                 out.len() - 1
             }
@@ -233,6 +266,40 @@ fn groups(req: &ArmRequest<'_>) -> Grouping {
     }
     out.iter_mut().for_each(Group::fill_rows);
     (out, at, aliases)
+}
+
+/// Where the strata of `child` are among those of `parent`, when `child`
+/// is made of whole tracks of `parent` (every stratum of each of its
+/// tracks, with the same seeds and repeats, in the same order): a track's
+/// score beside the arm's all-track scores. Its resamples are then the
+/// parent's, restricted to its strata, which under either scheme is a
+/// draw of its own strata (the tasks scheme draws tasks within each track
+/// on its own).
+fn whole_tracks_of(parent: &ScoreMatrix, child: &ScoreMatrix) -> Option<Vec<usize>> {
+    if child.strata.is_empty() || child.strata.len() >= parent.strata.len() {
+        return None;
+    }
+    let mut map = Vec::with_capacity(child.strata.len());
+    let mut from = 0;
+    for c in &child.strata {
+        let k = from
+            + parent.strata[from..]
+                .iter()
+                .position(|p| p.track == c.track && p.task == c.task)?;
+        let p = &parent.strata[k];
+        if p.runs.len() != c.runs.len() || p.seed_spans() != c.seed_spans() {
+            return None;
+        }
+        map.push(k);
+        from = k + 1;
+    }
+    let count =
+        |strata: &[super::Stratum], track: &str| strata.iter().filter(|s| s.track == track).count();
+    let whole = child
+        .strata
+        .iter()
+        .all(|c| count(&parent.strata, &c.track) == count(&child.strata, &c.track));
+    whole.then_some(map)
 }
 
 /// One shared stratum of a pair item, ranked once: for each of A's cells,
@@ -478,10 +545,21 @@ pub fn resample(
             .iter_mut()
             .zip(buffers.iter_mut().zip(out.iter_mut()))
         {
-            for (g, buf) in gs.iter_mut().zip(bufs.iter_mut()) {
-                let mut rng = SplitMix64::for_resample(cfg.seed, g.stream, r as u64);
-                g.shape
-                    .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
+            for (gi, g) in gs.iter().enumerate() {
+                let (before, rest) = bufs.split_at_mut(gi);
+                let buf = &mut rest[0];
+                match &g.parent {
+                    Some((p, map)) => {
+                        let (pbuf, pshape) = (&before[*p], &gs[*p].shape);
+                        g.shape
+                            .take(pshape, map, pbuf, &mut buf.runs, &mut buf.weight);
+                    }
+                    None => {
+                        let mut rng = SplitMix64::for_resample(cfg.seed, g.stream, r as u64);
+                        g.shape
+                            .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
+                    }
+                }
                 buf.fill(&g.shape);
                 sums.clear();
                 sums.resize(g.members.len(), 0.0);
