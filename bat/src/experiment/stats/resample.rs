@@ -560,10 +560,9 @@ pub fn resample(
                             .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
                     }
                 }
-                buf.fill(&g.shape);
+                buf.fill(&g.shape, &mut drawn);
                 sums.clear();
                 sums.resize(g.members.len(), 0.0);
-                buf.drawn(&mut drawn);
                 weighted_sums(&g.rows, &drawn, &mut sums);
                 for (((k, v), order), sum) in
                     g.members.iter().zip(&g.flat).zip(&g.orders).zip(&sums)
@@ -735,12 +734,11 @@ fn block_sums<const B: usize>(
 }
 
 /// One group's draw: run counts, stratum weights, and each cell's
-/// multiplicity (run count × stratum weight) as an integer and a float.
+/// multiplicity (run count × stratum weight) and their total.
 struct Buffers {
     runs: Vec<u32>,
     weight: Vec<u32>,
     cells: Vec<u32>,
-    real: Vec<f64>,
     total: u32,
 }
 
@@ -750,38 +748,32 @@ impl Buffers {
             runs: vec![0; shape.cells],
             weight: vec![0; shape.offsets.len()],
             cells: vec![0; shape.cells],
-            real: vec![0.0; shape.cells],
             total: 0,
         }
     }
 
-    /// The cells drawn at least once, in order, with their multiplicity.
-    fn drawn(&self, out: &mut Vec<(u32, f64)>) {
+    /// Each cell's multiplicity (run count × stratum weight) and their
+    /// total, and into `drawn` the cells drawn at least once, in order,
+    /// with their multiplicity as a float: one pass.
+    fn fill(&mut self, shape: &Shape, drawn: &mut Vec<(u32, f64)>) {
         // Branch-free: every cell is written, only a drawn one advances
         // (whether a cell was drawn is a coin toss the CPU cannot predict).
-        out.clear();
-        out.resize(self.cells.len(), (0, 0.0));
-        let mut n = 0;
-        for (i, (c, r)) in self.cells.iter().zip(&self.real).enumerate() {
-            out[n] = (i as u32, *r);
-            n += usize::from(*c != 0);
-        }
-        out.truncate(n);
-    }
-
-    fn fill(&mut self, shape: &Shape) {
+        drawn.clear();
+        drawn.resize(shape.cells, (0, 0.0));
         let mut total = 0u32;
+        let mut n = 0;
         for (s, w) in self.weight.iter().enumerate() {
             let start = shape.offsets[s];
             let end = shape.offsets.get(s + 1).copied().unwrap_or(shape.cells);
             let cells = self.cells[start..end].iter_mut();
-            let real = self.real[start..end].iter_mut();
-            for ((run, c), r) in self.runs[start..end].iter().zip(cells).zip(real) {
+            for ((i, run), c) in (start..end).zip(&self.runs[start..end]).zip(cells) {
                 *c = run * w;
-                *r = f64::from(*c);
                 total += *c;
+                drawn[n] = (i as u32, f64::from(*c));
+                n += usize::from(*c != 0);
             }
         }
+        drawn.truncate(n);
         self.total = total;
     }
 }
