@@ -20,7 +20,10 @@
 //! counts in B's sorted order at ranks computed once ([`PairStratum`];
 //! each B stratum's prefix sums once per resample, shared by every pair
 //! item that has it on the B side, [`BSides`]): no
-//! sorting and no allocation inside the resample loop.
+//! sorting and no allocation inside the resample loop. Resamples go in
+//! chunks of [`CHUNK`]: each arm does the chunk's resamples in turn, then
+//! the pairs use the chunk's draws; every result is what resampling one
+//! resample at a time gives.
 
 use super::{iqm, mean, Bootstrap, Distribution, Scheme, ScoreMatrix, SplitMix64};
 
@@ -412,10 +415,10 @@ impl BSides {
     /// This resample's prefix sums of every B side, from each arm's
     /// group's drawn counts (in `u32`, as the counts are: half the cache
     /// of `u64` for a buffer that every pair reads).
-    fn fill(&self, buffers: &[Vec<Buffers>], prefix: &mut Vec<u32>) {
+    fn fill(&self, buffers: &[Vec<Vec<Buffers>>], slot: usize, prefix: &mut Vec<u32>) {
         prefix.resize(self.len, 0);
         for s in &self.sides {
-            let counts = &buffers[s.arm][s.group].runs;
+            let counts = &buffers[s.arm][slot][s.group].runs;
             let out = &mut prefix[s.at..=s.at + s.cells.len()];
             out[0] = 0;
             let mut run = 0u32;
@@ -427,30 +430,65 @@ impl BSides {
     }
 }
 
+/// One stratum of a [`FlatStrata`].
+struct Span {
+    /// Its A entries: `lt[a0..a1]`.
+    a0: usize,
+    a1: usize,
+    /// Its tied A entries: `ties[t0..t1]`.
+    t0: usize,
+    t1: usize,
+    /// Where B's total drawn count is in the prefix buffer.
+    b_end: usize,
+    /// A's first cell.
+    first: usize,
+}
+
 /// A pair item's ranked strata laid end to end for the resample loop:
 /// each stratum's A entries are a range of one flat array, with B's
 /// ranks turned into positions in the shared prefix buffer.
+///
+/// The Mann–Whitney count of a stratum is `Σ x × (P[lt] + P[le])` over A's
+/// cells (`x` its drawn count, `P` B's prefix sums). Where no B run ties
+/// an A cell, `lt = le` and the term is `2 x P[lt]`, so the loop reads one
+/// prefix per cell and doubles the sum; the cells that do tie are then
+/// corrected by `x × (P[le] − P[lt])`, from a list of their own. All of it
+/// is integer arithmetic, so the count is exactly what the two reads per
+/// cell gave, with half the reads when scores are continuous.
 struct FlatStrata {
-    /// Per stratum: its A entries `a[s.0..s.1]`, where B's total drawn
-    /// count is in the prefix buffer, and A's first cell.
-    spans: Vec<(usize, usize, usize, usize)>,
+    spans: Vec<Span>,
     /// Per A cell (in cell order within a stratum): the prefix-buffer
+    /// position of B's `lt`.
+    lt: Vec<u32>,
+    /// Per tied A cell: its place in its stratum, and the prefix-buffer
     /// positions of B's `lt` and `le`.
-    a: Vec<(u32, u32)>,
+    ties: Vec<(u32, u32, u32)>,
 }
 
 impl FlatStrata {
     fn of(strata: &[PairStratum], arm_b: usize, gb: usize, sides: &mut BSides) -> FlatStrata {
         let mut f = FlatStrata {
             spans: Vec::with_capacity(strata.len()),
-            a: Vec::new(),
+            lt: Vec::new(),
+            ties: Vec::new(),
         };
         for s in strata {
-            let at = sides.slot(arm_b, gb, &s.b_cells);
-            let a0 = f.a.len();
-            f.a.extend(s.a.iter().map(|(lt, le)| (at as u32 + lt, at as u32 + le)));
-            f.spans
-                .push((a0, f.a.len(), at + s.b_cells.len(), s.a_first as usize));
+            let at = sides.slot(arm_b, gb, &s.b_cells) as u32;
+            let (a0, t0) = (f.lt.len(), f.ties.len());
+            for (k, (lt, le)) in s.a.iter().enumerate() {
+                f.lt.push(at + lt);
+                if lt != le {
+                    f.ties.push((k as u32, at + lt, at + le));
+                }
+            }
+            f.spans.push(Span {
+                a0,
+                a1: f.lt.len(),
+                t0,
+                t1: f.ties.len(),
+                b_end: at as usize + s.b_cells.len(),
+                first: s.a_first as usize,
+            });
         }
         f
     }
@@ -476,7 +514,7 @@ pub fn resample(
     cfg: &Bootstrap,
     keep_going: &mut dyn FnMut(usize) -> bool,
 ) -> Option<Resampled> {
-    let mut arm_groups: Vec<Grouping> = arms.iter().map(groups).collect();
+    let arm_groups: Vec<Grouping> = arms.iter().map(groups).collect();
     let mut out: Vec<Vec<Distribution>> = arms
         .iter()
         .map(|a| {
@@ -496,8 +534,133 @@ pub fn resample(
                 .collect()
         })
         .collect();
+    let (items, sides) = pair_items(arms, pairs, &arm_groups);
+    let mut pair_out: Vec<Vec<Vec<f64>>> = items
+        .iter()
+        .map(|v| {
+            v.iter()
+                .map(|_| Vec::with_capacity(cfg.resamples))
+                .collect()
+        })
+        .collect();
+    // Per arm, per resample of a chunk, per group: run counts, stratum
+    // weights, cell weights.
+    let mut buffers: Vec<Vec<Vec<Buffers>>> = arm_groups
+        .iter()
+        .map(|(gs, _, _)| {
+            (0..CHUNK)
+                .map(|_| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
+                .collect()
+        })
+        .collect();
+    let mut scratch = Scratch::default();
+    let work = PairWork {
+        arms,
+        pairs,
+        items: &items,
+        cfg,
+    };
+    for r0 in (0..cfg.resamples).step_by(CHUNK) {
+        if r0 % 256 == 0 && !keep_going(r0) {
+            return None;
+        }
+        let chunk = r0..cfg.resamples.min(r0 + CHUNK);
+        // Arm by arm over the chunk: an arm's score rows then stay in the
+        // cache for its resamples, where all arms' rows, read once per
+        // resample, do not fit a core's L2 (a third of the arms' time went
+        // to reading them so).
+        for ((gs, _, _), (bufs, dists)) in arm_groups
+            .iter()
+            .zip(buffers.iter_mut().zip(out.iter_mut()))
+        {
+            for (r, bufs) in chunk.clone().zip(bufs.iter_mut()) {
+                let Scratch { sums, drawn, .. } = &mut scratch;
+                for (gi, g) in gs.iter().enumerate() {
+                    let (before, rest) = bufs.split_at_mut(gi);
+                    let buf = &mut rest[0];
+                    match &g.parent {
+                        Some((p, map)) => {
+                            let (pbuf, pshape) = (&before[*p], &gs[*p].shape);
+                            g.shape
+                                .take(pshape, map, pbuf, &mut buf.runs, &mut buf.weight);
+                        }
+                        None => {
+                            let mut rng = SplitMix64::for_resample(cfg.seed, g.stream, r as u64);
+                            g.shape
+                                .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
+                        }
+                    }
+                    buf.fill(&g.shape, drawn);
+                    sums.clear();
+                    sums.resize(g.members.len(), 0.0);
+                    weighted_sums(&g.rows, drawn, sums);
+                    for (((k, v), order), sum) in g
+                        .members
+                        .iter()
+                        .zip(&g.flat)
+                        .zip(&g.orders)
+                        .zip(sums.iter())
+                    {
+                        let d = &mut dists[*k];
+                        if buf.total == 0 {
+                            d.means.push(f64::NAN);
+                            if order.is_some() {
+                                d.iqms.push(f64::NAN);
+                            }
+                            continue;
+                        }
+                        d.means.push(sum / f64::from(buf.total));
+                        if let Some(order) = order {
+                            d.iqms.push(order.trimmed_mean(v, &buf.cells, buf.total));
+                        }
+                    }
+                }
+            }
+        }
+        for (slot, r) in chunk.enumerate() {
+            sides.fill(&buffers, slot, &mut scratch.prefix);
+            let ca = |arm: usize, group: usize| buffers[arm][slot][group].runs.as_slice();
+            pairs_once(&work, &mut pair_out, &ca, r, &mut scratch);
+        }
+    }
+    for ((_, _, aliases), (dists, req)) in arm_groups.iter().zip(out.iter_mut().zip(arms)) {
+        for (i, j) in aliases {
+            let mut d = dists[*j].clone();
+            if !req.iqm.get(*i).copied().unwrap_or(false) {
+                d.iqms = Vec::new();
+            }
+            dists[*i] = d;
+        }
+    }
+    Some(Resampled {
+        arms: out,
+        pairs: pair_out,
+    })
+}
+
+/// Resamples per chunk: each arm does a chunk's resamples before the next
+/// arm starts, and the pairs then use the chunk's draws.
+const CHUNK: usize = 16;
+
+/// The resample loop's reusable buffers.
+#[derive(Default)]
+struct Scratch {
+    prefix: Vec<u32>,
+    sums: Vec<f64>,
+    drawn: Vec<(u32, f64)>,
+    pair_weights: Vec<u32>,
+    shares: Shares,
+}
+
+/// Every pair item of every pair, ranked and laid out for the loop, and
+/// the B sides they share.
+fn pair_items(
+    arms: &[ArmRequest<'_>],
+    pairs: &[PairRequest],
+    arm_groups: &[Grouping],
+) -> (Vec<Vec<PairItem>>, BSides) {
     let mut sides = BSides::default();
-    let items: Vec<Vec<PairItem>> = pairs
+    let items = pairs
         .iter()
         .map(|p| {
             p.items
@@ -519,109 +682,59 @@ pub fn resample(
                 .collect()
         })
         .collect();
-    let mut pair_out: Vec<Vec<Vec<f64>>> = items
-        .iter()
-        .map(|v| {
-            v.iter()
-                .map(|_| Vec::with_capacity(cfg.resamples))
-                .collect()
-        })
-        .collect();
-    // Per arm, per group: run counts, stratum weights, cell weights.
-    let mut buffers: Vec<Vec<Buffers>> = arm_groups
-        .iter()
-        .map(|(gs, _, _)| gs.iter().map(|g| Buffers::new(&g.shape)).collect())
-        .collect();
-    let mut prefix: Vec<u32> = Vec::new();
-    let mut sums: Vec<f64> = Vec::new();
-    let mut drawn: Vec<(u32, f64)> = Vec::new();
-    let mut pair_weights: Vec<u32> = Vec::new();
-    let mut shares = Shares::default();
-    for r in 0..cfg.resamples {
-        if r % 256 == 0 && !keep_going(r) {
-            return None;
-        }
-        for ((gs, _, _), (bufs, dists)) in arm_groups
-            .iter_mut()
-            .zip(buffers.iter_mut().zip(out.iter_mut()))
-        {
-            for (gi, g) in gs.iter().enumerate() {
-                let (before, rest) = bufs.split_at_mut(gi);
-                let buf = &mut rest[0];
-                match &g.parent {
-                    Some((p, map)) => {
-                        let (pbuf, pshape) = (&before[*p], &gs[*p].shape);
-                        g.shape
-                            .take(pshape, map, pbuf, &mut buf.runs, &mut buf.weight);
-                    }
-                    None => {
-                        let mut rng = SplitMix64::for_resample(cfg.seed, g.stream, r as u64);
-                        g.shape
-                            .draw(cfg.scheme, &mut rng, &mut buf.runs, &mut buf.weight);
-                    }
-                }
-                buf.fill(&g.shape, &mut drawn);
-                sums.clear();
-                sums.resize(g.members.len(), 0.0);
-                weighted_sums(&g.rows, &drawn, &mut sums);
-                for (((k, v), order), sum) in
-                    g.members.iter().zip(&g.flat).zip(&g.orders).zip(&sums)
-                {
-                    let d = &mut dists[*k];
-                    if buf.total == 0 {
-                        d.means.push(f64::NAN);
-                        if order.is_some() {
-                            d.iqms.push(f64::NAN);
-                        }
-                        continue;
-                    }
-                    d.means.push(sum / f64::from(buf.total));
-                    if let Some(order) = order {
-                        d.iqms.push(order.trimmed_mean(v, &buf.cells, buf.total));
+    (items, sides)
+}
+
+/// What every resample of the pairs reads.
+struct PairWork<'a, 'r> {
+    arms: &'a [ArmRequest<'r>],
+    pairs: &'a [PairRequest],
+    items: &'a [Vec<PairItem>],
+    cfg: &'a Bootstrap,
+}
+
+/// Resample `r` of every pair: P(A > B) of each item, from the arms' run
+/// counts (`counts(arm, group)`) and the B sides' prefix sums already in
+/// `scratch.prefix`; under [`Scheme::Tasks`] the strata are weighted by a
+/// draw of tasks within tracks from a stream the two arms share.
+fn pairs_once<'c>(
+    work: &PairWork<'_, '_>,
+    pair_out: &mut [Vec<Vec<f64>>],
+    counts: &dyn Fn(usize, usize) -> &'c [u32],
+    r: usize,
+    scratch: &mut Scratch,
+) {
+    let PairWork {
+        arms,
+        pairs,
+        items,
+        cfg,
+    } = work;
+    for (p, (its, outs)) in pairs.iter().zip(items.iter().zip(pair_out.iter_mut())) {
+        let shared_stream = arms[p.a].stream ^ arms[p.b].stream ^ 0x05ee_d0f7_a5c5;
+        let mut shared = (cfg.scheme == Scheme::Tasks)
+            .then(|| SplitMix64::for_resample(cfg.seed, shared_stream, r as u64));
+        for (it, o) in its.iter().zip(outs.iter_mut()) {
+            let weights = &mut scratch.pair_weights;
+            weights.clear();
+            weights.resize(it.strata.spans.len(), 1);
+            if let Some(rs) = shared.as_mut() {
+                weights.iter_mut().for_each(|w| *w = 0);
+                for ks in &it.tracks {
+                    for _ in 0..ks.len() {
+                        weights[ks[rs.below(ks.len() as u64) as usize]] += 1;
                     }
                 }
             }
-        }
-        sides.fill(&buffers, &mut prefix);
-        for (p, (its, outs)) in pairs.iter().zip(items.iter().zip(pair_out.iter_mut())) {
-            let shared_stream = arms[p.a].stream ^ arms[p.b].stream ^ 0x05ee_d0f7_a5c5;
-            let mut shared = (cfg.scheme == Scheme::Tasks)
-                .then(|| SplitMix64::for_resample(cfg.seed, shared_stream, r as u64));
-            for (it, o) in its.iter().zip(outs.iter_mut()) {
-                let ca = &buffers[p.a][it.ga].runs;
-                pair_weights.clear();
-                pair_weights.resize(it.strata.spans.len(), 1);
-                if let Some(rs) = shared.as_mut() {
-                    pair_weights.iter_mut().for_each(|w| *w = 0);
-                    for ks in &it.tracks {
-                        for _ in 0..ks.len() {
-                            pair_weights[ks[rs.below(ks.len() as u64) as usize]] += 1;
-                        }
-                    }
-                }
-                o.push(improvement_once(
-                    it,
-                    ca,
-                    &prefix,
-                    &pair_weights,
-                    &mut shares,
-                ));
-            }
+            o.push(improvement_once(
+                it,
+                counts(p.a, it.ga),
+                &scratch.prefix,
+                weights,
+                &mut scratch.shares,
+            ));
         }
     }
-    for ((_, _, aliases), (dists, req)) in arm_groups.iter().zip(out.iter_mut().zip(arms)) {
-        for (i, j) in aliases {
-            let mut d = dists[*j].clone();
-            if !req.iqm.get(*i).copied().unwrap_or(false) {
-                d.iqms = Vec::new();
-            }
-            dists[*i] = d;
-        }
-    }
-    Some(Resampled {
-        arms: out,
-        pairs: pair_out,
-    })
 }
 
 /// P(A > B) of one resample: each weighted stratum's share of (drawn run
@@ -642,18 +755,26 @@ fn improvement_once(
     let f = &it.strata;
     shares.num.clear();
     shares.den.clear();
-    for (&(a0, a1, b_end, first), w) in f.spans.iter().zip(weights) {
+    for (span, w) in f.spans.iter().zip(weights) {
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
         if *w != 0 {
-            let xs = &ca[first..first + (a1 - a0)];
-            for (x, (lt, le)) in xs.iter().zip(&f.a[a0..a1]) {
+            let xs = &ca[span.first..span.first + (span.a1 - span.a0)];
+            let mut u = 0u64;
+            for (x, lt) in xs.iter().zip(&f.lt[span.a0..span.a1]) {
                 let x = u64::from(*x);
                 tot_a += x;
-                twice_u += x * u64::from(prefix[*lt as usize] + prefix[*le as usize]);
+                u += x * u64::from(prefix[*lt as usize]);
+            }
+            twice_u = 2 * u;
+            for &(k, lt, le) in &f.ties[span.t0..span.t1] {
+                let x = u64::from(xs[k as usize]);
+                twice_u += x * u64::from(prefix[le as usize] - prefix[lt as usize]);
             }
         }
         shares.num.push(real(twice_u));
-        shares.den.push(real(2 * tot_a * u64::from(prefix[b_end])));
+        shares
+            .den
+            .push(real(2 * tot_a * u64::from(prefix[span.b_end])));
     }
     // 0 / 0 gives NaN for a skipped stratum; the average passes it over.
     for (n, d) in shares.num.iter_mut().zip(&shares.den) {
@@ -863,4 +984,136 @@ pub fn weighted_trimmed_mean(order: &[u32], v: &[f64], counts: &[u32], total: u3
         }
     }
     sum / f64::from(hi - lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::stats::Stratum;
+
+    /// A matrix of `tasks` strata over two tracks, with `seeds` seeds of
+    /// `repeats` runs each, scores in quarters (so A and B tie often).
+    fn tied(g: &mut SplitMix64, tasks: usize, seeds: usize, repeats: usize) -> ScoreMatrix {
+        ScoreMatrix {
+            strata: (0..tasks)
+                .map(|i| Stratum {
+                    track: format!("track{}", i % 2),
+                    task: format!("t{i}"),
+                    runs: (0..seeds * repeats)
+                        .map(|_| g.below(5) as f64 / 4.0)
+                        .collect(),
+                    seeds: vec![repeats; seeds],
+                })
+                .collect(),
+        }
+    }
+
+    fn request(m: &ScoreMatrix, stream: u64) -> ArmRequest<'_> {
+        ArmRequest {
+            matrices: vec![m],
+            iqm: vec![true],
+            stream,
+        }
+    }
+
+    /// Resample `r`'s run counts of `m` in an arm with stream `stream`,
+    /// drawn again from the group's stream.
+    fn counts(m: &ScoreMatrix, stream: u64, cfg: &Bootstrap, r: usize) -> Vec<u32> {
+        let shape = Shape::of(m);
+        let mut runs = vec![0; shape.cells()];
+        let mut weight = vec![0; m.strata.len()];
+        let mut rng = SplitMix64::for_resample(cfg.seed, group_stream(stream, m), r as u64);
+        shape.draw(Scheme::Runs, &mut rng, &mut runs, &mut weight);
+        runs
+    }
+
+    #[test]
+    fn improvement_with_ties_is_the_plain_pair_count() {
+        let mut g = SplitMix64::for_resample(11, 12, 13);
+        let cfg = Bootstrap {
+            resamples: 37,
+            ..Bootstrap::default()
+        };
+        for _ in 0..20 {
+            let seeds = 1 + g.below(3) as usize;
+            let (a, b) = (tied(&mut g, 4, seeds, 2), tied(&mut g, 4, 3, 1));
+            let pair = PairRequest {
+                a: 0,
+                b: 1,
+                items: vec![(0, 0)],
+            };
+            let got = resample(
+                &[request(&a, 1), request(&b, 2)],
+                &[pair],
+                &cfg,
+                &mut |_| true,
+            )
+            .expect("not stopped")
+            .pairs
+            .swap_remove(0)
+            .swap_remove(0);
+            for (r, p) in got.iter().enumerate() {
+                let (ca, cb) = (counts(&a, 1, &cfg, r), counts(&b, 2, &cfg, r));
+                let (oa, ob) = (offsets(&a), offsets(&b));
+                let mut shares = Vec::new();
+                for (s, (sa, sb)) in a.strata.iter().zip(&b.strata).enumerate() {
+                    let (mut won, mut all) = (0.0, 0.0);
+                    for (i, x) in sa.runs.iter().enumerate() {
+                        for (j, y) in sb.runs.iter().enumerate() {
+                            let n = f64::from(ca[oa[s] + i]) * f64::from(cb[ob[s] + j]);
+                            all += n;
+                            won += n * if x > y {
+                                1.0
+                            } else if x == y {
+                                0.5
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
+                    shares.push(won / all);
+                }
+                let want = shares.iter().sum::<f64>() / shares.len() as f64;
+                assert!((p - want).abs() < 1e-12, "resample {r}: {p} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_resample_does_not_depend_on_how_many_are_asked() {
+        // Chunks of resamples must not change any resample's result: the
+        // first results of a longer run are a shorter run's, bit for bit.
+        let mut g = SplitMix64::for_resample(21, 22, 23);
+        let (a, b) = (tied(&mut g, 6, 3, 2), tied(&mut g, 6, 2, 2));
+        let run = |n: usize| {
+            let cfg = Bootstrap {
+                resamples: n,
+                ..Bootstrap::default()
+            };
+            let pair = PairRequest {
+                a: 0,
+                b: 1,
+                items: vec![(0, 0)],
+            };
+            resample(
+                &[request(&a, 1), request(&b, 2)],
+                &[pair],
+                &cfg,
+                &mut |_| true,
+            )
+            .expect("not stopped")
+        };
+        let long = run(3 * CHUNK + 5);
+        for n in [1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 3] {
+            let short = run(n);
+            for (x, y) in short.arms.iter().flatten().zip(long.arms.iter().flatten()) {
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&x.means), bits(&y.means[..n]), "{n} resamples");
+                assert_eq!(bits(&x.iqms), bits(&y.iqms[..n]), "{n} resamples");
+            }
+            let (x, y) = (&short.pairs[0][0], &long.pairs[0][0]);
+            assert_eq!(x.len(), n);
+            assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
+        }
+    }
 }
