@@ -753,9 +753,10 @@ fn improvement_once(
     shares: &mut Shares,
 ) -> f64 {
     let f = &it.strata;
-    shares.num.clear();
-    shares.den.clear();
-    for (span, w) in f.spans.iter().zip(weights) {
+    shares.num.resize(f.spans.len(), 0.0);
+    shares.den.resize(f.spans.len(), 0.0);
+    let out = shares.num.iter_mut().zip(shares.den.iter_mut());
+    for ((span, w), (num, den)) in f.spans.iter().zip(weights).zip(out) {
         let (mut twice_u, mut tot_a) = (0u64, 0u64);
         if *w != 0 {
             let xs = &ca[span.first..span.first + (span.a1 - span.a0)];
@@ -771,10 +772,8 @@ fn improvement_once(
                 twice_u += x * u64::from(prefix[le as usize] - prefix[lt as usize]);
             }
         }
-        shares.num.push(real(twice_u));
-        shares
-            .den
-            .push(real(2 * tot_a * u64::from(prefix[span.b_end])));
+        *num = real(twice_u);
+        *den = real(2 * tot_a * u64::from(prefix[span.b_end]));
     }
     // 0 / 0 gives NaN for a skipped stratum; the average passes it over.
     for (n, d) in shares.num.iter_mut().zip(&shares.den) {
