@@ -312,7 +312,8 @@ fn perturb_all(rng: &mut Rng, ts: &mut [T]) {
 
 /// (delta depth, chain cost) of every chunk of every file of `commits`,
 /// the cost as FORMAT.md §12.2 defines it.
-fn chains(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<(usize, u64)> {
+/// Every piece (chunk) id of every chunked file of `commits`, in order.
+fn pieces(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<ObjectId> {
     let mut out = Vec::new();
     for (c, _) in commits {
         let tree = l.read_commit(c).unwrap().tree;
@@ -321,25 +322,38 @@ fn chains(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<(usize, u64)> {
             else {
                 panic!("large file is chunked");
             };
-            for ch in l.read_chunk_list(&list).unwrap().chunks {
-                let (mut depth, mut cost, mut cur) = (0, 0u64, ch.id);
-                while let Some(row) = l.locate(&cur).unwrap() {
-                    let Location::Delta {
-                        base, stored_len, ..
-                    } = row.location
-                    else {
-                        break;
-                    };
-                    depth += 1;
-                    assert!(depth <= 64, "the delta chain of {} loops", ch.id);
-                    cost += (stored_len * 10).div_ceil(row.raw_len.max(1)).max(1);
-                    cur = base;
-                }
-                out.push((depth, cost));
-            }
+            out.extend(
+                l.read_chunk_list(&list)
+                    .unwrap()
+                    .chunks
+                    .into_iter()
+                    .map(|ch| ch.id),
+            );
         }
     }
     out
+}
+
+fn chains(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<(usize, u64)> {
+    pieces(l, commits)
+        .into_iter()
+        .map(|id| {
+            let (mut depth, mut cost, mut cur) = (0, 0u64, id);
+            while let Some(row) = l.locate(&cur).unwrap() {
+                let Location::Delta {
+                    base, stored_len, ..
+                } = row.location
+                else {
+                    break;
+                };
+                depth += 1;
+                assert!(depth <= 64, "the delta chain of {id} loops");
+                cost += (stored_len * 10).div_ceil(row.raw_len.max(1)).max(1);
+                cur = base;
+            }
+            (depth, cost)
+        })
+        .collect()
 }
 
 #[test]
@@ -621,22 +635,11 @@ fn depths(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<Vec<usize>> {
 
 /// The statistics reading of every delta record among the commits' pieces.
 fn readings(l: &Ledger, commits: &[(CommitId, Vec<u8>)]) -> Vec<bat_ledger::delta::StatsReading> {
-    let mut out = Vec::new();
-    for (c, _) in commits {
-        let tree = l.read_commit(c).unwrap().tree;
-        for f in l.walk_files(&tree).unwrap() {
-            let Some(Location::Chunked { list }) = l.locate(&f.id).unwrap().map(|r| r.location)
-            else {
-                panic!("large file is chunked");
-            };
-            for ch in l.read_chunk_list(&list).unwrap().chunks {
-                if let Some(s) = l.delta_record_stats(&ch.id).unwrap() {
-                    out.push(s.stats.reading);
-                }
-            }
-        }
-    }
-    out
+    pieces(l, commits)
+        .iter()
+        .filter_map(|id| l.delta_record_stats(id).unwrap())
+        .map(|s| s.stats.reading)
+        .collect()
 }
 
 /// A ledger holding `rounds` commits of a lightly changed model (one
