@@ -20,6 +20,11 @@
 //!
 //! Usage: cargo run --release --example bench_remote_speed -- WORK
 //!        [--rounds R (6)] [--shards S (2)] [--mib M (512)] [--bat PATH] [--s3s PATH]
+//!        [--only ROWS]
+//!
+//! `--only` takes a comma-separated subset of `copy,fsck,clone,fetch,push,s3`
+//! (default: all); without `clone` the pushes start from a plain copy of the
+//! origin instead of a timed clone.
 //!
 //! The series (R rounds of S bf16 safetensors shards of M MiB; each round
 //! gives about 3 elements in 8 a new mantissa) is generated into
@@ -274,6 +279,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let num = |name: &str, d: usize| opt(name).and_then(|v| v.parse().ok()).unwrap_or(d);
     let (rounds, shards, mib) = (num("--rounds", 6), num("--shards", 2), num("--mib", 512));
+    let only = opt("--only");
+    let want = |row: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|r| r == row))
+    };
     let bat = opt("--bat").map(PathBuf::from).unwrap_or_else(|| {
         let exe = std::env::current_exe().expect("current exe");
         exe.parent()
@@ -325,99 +335,112 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<Row> = Vec::new();
 
     // 1. Local copy of the packs.
-    let dst = fresh(&work.join("copy"));
-    std::fs::create_dir_all(&dst)?;
-    let _ = Command::new("sync").status();
-    let mut c = Command::new("cp");
-    c.arg("-a").arg(origin.join(".bat")).arg(&dst);
-    let (wall, cpu, rss) = timed(c, ticks);
-    rows.push(Row {
-        what: "local copy (cp -a .bat)".into(),
-        wall,
-        bytes: du(&dst),
-        client_cpu: cpu,
-        client_rss: rss,
-        server: None,
-    });
-    let _ = std::fs::remove_dir_all(&dst);
+    if want("copy") {
+        let dst = fresh(&work.join("copy"));
+        std::fs::create_dir_all(&dst)?;
+        let _ = Command::new("sync").status();
+        let mut c = Command::new("cp");
+        c.arg("-a").arg(origin.join(".bat")).arg(&dst);
+        let (wall, cpu, rss) = timed(c, ticks);
+        rows.push(Row {
+            what: "local copy (cp -a .bat)".into(),
+            wall,
+            bytes: du(&dst),
+            client_cpu: cpu,
+            client_rss: rss,
+            server: None,
+        });
+        let _ = std::fs::remove_dir_all(&dst);
+    }
 
     // The floor of a verified transfer: decoding and hashing every version
     // of the same ledger locally (`bat fsck`), nothing moved or written.
-    let (wall, cpu, rss) = timed(bat_cmd(&bat, Some(&origin), &["fsck"]), ticks);
-    rows.push(Row {
-        what: "verify locally (fsck)".into(),
-        wall,
-        bytes: stored,
-        client_cpu: cpu,
-        client_rss: rss,
-        server: None,
-    });
+    if want("fsck") {
+        let (wall, cpu, rss) = timed(bat_cmd(&bat, Some(&origin), &["fsck"]), ticks);
+        rows.push(Row {
+            what: "verify locally (fsck)".into(),
+            wall,
+            bytes: stored,
+            client_cpu: cpu,
+            client_rss: rss,
+            server: None,
+        });
+    }
 
-    // 2. Clone over HTTP.
-    let srv = serve(&bat, &origin, false);
+    // 2. Clone over HTTP (or, when not measured, a plain copy to push from).
     let clone = fresh(&work.join("clone"));
-    let mut c = bat_cmd(&bat, None, &["clone", &srv.url]);
-    c.arg(&clone);
-    let (wall, cpu, rss) = timed(c, ticks);
-    let server = srv.stop(ticks);
-    rows.push(Row {
-        what: "clone over HTTP".into(),
-        wall,
-        bytes: du(&clone.join(".bat")),
-        client_cpu: cpu,
-        client_rss: rss,
-        server: Some(server),
-    });
+    if want("clone") {
+        let srv = serve(&bat, &origin, false);
+        let mut c = bat_cmd(&bat, None, &["clone", &srv.url]);
+        c.arg(&clone);
+        let (wall, cpu, rss) = timed(c, ticks);
+        let server = srv.stop(ticks);
+        rows.push(Row {
+            what: "clone over HTTP".into(),
+            wall,
+            bytes: du(&clone.join(".bat")),
+            client_cpu: cpu,
+            client_rss: rss,
+            server: Some(server),
+        });
+    } else if want("push") || want("s3") {
+        run(Command::new("cp").arg("-a").arg(&origin).arg(&clone));
+    }
 
     // 3. Fetch over HTTP: the second half into a clone of the first half.
-    let fetched = fresh(&work.join("fetch"));
-    run(bat_cmd(&bat, None, &["clone"]).arg(&half).arg(&fetched));
-    let srv = serve(&bat, &origin, false);
-    run(bat_cmd(
-        &bat,
-        Some(&fetched),
-        &["remote", "add", "full", &srv.url],
-    ));
-    let before = du(&fetched.join(".bat"));
-    let _ = Command::new("sync").status();
-    let (wall, cpu, rss) = timed(bat_cmd(&bat, Some(&fetched), &["fetch", "full"]), ticks);
-    let server = srv.stop(ticks);
-    rows.push(Row {
-        what: format!("fetch over HTTP (rounds {}..{rounds})", rounds.div_ceil(2)),
-        wall,
-        bytes: du(&fetched.join(".bat")).saturating_sub(before),
-        client_cpu: cpu,
-        client_rss: rss,
-        server: Some(server),
-    });
-    let _ = std::fs::remove_dir_all(&fetched);
+    if want("fetch") {
+        let fetched = fresh(&work.join("fetch"));
+        run(bat_cmd(&bat, None, &["clone"]).arg(&half).arg(&fetched));
+        let srv = serve(&bat, &origin, false);
+        run(bat_cmd(
+            &bat,
+            Some(&fetched),
+            &["remote", "add", "full", &srv.url],
+        ));
+        let before = du(&fetched.join(".bat"));
+        let _ = Command::new("sync").status();
+        let (wall, cpu, rss) = timed(bat_cmd(&bat, Some(&fetched), &["fetch", "full"]), ticks);
+        let server = srv.stop(ticks);
+        rows.push(Row {
+            what: format!("fetch over HTTP (rounds {}..{rounds})", rounds.div_ceil(2)),
+            wall,
+            bytes: du(&fetched.join(".bat")).saturating_sub(before),
+            client_cpu: cpu,
+            client_rss: rss,
+            server: Some(server),
+        });
+        let _ = std::fs::remove_dir_all(&fetched);
+    }
 
     // 4. Push over HTTP into an empty ledger.
-    let target = fresh(&work.join("push-target"));
-    run(bat_cmd(&bat, None, &["init"]).arg(&target));
-    let before = du(&target.join(".bat"));
-    let srv = serve(&bat, &target, true);
-    run(bat_cmd(
-        &bat,
-        Some(&clone),
-        &["remote", "add", "up", &srv.url],
-    ));
-    let mut c = bat_cmd(&bat, Some(&clone), &["push", "up", "main"]);
-    c.env("BAT_TOKEN", TOKEN);
-    let (wall, cpu, rss) = timed(c, ticks);
-    let server = srv.stop(ticks);
-    rows.push(Row {
-        what: "push over HTTP".into(),
-        wall,
-        bytes: du(&target.join(".bat")).saturating_sub(before),
-        client_cpu: cpu,
-        client_rss: rss,
-        server: Some(server),
-    });
-    let _ = std::fs::remove_dir_all(&target);
+    if want("push") {
+        let target = fresh(&work.join("push-target"));
+        run(bat_cmd(&bat, None, &["init"]).arg(&target));
+        let before = du(&target.join(".bat"));
+        let srv = serve(&bat, &target, true);
+        run(bat_cmd(
+            &bat,
+            Some(&clone),
+            &["remote", "add", "up", &srv.url],
+        ));
+        let mut c = bat_cmd(&bat, Some(&clone), &["push", "up", "main"]);
+        c.env("BAT_TOKEN", TOKEN);
+        let (wall, cpu, rss) = timed(c, ticks);
+        let server = srv.stop(ticks);
+        rows.push(Row {
+            what: "push over HTTP".into(),
+            wall,
+            bytes: du(&target.join(".bat")).saturating_sub(before),
+            client_cpu: cpu,
+            client_rss: rss,
+            server: Some(server),
+        });
+        let _ = std::fs::remove_dir_all(&target);
+    }
 
     // 5. S3: push, then clone back.
-    match &s3s_bin {
+    match s3s_bin.as_ref().filter(|_| want("s3")) {
+        None if !want("s3") => {}
         None => eprintln!("no s3s-fs (--s3s PATH or BAT_TEST_S3S_FS): S3 rows skipped"),
         Some(bin) => {
             let root = fresh(&work.join("s3root"));
@@ -468,7 +491,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("| transfer | wall s | stored MB | MB/s | × local copy | client CPU s | client peak RSS MB | server CPU s | server peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    let base = rows.first().map_or(1.0, |r| mb(r.bytes) / r.wall.max(1e-9));
+    let base = rows
+        .first()
+        .filter(|r| r.what.starts_with("local copy"))
+        .map_or(f64::NAN, |r| mb(r.bytes) / r.wall.max(1e-9));
     for r in &rows {
         let rate = mb(r.bytes) / r.wall.max(1e-9);
         let (scpu, srss) = r

@@ -365,3 +365,145 @@ fn forged_pieces(a: &Ledger, list: &WireObject) -> Vec<WireObject> {
     }
     out
 }
+
+/// As `bat serve` imports an upload batch: pieces decoded and hashed on two
+/// threads, then stored as one import. A series crosses whole, in batches
+/// that hold several chains (so both threads have work), fsck-clean and in
+/// the same storage form.
+#[test]
+fn a_series_crosses_with_its_pieces_verified_on_two_threads() {
+    use bat_ledger::remote::digest::FileDigests;
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 4, 31);
+    let tip = *commits.last().unwrap();
+    let ids = closure(&a, tip);
+    let objs = export_all(&a, &ids);
+    let mut b = Ledger::init(&t.path().join("b")).unwrap();
+    let mut digests = FileDigests::new();
+    let mut stored = 0;
+    for batch in objs.chunks(40) {
+        for o in batch {
+            digests.add_received(o);
+        }
+        stored += b
+            .import_wire_parallel(batch.to_vec(), Some(&digests))
+            .unwrap()
+            .stored;
+    }
+    assert_eq!(stored, ids.len() as u64);
+    b.update_ref("refs/heads/main", None, Some(tip), "import")
+        .unwrap();
+    let rep = b.fsck(&NoProgress, &no()).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    for id in &ids {
+        let (la, lb) = (
+            a.locate(id).unwrap().unwrap().location,
+            b.locate(id).unwrap().unwrap().location,
+        );
+        assert_eq!(
+            matches!(la, Location::Delta { .. }),
+            matches!(lb, Location::Delta { .. }),
+            "{id} kept its storage form"
+        );
+    }
+}
+
+/// A batch whose pieces are verified on two threads is refused whole when
+/// any one piece fails, on either thread (each piece spoilt in turn): no
+/// object of it is stored, no catalog row added, no pack file left.
+#[test]
+fn a_refused_batch_verified_on_two_threads_stores_nothing() {
+    use bat_ledger::remote::digest::FileDigests;
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 3, 37);
+    let ids = closure(&a, commits[2]);
+    let objs = export_all(&a, &ids);
+    let pieces: Vec<usize> = objs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            o.kind == Kind::Bytes
+                && matches!(o.body, WireBody::Record { .. } | WireBody::Delta { .. })
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(pieces.len() > 4, "several chains to split");
+    assert!(objs
+        .iter()
+        .any(|o| matches!(o.body, WireBody::Delta { .. })));
+    let mut b = Ledger::init(&t.path().join("b")).unwrap();
+    let before = state(b.dir());
+    for spoil in pieces {
+        let mut batch = objs.clone();
+        // Another id: every byte decodes, the hash does not match.
+        batch[spoil].id = ObjectId::of_bytes(format!("not piece {spoil}").as_bytes());
+        let mut digests = FileDigests::new();
+        for o in &batch {
+            digests.add_received(o);
+        }
+        let e = b
+            .import_wire_parallel(batch.clone(), Some(&digests))
+            .expect_err("a spoilt piece refuses the batch");
+        assert!(matches!(e, Error::Received { .. }), "piece {spoil}: {e:?}");
+        assert_eq!(state(b.dir()), before, "piece {spoil}: nothing written");
+        for o in &batch {
+            assert!(!b.contains(&o.id).unwrap(), "{} not catalogued", o.id);
+        }
+        assert_eq!(b.stats().unwrap().packs, 0, "no pack registered");
+    }
+    // The same batch unspoilt imports whole.
+    let s = b.import_wire_parallel(objs.clone(), None).unwrap();
+    assert_eq!(s.stored, ids.len() as u64);
+}
+
+/// A delta whose base is stored here decodes that base without hashing it
+/// (the delta's own id check covers every byte of it); when the local copy
+/// of the base is damaged, the import is refused with the damage named in
+/// the packs, not blamed on the received delta, on one thread or two.
+#[test]
+fn a_damaged_local_base_is_named_when_a_delta_on_it_arrives() {
+    use std::os::unix::fs::FileExt;
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 2, 41);
+    let first = closure(&a, commits[0]);
+    let (delta, base) = closure(&a, commits[1])
+        .into_iter()
+        .find_map(|id| match a.locate(&id).unwrap().unwrap().location {
+            Location::Delta { base, .. } if first.contains(&base) => Some((id, base)),
+            _ => None,
+        })
+        .expect("a delta of round 1 on a piece of round 0");
+    let mut b = Ledger::init(&t.path().join("b")).unwrap();
+    b.import_wire(export_all(&a, &first)).unwrap();
+    let (_, off, stored) = b.locate(&base).unwrap().unwrap().location.record().unwrap();
+    let pack = std::fs::read_dir(b.dir().join("packs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .expect("one pack");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pack)
+        .unwrap();
+    // Every byte of the second half of the base's payload inverted.
+    let from = off + bat_ledger::pack::RECORD_HEADER_LEN as u64 + stored / 2;
+    let mut bytes = vec![0u8; (stored / 2) as usize];
+    f.read_exact_at(&mut bytes, from).unwrap();
+    bytes.iter_mut().for_each(|x| *x = !*x);
+    f.write_all_at(&bytes, from).unwrap();
+    let obj = a.export_wire(&delta).unwrap();
+    for parallel in [false, true] {
+        let e = if parallel {
+            b.import_wire_parallel(vec![obj.clone()], None)
+        } else {
+            b.import_wire(vec![obj.clone()])
+        }
+        .expect_err("the delta cannot verify on a damaged base");
+        match e {
+            Error::Corrupt { id, .. } => assert_eq!(id, base, "the damaged base is named"),
+            other => panic!("expected the base's damage, got {other:?}"),
+        }
+        assert!(!b.contains(&delta).unwrap());
+    }
+}

@@ -373,9 +373,10 @@ pub(crate) async fn put_objects(
                 return Ok(());
             }
             let mut l = Ledger::open(&dir).map_err(ledger_error)?;
-            // One import per batch (a refused batch stores nothing).
+            // One import per batch (a refused batch stores nothing); its
+            // pieces are verified on two threads before it is stored.
             let s = l
-                .import_wire_with(batch, Some(digests))
+                .import_wire_parallel(batch, Some(digests))
                 .map_err(|e| match e {
                     bat_ledger::Error::Received { .. } => {
                         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())

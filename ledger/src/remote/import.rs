@@ -18,10 +18,14 @@ use crate::id::{CommitId, ObjectId, TreeId};
 use crate::object::{ChunkList, Commit, Kind, Mode, Tree};
 use crate::pack::{self, Expect, RecordHeader, MAX_RECORD_RAW};
 use crate::store::{
-    decode_chain, decode_in_order, name_damage, resolve_chain, Ledger, PackSource, Staging,
-    MAX_DELTA_DEPTH,
+    decode_chain, decode_chain_unverified, decode_in_order, name_damage, resolve_chain, Ledger,
+    PackSource, Staging, MAX_DELTA_DEPTH,
 };
 use crate::validate;
+
+mod parallel;
+
+use parallel::Prechecked;
 
 /// What [`Ledger::import_wire`] did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -124,6 +128,34 @@ fn decode_record(o: &WireObject, compression: u8, payload: &[u8]) -> Result<Vec<
         c => return Err(bad(o.id, format!("unknown compression code {c}"))),
     };
     Ok(raw)
+}
+
+/// The checks of a received delta's frame and planes header (a bytes
+/// object, planes-encoded, within the record limit, naming the frame's
+/// base): its header, for the width.
+fn delta_header(
+    o: &WireObject,
+    base: &ObjectId,
+    compression: u8,
+    payload: &[u8],
+) -> Result<crate::delta::PlanesHeader> {
+    if o.kind != Kind::Bytes || compression != pack::COMPRESSION_PLANES {
+        return Err(bad(o.id, "only planes-encoded bytes objects can be deltas"));
+    }
+    if o.raw_len > MAX_RECORD_RAW {
+        return Err(bad(
+            o.id,
+            format!("declared length {} is over the record limit", o.raw_len),
+        ));
+    }
+    let h = crate::delta::PlanesHeader::decode(payload).map_err(|r| bad(o.id, r))?;
+    if h.base != Some(*base) {
+        return Err(bad(
+            o.id,
+            "the payload names another delta base than the frame",
+        ));
+    }
+    Ok(h)
 }
 
 /// Decoded structured objects of the batch (for checks and the index).
@@ -297,8 +329,39 @@ impl Ledger {
         batch: Vec<WireObject>,
         digests: Option<&FileDigests>,
     ) -> Result<ImportStats> {
+        self.import_staged(batch, digests, None)
+    }
+
+    /// [`Ledger::import_wire_with`], verifying the batch's pieces (bytes
+    /// records and deltas, the decoding and hashing that is nearly all of
+    /// an import's work) on two threads first, each a half of the batch's
+    /// chains (a delta goes with its base), and only then storing the
+    /// batch on this thread as one import: the same checks hold, and a
+    /// refused batch still stores nothing (no segment, no catalog row).
+    /// The second thread opens its own handle on the ledger to read delta
+    /// bases stored before. A batch naming symlink targets is imported
+    /// on one thread (their bytes are kept for the policy's checks).
+    pub fn import_wire_parallel(
+        &mut self,
+        batch: Vec<WireObject>,
+        digests: Option<&FileDigests>,
+    ) -> Result<ImportStats> {
+        let pre = if symlink_targets(&batch).is_empty() {
+            Some(self.precheck(&batch, digests)?)
+        } else {
+            None
+        };
+        self.import_staged(batch, digests, pre.as_ref())
+    }
+
+    fn import_staged(
+        &mut self,
+        batch: Vec<WireObject>,
+        digests: Option<&FileDigests>,
+        pre: Option<&Prechecked>,
+    ) -> Result<ImportStats> {
         let mut staging = Staging::new(self);
-        match self.import_inner(batch, &mut staging, digests) {
+        match self.import_inner(batch, &mut staging, digests, pre) {
             Ok(s) => Ok(s),
             Err(e) => {
                 if let Some(p) = staging.pack.take() {
@@ -314,6 +377,7 @@ impl Ledger {
         batch: Vec<WireObject>,
         st: &mut Staging,
         digests: Option<&FileDigests>,
+        pre: Option<&Prechecked>,
     ) -> Result<ImportStats> {
         let mut stats = ImportStats {
             received: batch.len() as u64,
@@ -380,8 +444,11 @@ impl Ledger {
                             format!("declared length {} is over the record limit", o.raw_len),
                         ));
                     }
-                    let raw = decode_record(o, *compression, payload)?;
-                    self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
+                    // Checked already (decoded and hashed) when prechecked.
+                    if !pre.is_some_and(|p| p.contains_key(&o.id)) {
+                        let raw = decode_record(o, *compression, payload)?;
+                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
+                    }
                     let h =
                         RecordHeader::for_payload(o.kind, *compression, o.id, o.raw_len, payload);
                     st.append_record_with_base(&h, payload, None)?;
@@ -393,23 +460,27 @@ impl Ledger {
                     compression,
                     payload,
                 } => {
-                    if o.kind != Kind::Bytes || *compression != pack::COMPRESSION_PLANES {
-                        return Err(bad(o.id, "only planes-encoded bytes objects can be deltas"));
+                    let h = delta_header(o, base, *compression, payload)?;
+                    if let Some(c) = pre.and_then(|p| p.get(&o.id)) {
+                        // Decoded against its base and hashed by the
+                        // precheck, which also chose how to store it.
+                        let (stored, link_base) = match &c.whole {
+                            Some(w) => (w.as_slice(), None),
+                            None => (payload.as_slice(), Some(*base)),
+                        };
+                        let comp = if c.whole.is_some() {
+                            pack::COMPRESSION_PLANES
+                        } else {
+                            *compression
+                        };
+                        let hd = RecordHeader::for_payload(o.kind, comp, o.id, o.raw_len, stored);
+                        st.append_record_with_base(&hd, stored, link_base)?;
+                        stats.payload_bytes += stored.len() as u64;
+                        costs.insert(o.id, c.cost);
+                        stats.stored += 1;
+                        continue;
                     }
-                    if o.raw_len > MAX_RECORD_RAW {
-                        return Err(bad(
-                            o.id,
-                            format!("declared length {} is over the record limit", o.raw_len),
-                        ));
-                    }
-                    let h =
-                        crate::delta::PlanesHeader::decode(payload).map_err(|r| bad(o.id, r))?;
-                    if h.base != Some(*base) {
-                        return Err(bad(
-                            o.id,
-                            "the payload names another delta base than the frame",
-                        ));
-                    }
+                    let from_store = !cache.contains_key(base);
                     let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
                     if let Some(n) = bases.get_mut(base) {
                         *n -= 1;
@@ -427,7 +498,8 @@ impl Ledger {
                     });
                     let raw =
                         crate::delta::decode_planes_owned(payload, o.raw_len, Some(base_bytes))
-                            .map_err(|r| bad(o.id, r))?;
+                            .map_err(|r| bad(o.id, r));
+                    let raw = self.or_damaged_base(raw, from_store, base)?;
                     let cost = base_cost.saturating_add(link_cost(payload.len() as u64, o.raw_len));
                     if cost > MAX_DELTA_DEPTH {
                         // This ledger holds the base deeper in its chain
@@ -438,7 +510,9 @@ impl Ledger {
                         // readers refuse the chain. Store the version
                         // whole, as a commit at the limit would.
                         let whole = self.encode_whole(o, &raw, h.width, &mut whole_comp)?;
-                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
+                        let kept =
+                            self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests);
+                        self.or_damaged_base(kept, from_store, base)?;
                         let hw = RecordHeader::for_payload(
                             o.kind,
                             pack::COMPRESSION_PLANES,
@@ -450,7 +524,9 @@ impl Ledger {
                         stats.payload_bytes += whole.len() as u64;
                         costs.insert(o.id, 0);
                     } else {
-                        self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests)?;
+                        let kept =
+                            self.check_and_keep(o, raw, &bases, &mut cache, &mut dec, digests);
+                        self.or_damaged_base(kept, from_store, base)?;
                         let hd = RecordHeader::for_payload(
                             o.kind,
                             *compression,
@@ -659,6 +735,12 @@ impl Ledger {
                 format!("delta base {base} was staged but not kept"),
             ));
         }
+        self.stored_base(o, base)
+    }
+
+    /// Verified bytes of a delta's base stored before this import, and the
+    /// cost (`commit::chain_cost`) of its chain in this ledger.
+    fn stored_base(&self, o: &WireObject, base: &ObjectId) -> Result<(Arc<Vec<u8>>, u32)> {
         let row = self.locate(base)?.ok_or_else(|| {
             bad(
                 o.id,
@@ -674,9 +756,32 @@ impl Ledger {
                 format!("delta base {base} has another kind, length or storage"),
             ));
         }
-        // One resolved chain gives both the bytes and the cost.
+        // One resolved chain gives both the bytes and the cost. The bytes
+        // are not hashed against the base's id: they only feed the delta,
+        // whose own id check covers every byte of them (a damaged base
+        // fails it, and `or_damaged_base` then names the damage).
         let chain = self.record_chain(row)?;
-        Ok((Arc::new(decode_chain(&chain)?), chain_cost(&chain)))
+        Ok((
+            Arc::new(decode_chain_unverified(&chain)?),
+            chain_cost(&chain),
+        ))
+    }
+
+    /// `r`, or, when it failed for a delta whose base came from this
+    /// ledger's packs (decoded unchecked by [`Ledger::stored_base`]), the
+    /// damage a checked decode of the base's chain finds there: a damaged
+    /// local copy is named as such, not blamed on what was received.
+    fn or_damaged_base<T>(&self, r: Result<T>, from_store: bool, base: &ObjectId) -> Result<T> {
+        match r {
+            Err(e) if from_store => {
+                let checked = self.locate(base).and_then(|row| {
+                    let row = row.ok_or(Error::ObjectMissing { id: *base })?;
+                    decode_chain(&self.record_chain(row)?)
+                });
+                Err(checked.err().unwrap_or(e))
+            }
+            r => r,
+        }
     }
 
     /// Sum of file sizes below a tree (trees from the batch or stored).

@@ -21,7 +21,9 @@ mod settings;
 mod staging;
 
 pub use chain::MAX_CHAIN;
-pub(crate) use chain::{decode_chain, decode_in_order, name_damage, resolve_chain, RecordRef};
+pub(crate) use chain::{
+    decode_chain, decode_chain_unverified, decode_in_order, name_damage, resolve_chain, RecordRef,
+};
 pub use packcache::MAX_OPEN_PACKS;
 pub(crate) use packcache::{open_pack_with, PackSource, SharedPackCache};
 pub use settings::Setting;
