@@ -6,9 +6,11 @@
 use crate::common;
 
 use std::collections::HashSet;
+use std::path::Path;
 
+use bat_ledger::remote::digest::FileDigests;
 use bat_ledger::remote::wire::{decode_stream, encode_stream};
-use bat_ledger::remote::{WireBody, WireObject};
+use bat_ledger::remote::{ImportStats, WireBody, WireObject};
 use bat_ledger::{
     CommitId, Error, Kind, Ledger, Location, Mode, NoProgress, ObjectId, Tree, TreeEntry, TreeId,
 };
@@ -272,36 +274,48 @@ fn malicious_objects_are_refused_and_change_nothing() {
     assert!(b.fsck(&NoProgress, &no()).unwrap().ok());
 }
 
+/// How a test imports one batch: `import_wire_with` or
+/// `import_wire_parallel`.
+type Import =
+    fn(&mut Ledger, Vec<WireObject>, Option<&FileDigests>) -> bat_ledger::Result<ImportStats>;
+
+/// A fresh ledger at `dir` that imports `objs` (one per object) in batches
+/// of `size` with `import`, files checked from their pieces as `bat serve`
+/// does: every object is stored once, and with `tip` as main the ledger
+/// is fsck-clean.
+fn cross(dir: &Path, objs: &[WireObject], size: usize, tip: CommitId, import: Import) -> Ledger {
+    let mut b = Ledger::init(dir).unwrap();
+    let mut digests = FileDigests::new();
+    let mut stored = 0;
+    for batch in objs.chunks(size) {
+        for o in batch {
+            digests.add_received(o);
+        }
+        stored += import(&mut b, batch.to_vec(), Some(&digests))
+            .unwrap()
+            .stored;
+    }
+    assert_eq!(stored, objs.len() as u64);
+    b.update_ref("refs/heads/main", None, Some(tip), "import")
+        .unwrap();
+    let rep = b.fsck(&NoProgress, &no()).unwrap();
+    assert!(rep.ok(), "{:?}", rep.problems);
+    b
+}
+
 /// As `bat serve` imports a push: chunked files checked from the pieces
 /// as they were imported, in earlier batches (their lists seen first). The series arrives whole and fsck-clean; a chunked
 /// file whose list names its own pieces in another order (so every piece
 /// verifies, but not the file) is refused.
 #[test]
 fn a_series_crosses_and_files_verify_from_their_pieces() {
-    use bat_ledger::remote::digest::FileDigests;
     use bat_ledger::ChunkList;
     let t = tempfile::tempdir().unwrap();
     let (a, commits) = series_ledger(&t.path().join("a"), 4, 23);
     let tip = *commits.last().unwrap();
     let ids = closure(&a, tip);
     let objs = export_all(&a, &ids);
-    let mut b = Ledger::init(&t.path().join("b")).unwrap();
-    let mut digests = FileDigests::new();
-    let mut stored = 0;
-    for batch in objs.chunks(7) {
-        for o in batch {
-            digests.add_received(o);
-        }
-        stored += b
-            .import_wire_with(batch.to_vec(), Some(&digests))
-            .unwrap()
-            .stored;
-    }
-    assert_eq!(stored, ids.len() as u64);
-    b.update_ref("refs/heads/main", None, Some(tip), "import")
-        .unwrap();
-    let rep = b.fsck(&NoProgress, &no()).unwrap();
-    assert!(rep.ok(), "{:?}", rep.problems);
+    cross(&t.path().join("b"), &objs, 7, tip, Ledger::import_wire_with);
 
     // A forged list: the first chunked file's pieces, first two swapped.
     let (alias, list) = objs
@@ -372,29 +386,18 @@ fn forged_pieces(a: &Ledger, list: &WireObject) -> Vec<WireObject> {
 /// the same storage form.
 #[test]
 fn a_series_crosses_with_its_pieces_verified_on_two_threads() {
-    use bat_ledger::remote::digest::FileDigests;
     let t = tempfile::tempdir().unwrap();
     let (a, commits) = series_ledger(&t.path().join("a"), 4, 31);
     let tip = *commits.last().unwrap();
     let ids = closure(&a, tip);
     let objs = export_all(&a, &ids);
-    let mut b = Ledger::init(&t.path().join("b")).unwrap();
-    let mut digests = FileDigests::new();
-    let mut stored = 0;
-    for batch in objs.chunks(40) {
-        for o in batch {
-            digests.add_received(o);
-        }
-        stored += b
-            .import_wire_parallel(batch.to_vec(), Some(&digests))
-            .unwrap()
-            .stored;
-    }
-    assert_eq!(stored, ids.len() as u64);
-    b.update_ref("refs/heads/main", None, Some(tip), "import")
-        .unwrap();
-    let rep = b.fsck(&NoProgress, &no()).unwrap();
-    assert!(rep.ok(), "{:?}", rep.problems);
+    let b = cross(
+        &t.path().join("b"),
+        &objs,
+        40,
+        tip,
+        Ledger::import_wire_parallel,
+    );
     for id in &ids {
         let (la, lb) = (
             a.locate(id).unwrap().unwrap().location,
@@ -413,7 +416,6 @@ fn a_series_crosses_with_its_pieces_verified_on_two_threads() {
 /// object of it is stored, no catalog row added, no pack file left.
 #[test]
 fn a_refused_batch_verified_on_two_threads_stores_nothing() {
-    use bat_ledger::remote::digest::FileDigests;
     let t = tempfile::tempdir().unwrap();
     let (a, commits) = series_ledger(&t.path().join("a"), 3, 37);
     let ids = closure(&a, commits[2]);

@@ -158,6 +158,30 @@ fn delta_header(
     Ok(h)
 }
 
+/// One use of delta base `base` done (`uses`: the deltas still to come
+/// on each base): its cached bytes are dropped after the last, and the
+/// bytes to apply the delta onto in place are handed back — at its last
+/// use (a chain's links arrive one after the other, so usually) the
+/// base's own bytes, not a copy; before it, a pooled copy.
+pub(super) fn use_base(
+    base: &ObjectId,
+    bytes: Arc<Vec<u8>>,
+    uses: &mut HashMap<ObjectId, usize>,
+    cache: &mut HashMap<ObjectId, Arc<Vec<u8>>>,
+) -> Vec<u8> {
+    if let Some(n) = uses.get_mut(base) {
+        *n -= 1;
+        if *n == 0 {
+            cache.remove(base);
+        }
+    }
+    Arc::try_unwrap(bytes).unwrap_or_else(|shared| {
+        let mut v = crate::delta::take_buffer(shared.len());
+        v.copy_from_slice(&shared);
+        v
+    })
+}
+
 /// Decoded structured objects of the batch (for checks and the index).
 #[derive(Default)]
 struct Decoded {
@@ -482,20 +506,7 @@ impl Ledger {
                     }
                     let from_store = !cache.contains_key(base);
                     let (base_bytes, base_cost) = self.base_bytes(o, base, &cache, &costs, st)?;
-                    if let Some(n) = bases.get_mut(base) {
-                        *n -= 1;
-                        if *n == 0 {
-                            cache.remove(base);
-                        }
-                    }
-                    // At its last use (a chain's links arrive one after
-                    // the other, so usually) the base's bytes become the
-                    // delta's: applied in place, not copied.
-                    let base_bytes = Arc::try_unwrap(base_bytes).unwrap_or_else(|shared| {
-                        let mut v = crate::delta::take_buffer(shared.len());
-                        v.copy_from_slice(&shared);
-                        v
-                    });
+                    let base_bytes = use_base(base, base_bytes, &mut bases, &mut cache);
                     let raw =
                         crate::delta::decode_planes_owned(payload, o.raw_len, Some(base_bytes))
                             .map_err(|r| bad(o.id, r));

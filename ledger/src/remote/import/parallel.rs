@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{bad, decode_record, delta_header};
+use super::{bad, decode_record, delta_header, use_base};
 use crate::commit::link_cost;
 use crate::error::Result;
 use crate::id::ObjectId;
@@ -153,18 +153,7 @@ impl Ledger {
                             self.stored_base(o, base)?
                         }
                     };
-                    if let Some(n) = uses.get_mut(base) {
-                        *n -= 1;
-                        if *n == 0 {
-                            cache.remove(base);
-                        }
-                    }
-                    // At its last use the base's bytes become the delta's.
-                    let bytes = Arc::try_unwrap(bytes).unwrap_or_else(|shared| {
-                        let mut v = crate::delta::take_buffer(shared.len());
-                        v.copy_from_slice(&shared);
-                        v
-                    });
+                    let bytes = use_base(base, bytes, &mut uses, &mut cache);
                     let raw = crate::delta::decode_planes_owned(payload, o.raw_len, Some(bytes))
                         .map_err(|r| bad(o.id, r));
                     let raw = self.or_damaged_base(raw, stored_base.is_some(), base)?;
