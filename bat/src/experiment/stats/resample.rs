@@ -567,8 +567,8 @@ pub fn resample(
         let chunk = r0..cfg.resamples.min(r0 + CHUNK);
         // Arm by arm over the chunk: an arm's score rows then stay in the
         // cache for its resamples, where all arms' rows, read once per
-        // resample, do not fit a core's L2 (a third of the arms' time went
-        // to reading them so).
+        // resample, do not fit a core's L2 (the means' sums spent half
+        // their time reading them so).
         for ((gs, _, _), (bufs, dists)) in arm_groups
             .iter()
             .zip(buffers.iter_mut().zip(out.iter_mut()))
