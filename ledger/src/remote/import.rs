@@ -130,6 +130,17 @@ fn decode_record(o: &WireObject, compression: u8, payload: &[u8]) -> Result<Vec<
     Ok(raw)
 }
 
+/// A received object's declared length is within the record limit.
+pub(super) fn within_record_limit(o: &WireObject) -> Result<()> {
+    if o.raw_len > MAX_RECORD_RAW {
+        return Err(bad(
+            o.id,
+            format!("declared length {} is over the record limit", o.raw_len),
+        ));
+    }
+    Ok(())
+}
+
 /// The checks of a received delta's frame and planes header (a bytes
 /// object, planes-encoded, within the record limit, naming the frame's
 /// base): its header, for the width.
@@ -142,12 +153,7 @@ fn delta_header(
     if o.kind != Kind::Bytes || compression != pack::COMPRESSION_PLANES {
         return Err(bad(o.id, "only planes-encoded bytes objects can be deltas"));
     }
-    if o.raw_len > MAX_RECORD_RAW {
-        return Err(bad(
-            o.id,
-            format!("declared length {} is over the record limit", o.raw_len),
-        ));
-    }
+    within_record_limit(o)?;
     let h = crate::delta::PlanesHeader::decode(payload).map_err(|r| bad(o.id, r))?;
     if h.base != Some(*base) {
         return Err(bad(
@@ -462,12 +468,7 @@ impl Ledger {
                     compression,
                     payload,
                 } => {
-                    if o.raw_len > MAX_RECORD_RAW {
-                        return Err(bad(
-                            o.id,
-                            format!("declared length {} is over the record limit", o.raw_len),
-                        ));
-                    }
+                    within_record_limit(o)?;
                     // Checked already (decoded and hashed) when prechecked.
                     if !pre.is_some_and(|p| p.contains_key(&o.id)) {
                         let raw = decode_record(o, *compression, payload)?;

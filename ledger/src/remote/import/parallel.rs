@@ -8,12 +8,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{bad, decode_record, delta_header, use_base};
+use super::{bad, decode_record, delta_header, use_base, within_record_limit};
 use crate::commit::link_cost;
 use crate::error::Result;
 use crate::id::ObjectId;
 use crate::object::Kind;
-use crate::pack::MAX_RECORD_RAW;
 use crate::remote::digest::FileDigests;
 use crate::remote::{WireBody, WireObject};
 use crate::store::{Ledger, MAX_DELTA_DEPTH};
@@ -127,12 +126,7 @@ impl Ledger {
                     compression,
                     payload,
                 } => {
-                    if o.raw_len > MAX_RECORD_RAW {
-                        return Err(bad(
-                            o.id,
-                            format!("declared length {} is over the record limit", o.raw_len),
-                        ));
-                    }
+                    within_record_limit(o)?;
                     let raw = decode_record(o, *compression, payload)?;
                     let c = Checked {
                         cost: 0,
