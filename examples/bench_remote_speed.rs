@@ -450,7 +450,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut c = bat_cmd(&bat, Some(&clone), &["push", "s3", "main"]);
             s3_env(&mut c, &srv.url);
             let (wall, cpu, rss) = timed(c, ticks);
-            let endpoint = srv.url.clone();
             let server = srv.stop(ticks);
             rows.push(Row {
                 what: "push to S3 (s3s-fs)".into(),
@@ -465,7 +464,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut c = bat_cmd(&bat, None, &["clone", url]);
             c.arg(&back);
             s3_env(&mut c, &srv.url);
-            let _ = endpoint;
             let (wall, cpu, rss) = timed(c, ticks);
             let server = srv.stop(ticks);
             rows.push(Row {
