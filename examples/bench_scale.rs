@@ -8,15 +8,18 @@
 //!
 //! Flags: `--layers N` (default 36, the 4B model: 8.05 GB per round;
 //! `--layers 2` is about 1.2 GB, mostly the embedding), `--rounds R`
-//! (default 4: chain depths 0..3), `--seed S`, `--repeat N` (checkouts and
-//! diff, default 1), `--no-cold` (skip the cold-cache checkouts, which
-//! need root for `/proc/sys/vm/drop_caches`), `--no-one-core` (skip the
+//! (default 4: chain depths 0..3), `--seed S`, `--repeat N` (checkouts,
+//! diff, and the full clone beside a copy of the ledger's files; default
+//! 1), `--no-cold` (skip the cold-cache checkouts, which need root for
+//! `/proc/sys/vm/drop_caches`), `--no-one-core` (skip the
 //! `taskset -c 0` runs of commit and checkout), `--keep-previous` (keep
 //! the previous round's files while committing the next, as a training
 //! loop would, so the commit reads its delta bases from them instead of
 //! decoding them from the ledger: needs twice the raw size of disk),
 //! `--lazy 0,3` (the chain depths of the lazy checkouts; default every
-//! depth), `--keep` (keep WORK_DIR).
+//! depth), `--keep` (keep WORK_DIR), `--stores-and-checkouts` (stop after
+//! the checkouts: to compare two builds of `bat` whose ledgers differ, each
+//! in its own run).
 //!
 //! The model: 36 decoder layers of hidden size 2560, MLP 9728, 32 query
 //! and 8 key/value heads of 128, vocabulary 151,936 with tied input and
@@ -426,6 +429,8 @@ struct Opts {
     one_core: bool,
     keep_previous: bool,
     keep: bool,
+    /// Stop after the checkouts (`--stores-and-checkouts`).
+    stop_early: bool,
     /// Chain depths of the lazy checkouts (`--lazy 0,3`; default every
     /// depth).
     lazy: Option<Vec<u64>>,
@@ -434,7 +439,7 @@ struct Opts {
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(work) = args.first().filter(|a| !a.starts_with("--")) else {
-        eprintln!("usage: bench_scale WORK_DIR [--layers N] [--rounds R] [--seed S] [--repeat N] [--no-cold] [--no-one-core] [--keep-previous] [--keep] [--lazy D,D,..]");
+        eprintln!("usage: bench_scale WORK_DIR [--layers N] [--rounds R] [--seed S] [--repeat N] [--no-cold] [--no-one-core] [--keep-previous] [--keep] [--lazy D,D,..] [--stores-and-checkouts]");
         std::process::exit(2);
     };
     let num = |name: &str, default: u64| -> u64 {
@@ -455,6 +460,7 @@ fn opts() -> Opts {
         one_core: !has("--no-one-core"),
         keep_previous: has("--keep-previous"),
         keep: has("--keep"),
+        stop_early: has("--stores-and-checkouts"),
         lazy: args
             .iter()
             .position(|a| a == "--lazy")
@@ -679,6 +685,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::remove_file(tz(depth))?;
     println!("| restores byte-identical | | | | | | {same} |");
+    if o.stop_early {
+        return finish(&o, &b.work);
+    }
 
     // Diff of the two last rounds, fsck.
     let costs: Vec<Cost> = (0..o.repeat)
@@ -694,26 +703,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let c = b.sh(&format!("{bat} -C {} fsck", q(&origin)), false);
     table.add("fsck", "bat fsck", &[c], stored, "MB/s of stored bytes");
 
-    // Full clone over HTTP.
-    let (server, url) = b.serve(&origin);
+    // Full clone over HTTP, beside a plain copy of the ledger's files (the
+    // issue's other yardstick: a clone at half a local copy's speed or
+    // better), alternated so that both see the same disk and load.
     let clone = work.join("clone");
-    let c = b.sh(&format!("{bat} clone {url} {} && sync", q(&clone)), false);
-    let s = b.stop(server);
+    let (mut copies, mut clones, mut servers) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..o.repeat {
+        copies.push(b.sh(
+            &format!("cp -r {} {} && sync", q(&origin.join(".bat")), q(&clone)),
+            false,
+        ));
+        let _ = std::fs::remove_dir_all(&clone);
+        let (server, url) = b.serve(&origin);
+        clones.push(b.sh(&format!("{bat} clone {url} {} && sync", q(&clone)), false));
+        servers.push(b.stop(server));
+        let _ = std::fs::remove_dir_all(&clone);
+    }
+    table.add(
+        "local copy of .bat",
+        "cp -r + sync",
+        &copies,
+        stored,
+        "MB/s of stored bytes",
+    );
     table.add(
         "full clone over HTTP",
         "bat clone",
-        &[c],
+        &clones,
         stored,
         "MB/s of stored bytes",
     );
     table.add(
         "full clone over HTTP",
         "bat serve",
-        &[s],
+        &servers,
         0,
         "server CPU and peak over the clone",
     );
-    let _ = std::fs::remove_dir_all(&clone);
 
     // Partial clone, then a checkout of the round `d` links deep, which
     // fetches its checkpoint on demand.
@@ -784,11 +810,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &format!("identical {after}"),
     );
     let _ = std::fs::remove_dir_all(&out);
+    finish(&o, &work)
+}
+
+/// The closing load line; WORK_DIR removed unless `--keep`.
+fn finish(o: &Opts, work: &Path) -> Result<(), Box<dyn std::error::Error>> {
     println!("\nload at end {}", load());
     if o.keep {
-        println!("kept {}", b.work.display());
+        println!("kept {}", work.display());
     } else {
-        std::fs::remove_dir_all(&work)?;
+        std::fs::remove_dir_all(work)?;
     }
     Ok(())
 }

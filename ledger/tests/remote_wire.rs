@@ -10,7 +10,7 @@ use std::path::Path;
 
 use bat_ledger::remote::digest::FileDigests;
 use bat_ledger::remote::wire::{decode_stream, encode_stream};
-use bat_ledger::remote::{ImportStats, WireBody, WireObject};
+use bat_ledger::remote::{ImportPipeline, ImportStats, WireBody, WireObject};
 use bat_ledger::{
     CommitId, Error, Kind, Ledger, Location, Mode, NoProgress, ObjectId, Tree, TreeEntry, TreeId,
 };
@@ -507,5 +507,152 @@ fn a_damaged_local_base_is_named_when_a_delta_on_it_arrives() {
             other => panic!("expected the base's damage, got {other:?}"),
         }
         assert!(!b.contains(&delta).unwrap());
+    }
+}
+
+/// Runs `objs` through an [`ImportPipeline`] in batches of `size`, noting
+/// every object first, as `bat serve` does with an upload; stops at the
+/// first error (from a batch's check or from the store of the one before).
+fn pipe(dir: &Path, objs: &[WireObject], size: usize) -> bat_ledger::Result<ImportStats> {
+    let mut p = ImportPipeline::new(dir);
+    for batch in objs.chunks(size) {
+        for o in batch {
+            p.note(o)?;
+        }
+        p.import(batch.to_vec())?;
+    }
+    p.finish()
+}
+
+/// `objs` with each delta moved up to right after its base, as a push
+/// sends chains (each link after the one below it).
+fn chain_order(objs: &[WireObject]) -> Vec<WireObject> {
+    let mut out: Vec<WireObject> = Vec::new();
+    for o in objs {
+        let at = match &o.body {
+            WireBody::Delta { base, .. } => out.iter().position(|x| x.id == *base),
+            _ => None,
+        };
+        match at {
+            Some(i) => out.insert(i + 1, o.clone()),
+            None => out.push(o.clone()),
+        }
+    }
+    out
+}
+
+/// The batch index of each object of `objs` cut in batches of `size`.
+fn batch_of(objs: &[WireObject], size: usize) -> std::collections::HashMap<ObjectId, usize> {
+    objs.iter()
+        .enumerate()
+        .map(|(i, o)| (o.id, i / size))
+        .collect()
+}
+
+/// As `bat serve` imports an upload: each batch checked while the batch
+/// before it is stored. Small batches split chains, so many deltas arrive
+/// one batch after their base (still being stored while they are
+/// checked); the series crosses whole, fsck-clean, every piece in the same
+/// storage form.
+#[test]
+fn a_series_crosses_with_each_batch_checked_while_the_last_is_stored() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 4, 43);
+    let tip = *commits.last().unwrap();
+    let ids = closure(&a, tip);
+    let objs = chain_order(&export_all(&a, &ids));
+    for size in [2, 5, 40] {
+        let at = batch_of(&objs, size);
+        let straddling = objs
+            .iter()
+            .filter(|o| match &o.body {
+                WireBody::Delta { base, .. } => at.get(base).is_some_and(|&b| b + 1 == at[&o.id]),
+                _ => false,
+            })
+            .count();
+        assert!(
+            size == 40 || straddling > 0,
+            "batches of {size}: a delta on a base of the batch before"
+        );
+        let dir = Ledger::init(&t.path().join(format!("b{size}")))
+            .unwrap()
+            .dir()
+            .to_path_buf();
+        let s = pipe(&dir, &objs, size).unwrap();
+        assert_eq!(s.stored, objs.len() as u64, "batches of {size}");
+        assert_eq!(s.received, objs.len() as u64);
+        let mut b = Ledger::open(&dir).unwrap();
+        b.update_ref("refs/heads/main", None, Some(tip), "import")
+            .unwrap();
+        let rep = b.fsck(&NoProgress, &no()).unwrap();
+        assert!(rep.ok(), "batches of {size}: {:?}", rep.problems);
+        for id in &ids {
+            let (la, lb) = (
+                a.locate(id).unwrap().unwrap().location,
+                b.locate(id).unwrap().unwrap().location,
+            );
+            assert_eq!(
+                matches!(la, Location::Delta { .. }),
+                matches!(lb, Location::Delta { .. }),
+                "{id} kept its storage form"
+            );
+        }
+    }
+}
+
+/// A spoilt piece refuses its batch in the pipeline, wherever it is
+/// caught (its own batch's check, or the store): the batches before it
+/// are stored, nothing of its batch is, and the ledger stays fsck-clean.
+#[test]
+fn a_refused_batch_in_the_pipeline_stores_nothing_and_keeps_the_ones_before() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, commits) = series_ledger(&t.path().join("a"), 3, 47);
+    let ids = closure(&a, commits[2]);
+    let objs = chain_order(&export_all(&a, &ids));
+    let size = 2;
+    let at = batch_of(&objs, size);
+    let pieces: Vec<usize> = objs
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| {
+            o.kind == Kind::Bytes
+                && *i >= size
+                && matches!(o.body, WireBody::Record { .. } | WireBody::Delta { .. })
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(pieces.len() > 4, "pieces past the first batch");
+    // Deltas on a base of the batch before: their batch's check leaves
+    // them to the import, so the spoilt one is caught there.
+    let late = pieces
+        .iter()
+        .filter(|&&i| match &objs[i].body {
+            WireBody::Delta { base, .. } => at.get(base).is_some_and(|&b| b + 1 == i / size),
+            _ => false,
+        })
+        .count();
+    assert!(late > 0, "a spoilt delta caught when its batch is stored");
+    for spoil in pieces {
+        let dir = Ledger::init(&t.path().join(format!("b{spoil}")))
+            .unwrap()
+            .dir()
+            .to_path_buf();
+        let mut batch = objs.clone();
+        batch[spoil].id = ObjectId::of_bytes(format!("not piece {spoil}").as_bytes());
+        let e = pipe(&dir, &batch, size).expect_err("a spoilt piece refuses its batch");
+        assert!(matches!(e, Error::Received { .. }), "piece {spoil}: {e:?}");
+        let b = Ledger::open(&dir).unwrap();
+        let refused = spoil / size;
+        for o in &objs {
+            let first = at[&o.id];
+            assert_eq!(
+                b.contains(&o.id).unwrap(),
+                first < refused,
+                "piece {spoil}: {} (first in batch {first}, refused {refused})",
+                o.id
+            );
+        }
+        assert!(!b.contains(&batch[spoil].id).unwrap());
+        assert!(b.fsck(&NoProgress, &no()).unwrap().ok(), "piece {spoil}");
     }
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bat_ledger::remote::transfer::read_ahead;
 use bat_ledger::remote::wire::{WireReader, WireWriter};
-use bat_ledger::remote::{RemoteError, WireObject};
+use bat_ledger::remote::{ImportPipeline, RemoteError, WireObject};
 use bat_ledger::{CommitId, Kind, Ledger, Location, ObjectId, TreeId};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -293,6 +293,17 @@ fn parse_upload(
     }
 }
 
+/// An import's refusal of what was received is the client's fault (422);
+/// anything else is the ledger's.
+fn import_error(e: bat_ledger::Error) -> ApiError {
+    match e {
+        bat_ledger::Error::Received { .. } => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
+        }
+        other => ledger_error(other),
+    }
+}
+
 pub(crate) async fn put_objects(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -354,59 +365,41 @@ pub(crate) async fn put_objects(
             rx,
             cur: Bytes::new(),
         };
-        let mut totals = PutBody {
-            received: 0,
-            stored: 0,
-            skipped: 0,
-        };
         let mut batch: Vec<WireObject> = Vec::new();
         let mut batch_bytes: usize = 0;
-        // Trees of the chunked files this upload brings (their lists come
-        // before their pieces), so a file is checked against its id from
-        // the pieces as they are imported, not by decoding them again.
-        let mut digests = bat_ledger::remote::digest::FileDigests::new();
-        let import = |batch: Vec<WireObject>,
-                      digests: &bat_ledger::remote::digest::FileDigests,
-                      totals: &mut PutBody|
-         -> Result<(), ApiError> {
-            if batch.is_empty() {
-                return Ok(());
-            }
-            let mut l = Ledger::open(&dir).map_err(ledger_error)?;
-            // One import per batch (a refused batch stores nothing); its
-            // pieces are verified on two threads before it is stored.
-            let s = l
-                .import_wire_parallel(batch, Some(digests))
-                .map_err(|e| match e {
-                    bat_ledger::Error::Received { .. } => {
-                        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "corrupt", e.to_string())
-                    }
-                    other => ledger_error(other),
-                })?;
-            totals.received += s.received;
-            totals.stored += s.stored;
-            totals.skipped += s.skipped;
-            Ok(())
-        };
+        // One import per batch (a refused batch stores nothing). Each
+        // batch's pieces are verified on two threads while the batch before
+        // it is written and fsynced on a third; the trees of the chunked
+        // files this upload brings (their lists come before their pieces)
+        // check each file against its id from the pieces as they are
+        // imported, not by decoding them again.
+        let mut pipeline = ImportPipeline::new(&dir);
         // The stream is parsed on a second thread, up to
         // `READ_AHEAD_BYTES` ahead of the batch being imported, so the
         // client keeps sending while a batch is verified and stored.
         read_ahead(
             move |emit| parse_upload(reader, emit),
             &mut |o| {
-                digests.add_received(&o);
+                pipeline.note(&o).map_err(import_error)?;
                 batch_bytes += o.payload_len() as usize;
                 batch.push(o);
                 if batch_bytes >= limits.put_batch_bytes || batch.len() >= limits.max_ids {
-                    import(std::mem::take(&mut batch), &digests, &mut totals)?;
+                    pipeline
+                        .import(std::mem::take(&mut batch))
+                        .map_err(import_error)?;
                     batch_bytes = 0;
                 }
                 Ok(())
             },
             || ApiError::internal("the thread reading the upload panicked"),
         )?;
-        import(batch, &digests, &mut totals)?;
-        Ok(totals)
+        pipeline.import(batch).map_err(import_error)?;
+        let s = pipeline.finish().map_err(import_error)?;
+        Ok(PutBody {
+            received: s.received,
+            stored: s.stored,
+            skipped: s.skipped,
+        })
     })
     .await
     .map_err(|e| ApiError::internal(format!("worker failed: {e}")))

@@ -24,8 +24,10 @@ use crate::store::{
 use crate::validate;
 
 mod parallel;
+mod pipeline;
 
 use parallel::Prechecked;
+pub use pipeline::ImportPipeline;
 
 /// What [`Ledger::import_wire`] did.
 #[derive(Debug, Clone, Default, Serialize)]

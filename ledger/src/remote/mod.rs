@@ -28,8 +28,8 @@ pub mod wire;
 
 pub use bundle::{Bundle, BundleSummary};
 pub use dir::DirRemote;
-pub use import::ImportStats;
 pub(crate) use import::RECEIVED_NOTE;
+pub use import::{ImportPipeline, ImportStats};
 pub use registry::RemoteConfig;
 pub use transfer::{FetchOutcome, FetchStats, PathFilter, PushOutcome, RefUpdate};
 

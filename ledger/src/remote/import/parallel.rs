@@ -3,7 +3,9 @@
 //! and hashing of bytes records and deltas is nearly all of an import's
 //! work, and chains are independent of each other, so each thread takes
 //! half of them. Nothing is written here; the import that follows stores
-//! what was checked, so a refused batch still stores nothing.
+//! what was checked, so a refused batch still stores nothing. A delta
+//! whose base is neither checked here nor stored is left for the import,
+//! which decodes it there (or refuses it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -102,8 +104,9 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Check `objs` in order (each delta's base earlier among them or
-    /// stored), keeping each base's bytes until its last use.
+    /// Check `objs` in order (each delta against its base earlier among
+    /// them or stored; the others are skipped), keeping each base's bytes
+    /// until its last use.
     fn check_pieces(
         &self,
         objs: &[&WireObject],
@@ -142,10 +145,14 @@ impl Ledger {
                     let h = delta_header(o, base, *compression, payload)?;
                     let (bytes, base_cost) = match (cache.get(base), out.get(base)) {
                         (Some(b), Some(c)) => (b.clone(), c.cost),
-                        _ => {
+                        _ if self.contains(base)? => {
                             stored_base = Some(base);
                             self.stored_base(o, base)?
                         }
+                        // Neither checked here nor stored yet (it may be in
+                        // the batch being stored beside this check, or
+                        // nowhere): the import decodes it, or refuses it.
+                        _ => continue,
                     };
                     let bytes = use_base(base, bytes, &mut uses, &mut cache);
                     let raw = crate::delta::decode_planes_owned(payload, o.raw_len, Some(bytes))
