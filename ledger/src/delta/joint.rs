@@ -117,8 +117,10 @@ fn escape_bits(d: u16, esc: Escapes) -> (u64, u32) {
 }
 
 /// Decode the raw bits `w` after an escape symbol: the difference and how
-/// many bits it took.
-#[cold]
+/// many bits it took. Inlined into the decoding loop, not kept cold: where
+/// a round gives many elements a new mantissa, most changes are escapes
+/// (`bat fsck` of the 2.6 GB transfer series spent about a tenth less CPU).
+#[inline(always)]
 fn escape_value(w: u64, esc: Escapes) -> Result<(u16, usize), String> {
     match esc {
         Escapes::Raw16 => match w as u16 {

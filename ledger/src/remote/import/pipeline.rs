@@ -60,8 +60,8 @@ impl ImportPipeline {
 
     /// Verify `batch`'s pieces here (while the batch before is stored),
     /// then, once that one is stored, start storing this one. An error
-    /// of either batch is returned after the batch before has finished,
-    /// so nothing is left running.
+    /// of either batch (the one before first) is returned after the batch
+    /// before has finished, so nothing is left running.
     pub fn import(&mut self, batch: Vec<WireObject>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
@@ -76,10 +76,9 @@ impl ImportPipeline {
                     .expect("no thread panics holding the file trees");
                 l.precheck(&batch, Some(&digests))
             });
-            let stored = self.wait();
-            let checked = checked?;
-            stored?;
-            Some(checked)
+            // The batch before failing is the first failure of the stream.
+            self.wait()?;
+            Some(checked?)
         } else {
             self.wait()?;
             None
