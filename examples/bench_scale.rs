@@ -704,8 +704,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     table.add("fsck", "bat fsck", &[c], stored, "MB/s of stored bytes");
 
     // Full clone over HTTP, beside a plain copy of the ledger's files (the
-    // issue's other yardstick: a clone at half a local copy's speed or
-    // better), alternated so that both see the same disk and load.
+    // transfer target's second measure: a clone at half a local copy's
+    // speed), alternated so that both see the same disk and load.
     let clone = work.join("clone");
     let (mut copies, mut clones, mut servers) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..o.repeat {
