@@ -68,21 +68,17 @@ impl ImportPipeline {
         }
         // A batch naming symlink targets keeps their bytes for the
         // policy's checks, which only the one-thread import does.
-        let pre = if symlink_targets(&batch).is_empty() {
-            let checked = Ledger::open(&self.dir).and_then(|l| {
-                let digests = self
-                    .digests
-                    .read()
-                    .expect("no thread panics holding the file trees");
-                l.precheck(&batch, Some(&digests))
-            });
-            // The batch before failing is the first failure of the stream.
-            self.wait()?;
-            Some(checked?)
-        } else {
-            self.wait()?;
-            None
-        };
+        let checked = symlink_targets(&batch).is_empty().then(|| {
+            let l = Ledger::open(&self.dir)?;
+            let digests = self
+                .digests
+                .read()
+                .expect("no thread panics holding the file trees");
+            l.precheck(&batch, Some(&digests))
+        });
+        // The batch before failing is the first failure of the stream.
+        self.wait()?;
+        let pre = checked.transpose()?;
         let (dir, digests) = (self.dir.clone(), self.digests.clone());
         self.storing = Some(std::thread::spawn(move || {
             let mut l = Ledger::open(&dir)?;
