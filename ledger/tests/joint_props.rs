@@ -81,6 +81,39 @@ proptest! {
         prop_assert_eq!(out, apply_plain(&base, &ch));
     }
 
+    /// Changes of every kind the decoder tells apart, in any order: plain
+    /// (up to 8 code points), escapes short enough for two per peek (9 to
+    /// 128), longer ones (129 to 32768), after gaps short, just under and
+    /// over 64 (skips) and long: each pair of neighbours takes one of the
+    /// decoder's paths (both from one peek, the second one by one, both
+    /// one by one).
+    #[test]
+    fn round_trip_mixed_kinds_of_changes(
+        steps in proptest::collection::vec(
+            (
+                prop_oneof![Just(0u32), 1u32..63, Just(63), Just(64), 65u32..300],
+                prop_oneof![1u16..=8, 9u16..=128, 129u16..=32768],
+                any::<bool>(),
+            ),
+            0..600,
+        ),
+        esc in escapes(),
+    ) {
+        let mut ch: Vec<joint::Change> = Vec::with_capacity(steps.len());
+        let mut at = 0u32;
+        for (gap, mag, neg) in steps {
+            at += gap;
+            ch.push((at, if neg { mag.wrapping_neg() } else { mag }));
+            at += 1;
+        }
+        let n = at as usize + 3;
+        let base: Vec<u8> = (0..2 * n).map(|i| (i as u8).wrapping_mul(29)).collect();
+        let body = joint::encode(&ch, n, esc);
+        let mut out = base.clone();
+        joint::apply(&body, &mut out, ch.len(), esc).unwrap();
+        prop_assert_eq!(out, apply_plain(&base, &ch));
+    }
+
     #[test]
     fn damaged_bodies_fail_or_differ_without_panicking(
         (n, ch) in (64usize..3000).prop_flat_map(|n| (Just(n), changes(n, diffs()))),
