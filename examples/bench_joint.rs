@@ -7,7 +7,11 @@
 //!
 //! SERIES_DIR holds `r00/model.safetensors` .. `r09/model.safetensors` (as
 //! `bench/make_series.py` writes them); TENSOR defaults to `lm_head.weight`
-//! and PIECE_KIB to 4096 (`delta::MAX_PIECE`). Each round's tensor is cut
+//! and PIECE_KIB to 4096 (`delta::MAX_PIECE`). With `--new-mantissas` in
+//! place of SERIES_DIR the ten rounds of one 32000 × 1024 bf16 tensor are
+//! made in memory instead, each round giving about 3 elements in 8 a new
+//! random mantissa, as `bench_remote_speed`'s series does: most changes
+//! are then escapes (a difference of more than 8 code points). Each round's tensor is cut
 //! into pieces, each piece's nine links are encoded as the commit path does
 //! (Golomb escapes), and every repetition restores r09's pieces from r00's
 //! by applying them in order, checking the result. Why a harness of its
@@ -48,17 +52,56 @@ fn changes(a: &[u8], b: &[u8]) -> Vec<joint::Change> {
     out
 }
 
+/// Ten rounds of `n` bf16 elements (little-endian bytes): round 0 of
+/// magnitudes about 0.002 to 0.06, either sign; each later round gives
+/// each element a new random 7-bit mantissa with probability 3/8.
+fn new_mantissas(n: usize) -> Vec<Vec<u8>> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Sign, an exponent of 2^-9 .. 2^-5, any mantissa.
+    let mut codes: Vec<u16> = (0..n)
+        .map(|_| {
+            let r = next();
+            ((r & 1) << 15 | (0x76 + (r >> 1) % 5) << 7 | (r >> 8) & 0x7F) as u16
+        })
+        .collect();
+    let mut rounds = Vec::with_capacity(10);
+    for r in 0..10 {
+        if r > 0 {
+            for c in codes.iter_mut() {
+                let v = next();
+                if v % 8 < 3 {
+                    *c = (*c & 0xFF80) | ((v >> 8) & 0x7F) as u16;
+                }
+            }
+        }
+        rounds.push(codes.iter().flat_map(|c| c.to_le_bytes()).collect());
+    }
+    rounds
+}
+
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().collect();
     let Some(series) = args.get(1) else {
-        eprintln!("usage: bench_joint SERIES_DIR [TENSOR] [PIECE_KIB]");
+        eprintln!("usage: bench_joint SERIES_DIR|--new-mantissas [TENSOR] [PIECE_KIB]");
         std::process::exit(2);
     };
     let name = args.get(2).map_or("lm_head.weight", String::as_str);
     let piece: usize = args.get(3).map_or(Ok(4096), |s| s.parse())? << 10;
-    let rounds = (0..10)
-        .map(|r| tensor(&format!("{series}/r{r:02}/model.safetensors"), name))
-        .collect::<Res<Vec<_>>>()?;
+    let synthetic = series == "--new-mantissas";
+    let name = if synthetic { "new mantissas" } else { name };
+    let rounds = if synthetic {
+        new_mantissas(32000 * 1024)
+    } else {
+        (0..10)
+            .map(|r| tensor(&format!("{series}/r{r:02}/model.safetensors"), name))
+            .collect::<Res<Vec<_>>>()?
+    };
     let npieces = rounds[0].len() / piece;
     if npieces == 0 {
         return Err(format!("{name} is smaller than one piece").into());
