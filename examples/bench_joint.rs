@@ -2,7 +2,7 @@
 //! thread, and prints nanoseconds per change (`delta::joint::apply`).
 //!
 //! ```text
-//! cargo run --release --example bench_joint -- SERIES_DIR [TENSOR] [PIECE_KIB]
+//! cargo run --release --example bench_joint -- SERIES_DIR|--new-mantissas [TENSOR] [PIECE_KIB]
 //! ```
 //!
 //! SERIES_DIR holds `r00/model.safetensors` .. `r09/model.safetensors` (as
@@ -11,12 +11,14 @@
 //! place of SERIES_DIR the ten rounds of one 32000 × 1024 bf16 tensor are
 //! made in memory instead, each round giving about 3 elements in 8 a new
 //! random mantissa, as `bench_remote_speed`'s series does: most changes
-//! are then escapes (a difference of more than 8 code points). Each round's tensor is cut
-//! into pieces, each piece's nine links are encoded as the commit path does
-//! (Golomb escapes), and every repetition restores r09's pieces from r00's
-//! by applying them in order, checking the result. Why a harness of its
-//! own: a restore's wall time mixes reading, hashing and two threads, so a
-//! change to the decoder's inner loop is compared here, run against run.
+//! are then escapes (a difference of more than 8 code points).
+//!
+//! Each round's tensor is cut into pieces, each piece's nine links are
+//! encoded as the commit path does (Golomb escapes), and every repetition
+//! restores r09's pieces from r00's by applying them in order, checking
+//! the result. Why a harness of its own: a restore's wall time mixes
+//! reading, hashing and two threads, so a change to the decoder's inner
+//! loop is compared here, run against run.
 use bat_ledger::delta::joint::{self, Escapes};
 use std::time::Instant;
 

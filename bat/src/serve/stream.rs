@@ -49,8 +49,8 @@ struct SharedBuf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
 
 /// A response's spare group buffers. Why: a buffer freshly allocated for
 /// every group, and grown by doubling while it filled, cost the server a
-/// page fault per 4 KiB and a second copy of every byte, about a fifth of
-/// its CPU time on a fetch.
+/// page fault per 4 KiB and a second copy of every byte, about a quarter
+/// of its CPU time on a fetch.
 #[derive(Clone, Default)]
 struct Pool(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
 
