@@ -269,3 +269,57 @@ fn push_is_atomic_fast_forward_only_and_compare_and_swap() {
     assert!(matches!(e, RemoteError::MissingObject { .. }), "{e}");
     assert!(dest.ledger().fsck(&NoProgress, &no()).unwrap().ok());
 }
+
+/// A push to a directory remote is imported batch by batch, each batch
+/// checked while the one before is stored: a lie in the second batch
+/// stops the push with every object of the first batch stored and none
+/// of the lying batch's, and the same objects sent honestly afterwards
+/// all arrive.
+#[test]
+fn a_lie_in_a_later_batch_of_a_dir_push_keeps_the_batches_before() {
+    const PIECE: usize = 4 << 20;
+    let t = tempfile::tempdir().unwrap();
+    Ledger::init(&t.path().join("dest")).unwrap();
+    let mut dest = DirRemote::open(&t.path().join("dest")).unwrap();
+    // Incompressible pieces, so each counts its full size towards a batch:
+    // 36 × 4 MiB make three batches of 64 MiB (16 + 16 + 4 pieces).
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let honest: Vec<WireObject> = (0..36)
+        .map(|_| {
+            let raw: Vec<u8> = (0..PIECE / 8)
+                .flat_map(|_| {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    state.to_le_bytes()
+                })
+                .collect();
+            record(Kind::Bytes, raw)
+        })
+        .collect();
+    let mut lying = honest.clone();
+    if let WireBody::Record { payload, .. } = &mut lying[20].body {
+        payload[PIECE / 2] ^= 1;
+    }
+    let e = dest
+        .put(&mut lying.into_iter().map(Ok))
+        .expect_err("a piece that does not match its id is refused");
+    assert!(e.to_string().contains(&honest[20].id.to_hex()), "{e}");
+    let stored: Vec<bool> = honest
+        .iter()
+        .map(|o| dest.ledger().contains(&o.id).unwrap())
+        .collect();
+    assert_eq!(stored[..16], [true; 16], "the first batch is kept");
+    assert_eq!(
+        stored[16..],
+        [false; 20],
+        "nothing of the lying batch or after"
+    );
+    assert!(dest.ledger().fsck(&NoProgress, &no()).unwrap().ok());
+
+    dest.put(&mut honest.iter().cloned().map(Ok)).unwrap();
+    for o in &honest {
+        assert!(dest.ledger().contains(&o.id).unwrap());
+    }
+    assert!(dest.ledger().fsck(&NoProgress, &no()).unwrap().ok());
+}

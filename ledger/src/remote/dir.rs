@@ -1,13 +1,13 @@
 //! A remote that is another ledger directory on a reachable file system,
-//! opened with the ledger's own API: received objects go through
-//! [`Ledger::import_wire`], ref updates through the catalog's
-//! compare-and-swap.
+//! opened with the ledger's own API: received objects go through an
+//! [`ImportPipeline`], as `bat serve` imports them; ref updates through
+//! the catalog's compare-and-swap.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::transfer::{is_ancestor, BATCH_BYTES};
-use super::{check_wire_ref_name, Remote, RemoteError, WireBody, WireObject};
+use super::{check_wire_ref_name, ImportPipeline, Remote, RemoteError, WireBody, WireObject};
 use crate::catalog::Location;
 use crate::error::Error;
 use crate::id::{CommitId, ObjectId, TreeId};
@@ -172,28 +172,28 @@ impl Remote for DirRemote {
         &mut self,
         objects: &mut dyn Iterator<Item = Result<WireObject, RemoteError>>,
     ) -> Result<(), RemoteError> {
-        // As `bat serve` imports a push: chunked files checked from their
-        // pieces as they were imported.
-        let mut digests = crate::remote::digest::FileDigests::new();
+        // As `bat serve` imports a push: one import per batch (a refused
+        // batch stores nothing), each batch's pieces verified while the
+        // batch before is written and fsynced, and chunked files checked
+        // from their pieces as they were imported.
+        let mut pipeline = ImportPipeline::new(self.ledger.dir());
         let mut batch = Vec::new();
         let mut bytes = 0u64;
         for o in objects {
             let o = o?;
-            digests.add_received(&o);
+            pipeline.note(&o)?;
             bytes += match &o.body {
                 WireBody::Chunked { .. } => 0,
                 _ => o.payload_len(),
             };
             batch.push(o);
             if bytes >= BATCH_BYTES {
-                let b = std::mem::take(&mut batch);
-                self.ledger.import_wire_with(b, Some(&digests))?;
+                pipeline.import(std::mem::take(&mut batch))?;
                 bytes = 0;
             }
         }
-        if !batch.is_empty() {
-            self.ledger.import_wire_with(batch, Some(&digests))?;
-        }
+        pipeline.import(batch)?;
+        pipeline.finish()?;
         Ok(())
     }
 
