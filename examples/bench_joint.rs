@@ -19,7 +19,11 @@
 //! the result. Why a harness of its own: a restore's wall time mixes
 //! reading, hashing and two threads, so a change to the decoder's inner
 //! loop is compared here, run against run.
+#[path = "support/series.rs"]
+mod series;
+
 use bat_ledger::delta::joint::{self, Escapes};
+use series::Xorshift;
 use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -58,17 +62,11 @@ fn changes(a: &[u8], b: &[u8]) -> Vec<joint::Change> {
 /// magnitudes about 0.002 to 0.06, either sign; each later round gives
 /// each element a new random 7-bit mantissa with probability 3/8.
 fn new_mantissas(n: usize) -> Vec<Vec<u8>> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
     // Sign, an exponent of 2^-9 .. 2^-5, any mantissa.
     let mut codes: Vec<u16> = (0..n)
         .map(|_| {
-            let r = next();
+            let r = rng.next();
             ((r & 1) << 15 | (0x76 + (r >> 1) % 5) << 7 | (r >> 8) & 0x7F) as u16
         })
         .collect();
@@ -76,7 +74,7 @@ fn new_mantissas(n: usize) -> Vec<Vec<u8>> {
     for r in 0..10 {
         if r > 0 {
             for c in codes.iter_mut() {
-                let v = next();
+                let v = rng.next();
                 if v % 8 < 3 {
                     *c = (*c & 0xFF80) | ((v >> 8) & 0x7F) as u16;
                 }

@@ -14,7 +14,7 @@ use bat_ledger::remote::{DirRemote, Remote, RemoteError, WireBody, WireObject};
 use bat_ledger::{
     Commit, CommitId, Kind, Ledger, Mode, NoProgress, ObjectId, Tree, TreeEntry, TreeId,
 };
-use common::{no, series_ledger, state};
+use common::{no, series_ledger, state, Rng};
 
 #[derive(Clone, Copy, Debug)]
 enum Lie {
@@ -283,19 +283,9 @@ fn a_lie_in_a_later_batch_of_a_dir_push_keeps_the_batches_before() {
     let mut dest = DirRemote::open(&t.path().join("dest")).unwrap();
     // Incompressible pieces, so each counts its full size towards a batch:
     // 36 × 4 MiB make three batches of 64 MiB (16 + 16 + 4 pieces).
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let honest: Vec<WireObject> = (0..36)
-        .map(|_| {
-            let raw: Vec<u8> = (0..PIECE / 8)
-                .flat_map(|_| {
-                    state = state
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    state.to_le_bytes()
-                })
-                .collect();
-            record(Kind::Bytes, raw)
-        })
+        .map(|_| record(Kind::Bytes, rng.bytes(PIECE)))
         .collect();
     let mut lying = honest.clone();
     if let WireBody::Record { payload, .. } = &mut lying[20].body {

@@ -44,7 +44,7 @@ const GROUP_ROOM: usize = GROUP + (5 << 20);
 const POOLED: usize = 2;
 
 /// A `Write` into a buffer the sender drains between groups.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct SharedBuf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
 
 /// A response's spare group buffers. Why: a buffer freshly allocated for

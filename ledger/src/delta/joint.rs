@@ -605,8 +605,9 @@ fn quick<const GOLOMB: bool>(e: u32, w: u64) -> Option<(u16, u32)> {
 /// peek gives 57. Decoding nine links of the main series took 8–16 % less
 /// time per change than a peek per change (`bench_joint`, four alternating
 /// runs). With short escapes decoded here too, from [`SHORT_ESCAPES`],
-/// nine links where most changes are escapes took 3.6–3.8 ns per change
-/// instead of 5.4, and the main series 2.27–2.29 instead of 2.40.
+/// nine links where most changes are escapes took 3.57–3.58 ns per change
+/// instead of 5.40–5.41, and the main series 2.22–2.25 instead of
+/// 2.37–2.38 (docs/benchmarks.md, "The joint decoder alone").
 #[inline(always)]
 fn step2<const GOLOMB: bool>(
     s: &mut Pos,
