@@ -73,7 +73,11 @@ fn compare(args: &[&str]) -> std::process::Output {
 }
 
 fn compare_json(args: &[&str]) -> Value {
-    let out = bat_in(ledger())
+    compare_json_in(ledger(), args)
+}
+
+fn compare_json_in(dir: &Path, args: &[&str]) -> Value {
+    let out = bat_in(dir)
         .args(["--json", "compare"])
         .args(args)
         .output()
@@ -340,4 +344,57 @@ fn compare_text_snapshot() {
     let out = compare(&["bat/*", "terminal/*", "--per-round", "--resamples", "1000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     insta::assert_snapshot!("compare_arms_text", text(&out.stdout));
+}
+
+/// `bat revert rNN --branch B` undoes B's round rNN whatever HEAD is (every
+/// seed has its own rNN), and `compare` then takes that member's final
+/// checkpoint from the round promoted before it; the other members keep
+/// theirs.
+#[test]
+fn a_reverted_promotion_is_not_the_final_checkpoint() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("ledger");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    succeeded(common::bat().arg("init").arg(&dir).output().expect("init"));
+    for (branch, seed, mode) in [
+        ("a/s0", "0", "stage"),
+        ("a/s1", "1", "stage"),
+        ("b/s0", "0", "terminal"),
+        ("b/s1", "1", "terminal"),
+    ] {
+        succeeded(
+            bat_in(&dir)
+                .args(["run", "--backend", "sim", "--rounds", ROUNDS])
+                .args(["--batches", BATCHES, "--seed", seed, "--reward-mode", mode])
+                .args(["--branch", branch])
+                .output()
+                .expect("run"),
+        );
+    }
+    // Newest first.
+    let promoted: Vec<String> = common::run::logged_rounds_on(&dir, Some("a/s1"))
+        .iter()
+        .filter(|r| r["gate_status"] == "promote")
+        .map(|r| r["round_id"].as_str().expect("round id").to_string())
+        .collect();
+    assert!(!promoted.is_empty(), "a/s1 promoted no round");
+    let before = compare_json_in(&dir, &["a/*", "b/*"]);
+    assert_eq!(before["arms"][0]["final_rounds"][1], promoted[0].as_str());
+
+    succeeded(
+        bat_in(&dir)
+            .args(["revert", &promoted[0], "--branch", "a/s1"])
+            .output()
+            .expect("revert"),
+    );
+    let after = compare_json_in(&dir, &["a/*", "b/*"]);
+    let previous = promoted
+        .get(1)
+        .map_or(Value::Null, |r| Value::from(r.as_str()));
+    assert_eq!(after["arms"][0]["final_rounds"][1], previous);
+    assert_eq!(
+        after["arms"][0]["final_rounds"][0],
+        before["arms"][0]["final_rounds"][0]
+    );
+    assert_eq!(after["arms"][1], before["arms"][1]);
 }

@@ -14,7 +14,8 @@ use bat::round::revert_round;
 /// both REV and the revert.
 #[derive(Debug, Args)]
 pub struct RevertArgs {
-    /// The promoted round to undo (a round id such as r03, or any revision).
+    /// The promoted round to undo (a round id such as r03, looked up on the
+    /// branch, or any revision).
     pub rev: String,
     /// Commit message (default: derived).
     #[arg(short = 'm', long = "message")]

@@ -32,7 +32,8 @@
 //! # Which checkpoint
 //! The *checkpoint after round k* of a member is the candidate of its
 //! newest round up to k that was inherited (promoted, or any candidate of a
-//! `gate=off` replay), scored by that round's candidate evaluation; with
+//! `gate=off` replay) and not reverted since (`bat revert` in the member's
+//! history), scored by that round's candidate evaluation; with
 //! none inherited yet it is the initial checkpoint, scored by the first
 //! round's `baseline-summary.json`. The *final* checkpoint is the
 //! checkpoint after the member's last round.
@@ -47,7 +48,7 @@ use super::stats::{ScoreMatrix, Stratum};
 use super::ExperimentError;
 use crate::inspect::audit::list_audits;
 use crate::round::meta::RoundMeta;
-use crate::round::round_commits;
+use crate::round::{reverted_rounds, round_commits};
 
 /// One evaluation cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -246,7 +247,8 @@ pub struct RoundCells {
     pub round_id: String,
     /// The round commit.
     pub commit: CommitId,
-    /// Whether its candidate became the member's checkpoint.
+    /// Whether its candidate became the member's checkpoint and stayed it
+    /// (a round whose promotion `bat revert` undid did not).
     pub inherited: bool,
     /// The candidate's evaluation (the gating one).
     pub candidate: Option<Evaluation>,
@@ -339,6 +341,10 @@ pub fn gather(ledger: &Ledger, group: &ArmGroup) -> Result<ArmCells, ExperimentE
             });
         }
         infos.reverse();
+        let reverted = reverted_rounds(ledger, m.head).map_err(|e| ExperimentError::Round {
+            name: m.name.clone(),
+            reason: e.to_string(),
+        })?;
         let base = summary_at(ledger, &infos[0].commit, "baseline-summary.json")?;
         let mut rounds = Vec::with_capacity(infos.len());
         for info in infos {
@@ -361,7 +367,7 @@ pub fn gather(ledger: &Ledger, group: &ArmGroup) -> Result<ArmCells, ExperimentE
             rounds.push(RoundCells {
                 round_id: info.round_id.clone(),
                 commit: info.commit,
-                inherited: info.metadata.inherited(),
+                inherited: info.metadata.inherited() && !reverted.contains(&info.commit),
                 candidate,
                 audits,
                 meta: info.metadata,

@@ -243,13 +243,6 @@ struct TrainerBudget {
     steps: Option<f64>,
 }
 
-/// The metadata of a `bat revert` commit, as far as rows need it.
-#[derive(Debug, Deserialize)]
-struct RevertMeta {
-    kind: String,
-    reverts: String,
-}
-
 /// A round commit found by the walk, waiting to become a row.
 struct Pending {
     id: CommitId,
@@ -264,7 +257,7 @@ pub struct RoundRows<'l> {
     ledger: &'l Ledger,
     branch: String,
     pending: VecDeque<Pending>,
-    reverted: HashSet<String>,
+    reverted: HashSet<CommitId>,
 }
 
 impl<'l> RoundRows<'l> {
@@ -282,13 +275,7 @@ impl<'l> RoundRows<'l> {
                     time: c.time,
                     meta: m,
                 }),
-                Ok(None) => {
-                    if let Ok(r) = serde_json::from_value::<RevertMeta>(c.metadata) {
-                        if r.kind == "bat_revert" {
-                            reverted.insert(r.reverts);
-                        }
-                    }
-                }
+                Ok(None) => reverted.extend(crate::round::reverted_by(&c)),
                 Err(e) => {
                     return Err(RoundsError::Meta {
                         commit: id,
@@ -359,7 +346,7 @@ impl<'l> RoundRows<'l> {
             round_id: m.round_id.clone(),
             round_number: loop_meta.map(|l| l.round_number),
             run_id: loop_meta.map(|l| l.run_id.clone()),
-            reverted: self.reverted.contains(&commit.to_string()),
+            reverted: self.reverted.contains(&commit),
             commit,
             parent: p.parent.map(|x| x.to_string()),
             time: p.time,
@@ -507,10 +494,23 @@ mod tests {
 
     #[test]
     fn revert_metadata_is_recognised_by_kind() {
-        let r: RevertMeta = serde_json::from_value(serde_json::json!({
-            "kind": "bat_revert", "reverts": "abc", "restored_commit": null
-        }))
-        .expect("decodes");
-        assert_eq!((r.kind.as_str(), r.reverts.as_str()), ("bat_revert", "abc"));
+        let reverted = CommitId(bat_ledger::ObjectId([7; 32]));
+        let commit = |metadata| bat_ledger::Commit {
+            tree: bat_ledger::TreeId(bat_ledger::ObjectId([0; 32])),
+            parents: vec![],
+            author: String::new(),
+            time: 0,
+            message: String::new(),
+            metadata,
+            fields: Default::default(),
+        };
+        let revert = commit(serde_json::json!({
+            "kind": "bat_revert", "reverts": reverted.to_string(), "restored_commit": null
+        }));
+        assert_eq!(crate::round::reverted_by(&revert), Some(reverted));
+        let other = commit(serde_json::json!({
+            "kind": "bat_round", "reverts": reverted.to_string()
+        }));
+        assert_eq!(crate::round::reverted_by(&other), None);
     }
 }

@@ -80,8 +80,9 @@ use crate::Ctx;
 
 pub use check::RoundCheck;
 pub use promote::{
-    next_starting_checkpoint, promoted_round, resolve_rev, revert_round, round_commits,
-    PromotedRound, RevertOutcome, RoundInfo, StartingCheckpoint, PROMOTED_PREFIX,
+    next_starting_checkpoint, promoted_round, resolve_rev, revert_round, reverted_by,
+    reverted_rounds, round_commits, PromotedRound, RevertOutcome, RoundInfo, StartingCheckpoint,
+    PROMOTED_PREFIX,
 };
 pub use provenance::{code_provenance, measured_compute, CodeProvenance};
 

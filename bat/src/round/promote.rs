@@ -203,6 +203,32 @@ pub fn round_commits(ledger: &Ledger, start: CommitId) -> Result<Vec<RoundInfo>,
     Ok(out)
 }
 
+/// The round commits in the history of `start` whose promotion a
+/// `bat revert` there undid: their candidates stopped being the branch's
+/// checkpoint.
+pub fn reverted_rounds(
+    ledger: &Ledger,
+    start: CommitId,
+) -> Result<std::collections::HashSet<CommitId>, RoundError> {
+    let mut out = std::collections::HashSet::new();
+    for item in ledger.history(start, None)? {
+        let (_, c) = item?;
+        out.extend(reverted_by(&c));
+    }
+    Ok(out)
+}
+
+/// The round commit whose promotion `c` undid, when `c` is a `bat revert`
+/// commit.
+pub fn reverted_by(c: &Commit) -> Option<CommitId> {
+    if kind(c) != Some("bat_revert") {
+        return None;
+    }
+    meta_str(c, "reverts")
+        .and_then(bat_ledger::ObjectId::from_hex)
+        .map(CommitId)
+}
+
 /// Whether `s` has the shape of a round id (`r` followed by digits).
 pub fn is_round_id(s: &str) -> bool {
     s.len() >= 2 && s.starts_with('r') && s[1..].bytes().all(|b| b.is_ascii_digit())
@@ -213,10 +239,22 @@ pub fn is_round_id(s: &str) -> bool {
 /// HEAD. Anything else (or a round id with no such commit) goes to the
 /// ledger's resolver.
 pub fn resolve_rev(ledger: &Ledger, rev: &str) -> Result<CommitId, RoundError> {
+    resolve_rev_from(ledger, rev, ledger.head()?.commit())
+}
+
+/// [`resolve_rev`], with a round id looked up in the history of `tip`
+/// instead of HEAD's. Why: round ids repeat across branches (every arm
+/// and seed has its own `r01`), so a command naming a branch must look
+/// there.
+fn resolve_rev_from(
+    ledger: &Ledger,
+    rev: &str,
+    tip: Option<CommitId>,
+) -> Result<CommitId, RoundError> {
     let split = rev.find(['~', '^']).unwrap_or(rev.len());
     let (base, ops) = rev.split_at(split);
     if is_round_id(base) {
-        if let Some(head) = ledger.head()?.commit() {
+        if let Some(head) = tip {
             // The whole history: a round id recorded twice (a ledger that
             // took such a history in) is refused, never guessed.
             let found = super::unique::commits_recording(ledger, head, base)?;
@@ -253,7 +291,8 @@ pub struct RevertOutcome {
 }
 
 /// `bat revert REV`: add a commit on `branch` (default: the current branch)
-/// that undoes REV's promotion. REV must be the branch's promoted round.
+/// that undoes REV's promotion. REV must be the branch's promoted round; a
+/// round id names the round of that branch's history.
 /// The promoted ref and the next starting checkpoint go back to REV's
 /// baseline (the promoted round before REV, or the initial checkpoint).
 /// The revert commit's tree holds `revert.json`; its metadata has kind
@@ -267,7 +306,11 @@ pub fn revert_round(
     author: &str,
     message: Option<&str>,
 ) -> Result<RevertOutcome, RoundError> {
-    let target = resolve_rev(ledger, rev)?;
+    let tip = match branch {
+        Some(b) => branch_tip(ledger, b)?,
+        None => ledger.head()?.commit(),
+    };
+    let target = resolve_rev_from(ledger, rev, tip)?;
     let tc = ledger.read_commit(&target)?;
     let Some(tm) = round(&target, &tc)? else {
         return Err(RoundError::NotARoundCommit {
